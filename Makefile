@@ -1,0 +1,141 @@
+# mixscope build. Objects are linked directly (no archive): the command and mixer tables refer to
+# their entries weakly, and an archive would drop members nothing else names.
+#
+#
+#   make            the binary ./mixscope (CUDA kernels included when nvcc is found; CUDA=0 leaves
+#                   them out; the binary runs on machines without a GPU either way)
+#   make test       every CPU test; ends with "tests: N passed, M failed"
+#   make check      the tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-gpu   the GPU tests (needs a GPU; skipped with a message when there is none)
+#   make fuzz       libFuzzer targets (clang); make fuzz-run fuzzes each for FUZZ_SECONDS
+#   make bench      CPU benchmarks (printed tables of medians)
+#   make run        the guided tour
+#   make format     clang-format every source file
+
+CC       ?= cc
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(NVCC),)
+CUDA ?= 0
+else
+CUDA ?= 1
+endif
+
+BUILD    ?= build/release
+OPT      ?= -O2
+WARN      = -Wall -Wextra -Werror -Wno-format-truncation
+CFLAGS   ?=
+CPPFLAGS += -D_DEFAULT_SOURCE -I.
+SANITIZE ?=
+
+# Debian packages found through pkg-config (scripts/deps.sh installs them).
+PKGS     := libcjson sdl2 ncursesw readline stb cmocka
+PKG_CFLAGS := $(filter-out -D_XOPEN_SOURCE=% -D_REENTRANT,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
+PKG_LIBS   := $(shell pkg-config --libs libcjson sdl2 ncursesw readline stb 2>/dev/null)
+ifeq ($(PKG_LIBS),)
+PKG_LIBS := -lcjson -lSDL2 -lncursesw -lreadline -lstb
+endif
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+ALL_CFLAGS = -std=c11 $(WARN) $(OPT) -g $(SANITIZE) $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS    = $(PKG_LIBS) -lm -lpthread
+
+LIB_SRC  := $(sort $(wildcard core/*.c mixers/*.c models/*.c scenes/*.c viz/*.c export/*.c cli/*.c))
+LIB_SRC  := $(filter-out cli/main.c,$(LIB_SRC))
+CU_SRC   := $(sort $(wildcard kernels/*.cu))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+
+ifeq ($(CUDA),1)
+CPPFLAGS += -DMIXSCOPE_CUDA=1
+KOBJ     := $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
+NVFLAGS  ?= -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I. -Xcompiler -fPIC
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
+else
+LIB_SRC  += kernels/gpu_none.c
+KOBJ     :=
+endif
+
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+# test-bins: built by `make test`
+.PHONY: all test test-bins check test-gpu bench bench-gpu fuzz fuzz-run run clean format golden deps
+
+all: mixscope
+
+mixscope: $(BUILD)/mixscope
+	cp $< $@
+
+$(BUILD)/mixscope: $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ) $(LDLIBS)
+
+$(BUILD)/%.o: %.c $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h mixers/*.h core/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(KOBJ) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(CMOCKA_LIBS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(LDLIBS)
+
+# deps first, in its own step, so a fresh machine gets its packages before anything compiles
+test:
+	@sh scripts/deps.sh
+	@$(MAKE) --no-print-directory test-bins
+	@MIXSCOPE_BIN=$(BUILD)/mixscope MIXSCOPE_ROOT=$(CURDIR) sh tests/run.sh $(TEST_BIN)
+
+test-bins: $(BUILD)/mixscope $(TEST_BIN)
+
+check:
+	$(MAKE) test BUILD=build/asan CUDA=0 OPT=-O1 \
+	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+
+test-gpu: $(BUILD)/mixscope
+	@sh tests/gpu/run.sh $(BUILD)
+
+bench: $(BENCH_BIN)
+	@for b in $(BENCH_BIN); do $$b || exit 1; done
+
+bench-gpu: $(BUILD)/mixscope
+	@sh bench/gpu/run.sh $(BUILD)
+
+FUZZ_SECONDS ?= 60
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BIN := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+FUZZ_LIB_SRC := $(filter-out kernels/gpu_none.c,$(LIB_SRC)) kernels/gpu_none.c
+
+fuzz: $(FUZZ_BIN)
+
+build/fuzz/%: fuzz/%.c $(FUZZ_LIB_SRC) $(wildcard */*.h)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -g -O1 $(CPPFLAGS) $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	  -o $@ $< $(FUZZ_LIB_SRC) $(PKG_LIBS) -lm -lpthread
+
+fuzz-run: fuzz
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build/fuzz/corpus-$$n; \
+	  cp -n fuzz/seeds/$$n/* build/fuzz/corpus-$$n/ 2>/dev/null; \
+	  echo "== $$n for $(FUZZ_SECONDS) s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-$$n 2>&1 | tail -n 12 || exit 1; done
+
+run:
+	@sh scripts/deps.sh
+	@$(MAKE) --no-print-directory mixscope
+	./mixscope
+
+deps:
+	@sh scripts/deps.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf build mixscope

@@ -1,0 +1,97 @@
+/* cmd_basic.c: help, quit, source, device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fileio.h"
+#include "../kernels/gpu.h"
+#include "command.h"
+#include "session.h"
+
+static int run_help(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)rest;
+    if (argc == 2) {
+        const command *c = command_find(argv[1]);
+        if (!c) {
+            const char *sug = command_suggest(argv[1]);
+            return sug ? err_set(e, "no command '%.60s' (did you mean '%s'?)", argv[1], sug)
+                       : err_set(e, "no command '%.60s'", argv[1]);
+        }
+        fprintf(s->out, "%s %s\n  %s\n", c->name, c->args ? c->args : "", c->summary);
+        if (c->help) fprintf(s->out, "\n%s\n", c->help);
+        return 0;
+    }
+    fprintf(s->out, "commands (help CMD for details):\n");
+    for (int i = 0; i < command_table_size; i++) {
+        const command *c = command_table[i];
+        if (!c) continue;
+        char head[96];
+        snprintf(head, sizeof head, "%s %s", c->name, c->args ? c->args : "");
+        if (strlen(head) > 44) fprintf(s->out, "  %s\n  %-44s %s\n", head, "", c->summary);
+        else fprintf(s->out, "  %-44s %s\n", head, c->summary);
+    }
+    return 0;
+}
+
+const command cmd_help = {
+    "help", "[CMD]", "list the commands, or explain one",
+    "Without an argument, lists every command with its usage. With one, prints that command's\n"
+    "usage and full description.",
+    0, 1, run_help, COMPLETE_COMMAND, NULL};
+
+static int run_quit(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)argc, (void)argv, (void)rest, (void)e;
+    s->quit = 1;
+    return 0;
+}
+
+const command cmd_quit = {"quit", "", "leave mixscope (also ^D)", NULL, 0, 0, run_quit, 0, NULL};
+
+static int run_source(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)argc, (void)rest;
+    char *text;
+    if (file_read_all(argv[1], 16u << 20, &text, NULL, e)) return -1;
+    int rc = command_exec_script(s, text, argv[1], s->batch, e);
+    free(text);
+    return rc;
+}
+
+const command cmd_source = {
+    "source", "FILE", "run the commands in FILE (a .scene script)",
+    "Runs FILE line by line; ';' also separates commands and '#' starts a comment. In batch use\n"
+    "the first failing command stops the script; in the REPL each error is printed and the\n"
+    "script goes on.",
+    1, 1, run_source, COMPLETE_FILE, NULL};
+
+static int run_device(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)rest;
+    char why[256];
+    if (argc == 1) {
+        int ok = gpu_available(why, sizeof why);
+        fprintf(s->out, "device: %s (gpu: %s)\n", s->device == DEVICE_GPU ? "gpu" : "cpu",
+                ok ? why : why);
+        return 0;
+    }
+    if (strcmp(argv[1], "cpu") == 0) {
+        s->device = DEVICE_CPU;
+        fprintf(s->out, "device: cpu\n");
+        return 0;
+    }
+    if (strcmp(argv[1], "gpu") == 0) {
+        if (!gpu_available(why, sizeof why)) {
+            s->device = DEVICE_CPU;
+            fprintf(s->out, "device: staying on the cpu: %s\n", why);
+            return 0;
+        }
+        s->device = DEVICE_GPU;
+        fprintf(s->out, "device: gpu, %s\n", why);
+        return 0;
+    }
+    return err_set(e, "device: expected cpu or gpu, got '%.40s'", argv[1]);
+}
+
+const command cmd_device = {
+    "device", "[cpu|gpu]", "choose the backend (gpu falls back to cpu when there is none)",
+    "Without an argument, shows the current backend and what GPU is present. `device gpu` on a\n"
+    "machine without a usable GPU says why and stays on the cpu; that is not an error.",
+    0, 1, run_device, 0, NULL};

@@ -1,0 +1,195 @@
+/* commands.c: the table, word splitting, dispatch and suggestions. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "command.h"
+#include "session.h"
+
+/* Each cli/cmd_*.c file defines some of these. Weak while the set is being built: a command whose
+ * file is not linked in yet is a NULL entry and is skipped. */
+#define CMD(x) extern const command x __attribute__((weak))
+CMD(cmd_help);
+CMD(cmd_quit);
+CMD(cmd_source);
+CMD(cmd_set);
+CMD(cmd_device);
+CMD(cmd_info);
+CMD(cmd_replay);
+CMD(cmd_load);
+CMD(cmd_save);
+CMD(cmd_model);
+CMD(cmd_swap);
+CMD(cmd_tokens);
+CMD(cmd_prompt);
+CMD(cmd_mixer);
+CMD(cmd_stream);
+CMD(cmd_step);
+CMD(cmd_run);
+CMD(cmd_reset);
+CMD(cmd_show);
+CMD(cmd_compare);
+CMD(cmd_view);
+CMD(cmd_export);
+CMD(cmd_tui);
+CMD(cmd_diagnose);
+
+const command *const command_table[] = {
+    &cmd_help,   &cmd_quit,   &cmd_source, &cmd_set,     &cmd_device, &cmd_info,
+    &cmd_load,   &cmd_save,   &cmd_model,  &cmd_swap,    &cmd_tokens, &cmd_prompt,
+    &cmd_mixer,  &cmd_stream, &cmd_step,   &cmd_run,     &cmd_reset,  &cmd_show,
+    &cmd_compare, &cmd_replay, &cmd_view,  &cmd_export,  &cmd_tui,    &cmd_diagnose,
+};
+const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
+
+const command *command_find(const char *name) {
+    for (int i = 0; i < command_table_size; i++)
+        if (command_table[i] && strcmp(command_table[i]->name, name) == 0) return command_table[i];
+    return NULL;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 99;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
+            d[i][j] = c;
+        }
+    return d[la][lb];
+}
+
+const char *command_suggest(const char *name) {
+    const char *best = NULL;
+    int bd = 99;
+    for (int i = 0; i < command_table_size; i++) {
+        if (!command_table[i]) continue;
+        const char *n = command_table[i]->name;
+        int d = edit_distance(name, n);
+        if (strncmp(name, n, strlen(name)) == 0 && strlen(name) >= 2) d = 1; /* a prefix */
+        if (d < bd) bd = d, best = n;
+    }
+    int limit = strlen(name) <= 3 ? 1 : 2;
+    return bd <= limit ? best : NULL;
+}
+
+int command_usage_error(const command *c, err *e) {
+    return err_set(e, "usage: %s%s%s", c->name, c->args && *c->args ? " " : "",
+                   c->args ? c->args : "");
+}
+
+int command_split(const char *line, char ***argv_out, char **buf_out, err *e) {
+    size_t n = strlen(line);
+    char *buf = malloc(n + 1);
+    char **argv = malloc((n / 2 + 2) * sizeof *argv);
+    if (!buf || !argv) {
+        free(buf), free(argv);
+        return err_set(e, "out of memory");
+    }
+    int argc = 0;
+    size_t o = 0;
+    const char *p = line;
+    for (;;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (!*p || *p == '#') break;
+        argv[argc++] = buf + o;
+        while (*p && !isspace((unsigned char)*p)) {
+            if (*p == '\'' || *p == '"') {
+                char q = *p++;
+                while (*p && *p != q) buf[o++] = *p++;
+                if (!*p) {
+                    free(buf), free(argv);
+                    return err_set(e, "unterminated %c quote", q);
+                }
+                p++;
+            } else {
+                buf[o++] = *p++;
+            }
+        }
+        buf[o++] = '\0';
+    }
+    argv[argc] = NULL;
+    *argv_out = argv;
+    *buf_out = buf;
+    return argc;
+}
+
+int command_exec(struct session *s, const char *line, err *e) {
+    char **argv, *buf;
+    int argc = command_split(line, &argv, &buf, e);
+    if (argc < 0) return -1;
+    if (argc == 0) {
+        free(argv), free(buf);
+        return 0;
+    }
+    int rc = -1;
+    const command *c = command_find(argv[0]);
+    if (!c) {
+        const char *sug = command_suggest(argv[0]);
+        if (sug) err_set(e, "unknown command '%.60s' (did you mean '%s'?)", argv[0], sug);
+        else err_set(e, "unknown command '%.60s' (type 'help' for the list)", argv[0]);
+        goto done;
+    }
+    int nargs = argc - 1;
+    if (nargs < c->min_args || (c->max_args >= 0 && nargs > c->max_args)) {
+        command_usage_error(c, e);
+        goto done;
+    }
+    /* rest: raw text after the command word */
+    const char *rest = line;
+    while (*rest && isspace((unsigned char)*rest)) rest++;
+    rest += strlen(argv[0]);
+    while (*rest && isspace((unsigned char)*rest)) rest++;
+    rc = c->run(s, argc, argv, rest, e);
+done:
+    free(argv), free(buf);
+    return rc;
+}
+
+/* Splits text into commands at newlines and at ';' outside quotes. */
+int command_exec_script(struct session *s, const char *text, const char *label, int stop_on_error,
+                        err *e) {
+    size_t n = strlen(text);
+    char *cmd = malloc(n + 1);
+    if (!cmd) return err_set(e, "out of memory");
+    int line = 1, cmd_line = 1, failures = 0;
+    size_t o = 0;
+    char quote = 0;
+    int in_comment = 0;
+    for (size_t i = 0; i <= n && !session_interrupted(s); i++) {
+        char c = text[i];
+        int end = c == '\0' || c == '\n' || (c == ';' && !quote && !in_comment);
+        if (!end) {
+            if (!quote && c == '#' && (o == 0 || isspace((unsigned char)cmd[o - 1]))) in_comment = 1;
+            if (!in_comment && (c == '\'' || c == '"')) quote = quote == c ? 0 : (quote ? quote : c);
+            cmd[o++] = c;
+            continue;
+        }
+        cmd[o] = '\0';
+        err le = {{0}};
+        if (command_exec(s, cmd, &le)) {
+            failures++;
+            if (stop_on_error) {
+                if (label) err_set(e, "%s:%d: %s", label, cmd_line, le.msg);
+                else err_set(e, "%s", le.msg);
+                free(cmd);
+                return -1;
+            }
+            if (label) fprintf(stderr, "mixscope: %s:%d: %s\n", label, cmd_line, le.msg);
+            else fprintf(stderr, "mixscope: %s\n", le.msg);
+        }
+        if (s->quit) break;
+        o = 0;
+        if (c == '\n') line++, in_comment = 0, quote = 0;
+        cmd_line = line;
+    }
+    free(cmd);
+    if (session_interrupted(s)) return err_set(e, "interrupted");
+    return failures ? err_set(e, "%d command%s failed", failures, failures > 1 ? "s" : "") : 0;
+}

@@ -1,0 +1,105 @@
+/* main.c: mixscope's entry point: the REPL, -c commands, or .scene scripts (the scripting contract
+ * of docs/guide.md). Batch use exits 0 when every command succeeded; the first failing command
+ * prints "mixscope: <what went wrong>" on stderr and the exit status is 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/fileio.h"
+#include "command.h"
+#include "repl.h"
+#include "session.h"
+#include "version.h"
+
+static const char USAGE[] =
+    "NAME\n"
+    "    mixscope - an interactive lab for linear-attention sequence mixers\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    mixscope                      the REPL (windows open when a display is present)\n"
+    "    mixscope FILE.scene ...       run the scripts, then exit\n"
+    "    mixscope -c 'CMD; CMD; ...'   run the commands, then exit\n"
+    "    mixscope --tui                the ncurses dashboard\n"
+    "    mixscope --help | --version\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    mixscope steps tokens through sequence mixers - Gated DeltaNet, DeltaNet, Kaczmarz,\n"
+    "    GLA, Mamba2, softmax attention, Kalman, KATA and Parallax - on the CPU or a GPU, records\n"
+    "    every probe of their recurrences, and shows them as live views, tables, PNG and CSV.\n"
+    "    It loads checkpoints as flash-linear-attention saves them, builds random models, and\n"
+    "    replays raw tensors through one mixer core.\n"
+    "\n"
+    "    Commands are the same in every mode; type 'help' in the REPL, or run\n"
+    "    mixscope -c help, for the list, and 'help CMD' for one.\n"
+    "\n"
+    "BATCH USE\n"
+    "    With -c or script files, commands run in order and the first failure stops the run:\n"
+    "    it prints 'mixscope: <what went wrong>' on standard error and the exit status is 1.\n"
+    "    Commands are separated by newlines or ';'; '#' starts a comment.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0  every command succeeded\n"
+    "    1  a command failed\n"
+    "    2  bad command-line arguments\n"
+    "\n"
+    "EXAMPLES\n"
+    "    mixscope -c 'replay gdn in.safetensors prefix=gdr. out=o.safetensors'\n"
+    "    mixscope -c 'load ckpt/; tokens ckpt/expected.safetensors; run; export logits l.safetensors'\n"
+    "    mixscope scenes/kaczmarz-vs-gdn.scene\n"
+    "\n"
+    "ENVIRONMENT\n"
+    "    XDG_STATE_HOME  the REPL history goes to $XDG_STATE_HOME/mixscope/history\n"
+    "    NO_COLOR        monochrome dashboard\n"
+    "    DISPLAY         windows open only when set\n";
+
+int main(int argc, char **argv) {
+    session s;
+    err e = {{0}};
+    if (session_init(&s, &e)) {
+        fprintf(stderr, "mixscope: %s\n", e.msg);
+        return 1;
+    }
+    session_install_sigint();
+    int rc = 0;
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(USAGE, stdout);
+    } else if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) {
+        printf("mixscope %s\n", MIXSCOPE_VERSION);
+    } else if (argc >= 2 && !strcmp(argv[1], "-c")) {
+        if (argc != 3) {
+            fprintf(stderr, "mixscope: -c takes one argument: 'CMD; CMD; ...'\n");
+            rc = 2;
+        } else {
+            s.batch = 1;
+            if (command_exec_script(&s, argv[2], NULL, 1, &e)) {
+                fprintf(stderr, "mixscope: %s\n", e.msg);
+                rc = 1;
+            }
+        }
+    } else if (argc >= 2 && !strcmp(argv[1], "--tui")) {
+        rc = command_exec(&s, "tui", &e) ? (fprintf(stderr, "mixscope: %s\n", e.msg), 1) : 0;
+    } else if (argc >= 2 && argv[1][0] == '-') {
+        fprintf(stderr, "mixscope: unknown option '%s' (see mixscope --help)\n", argv[1]);
+        rc = 2;
+    } else if (argc >= 2) {
+        s.batch = 1;
+        for (int i = 1; i < argc && !rc && !s.quit; i++) {
+            char *text;
+            if (file_read_all(argv[i], 16u << 20, &text, NULL, &e)) {
+                fprintf(stderr, "mixscope: %s\n", e.msg);
+                rc = 1;
+                break;
+            }
+            if (command_exec_script(&s, text, argv[i], 1, &e)) {
+                fprintf(stderr, "mixscope: %s\n", e.msg);
+                rc = 1;
+            }
+            free(text);
+        }
+    } else {
+        rc = repl_run(&s);
+    }
+    fflush(stdout);
+    session_free(&s);
+    return rc;
+}

@@ -1,0 +1,4 @@
+#ifndef MIXSCOPE_VERSION_H
+#define MIXSCOPE_VERSION_H
+#define MIXSCOPE_VERSION "0.1.0"
+#endif
