@@ -1,0 +1,130 @@
+#include "trace.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void trace_init(trace *tr) {
+    memset(tr, 0, sizeof *tr);
+}
+
+void trace_free(trace *tr) {
+    for (int i = 0; i < tr->nseries; i++) {
+        free(tr->series[i].name), free(tr->series[i].meaning), free(tr->series[i].source);
+        free(tr->series[i].data);
+    }
+    for (int i = 0; i < tr->nsnap; i++) free(tr->snaps[i].name), free(tr->snaps[i].data);
+    free(tr->series);
+    free(tr->snaps);
+    memset(tr, 0, sizeof *tr);
+}
+
+void trace_clear(trace *tr) {
+    tr->T = 0;
+    for (int i = 0; i < tr->nsnap; i++) tr->snaps[i].t = -1;
+}
+
+static size_t block(const trace_series *s) {
+    return (size_t)s->layers * (size_t)s->heads * (size_t)s->width;
+}
+
+int trace_find(const trace *tr, const char *name) {
+    for (int i = 0; i < tr->nseries; i++)
+        if (strcmp(tr->series[i].name, name) == 0) return i;
+    return -1;
+}
+
+int trace_add_series(trace *tr, const char *name, const char *meaning, const char *source,
+                     int layers, int heads, int width, err *e) {
+    int i = trace_find(tr, name);
+    if (i >= 0) {
+        trace_series *s = &tr->series[i];
+        if (s->layers == layers && s->heads == heads && s->width == width) return i;
+        return err_set(e, "probe '%s' recorded with two shapes", name);
+    }
+    if (layers < 1 || heads < 1 || width < 1) return err_set(e, "probe '%s': empty shape", name);
+    trace_series *ns = realloc(tr->series, ((size_t)tr->nseries + 1) * sizeof *ns);
+    if (!ns) return err_set(e, "out of memory");
+    tr->series = ns;
+    trace_series *s = &tr->series[tr->nseries];
+    memset(s, 0, sizeof *s);
+    s->name = strdup(name);
+    s->meaning = strdup(meaning ? meaning : "");
+    s->source = strdup(source ? source : "");
+    s->layers = layers, s->heads = heads, s->width = width;
+    size_t n = block(s) * (size_t)(tr->cap ? tr->cap : 1);
+    s->data = malloc(n * sizeof *s->data);
+    if (!s->name || !s->meaning || !s->source || !s->data) {
+        free(s->name), free(s->meaning), free(s->source), free(s->data);
+        return err_set(e, "out of memory");
+    }
+    for (size_t j = 0; j < n; j++) s->data[j] = NAN;
+    return tr->nseries++;
+}
+
+int64_t trace_push_token(trace *tr, err *e) {
+    if (tr->T == tr->cap) {
+        int64_t nc = tr->cap ? tr->cap * 2 : 256;
+        for (int i = 0; i < tr->nseries; i++) {
+            trace_series *s = &tr->series[i];
+            float *nd = realloc(s->data, block(s) * (size_t)nc * sizeof *nd);
+            if (!nd) return err_set(e, "out of memory for the probe trace (%lld tokens)",
+                                    (long long)nc);
+            s->data = nd;
+        }
+        tr->cap = nc;
+    }
+    for (int i = 0; i < tr->nseries; i++) {
+        trace_series *s = &tr->series[i];
+        float *row = s->data + block(s) * (size_t)tr->T;
+        for (size_t j = 0; j < block(s); j++) row[j] = NAN;
+    }
+    return tr->T++;
+}
+
+float *trace_at(const trace *tr, int s, int64_t t) {
+    const trace_series *se = &tr->series[s];
+    return se->data + block(se) * (size_t)t;
+}
+
+float *trace_at_lh(const trace *tr, int s, int64_t t, int layer, int head) {
+    const trace_series *se = &tr->series[s];
+    return trace_at(tr, s, t) + ((size_t)layer * (size_t)se->heads + (size_t)head) * (size_t)se->width;
+}
+
+int trace_find_snapshot(const trace *tr, const char *name) {
+    for (int i = 0; i < tr->nsnap; i++)
+        if (strcmp(tr->snaps[i].name, name) == 0) return i;
+    return -1;
+}
+
+int trace_add_snapshot(trace *tr, const char *name, int layers, int heads, int rows, int cols,
+                       err *e) {
+    int i = trace_find_snapshot(tr, name);
+    if (i >= 0) {
+        trace_snapshot *s = &tr->snaps[i];
+        if (s->layers == layers && s->heads == heads && s->rows == rows && s->cols == cols)
+            return i;
+        free(s->data);
+        s->layers = layers, s->heads = heads, s->rows = rows, s->cols = cols, s->t = -1;
+        s->data = calloc((size_t)layers * heads * rows * cols, sizeof *s->data);
+        return s->data ? i : err_set(e, "out of memory");
+    }
+    trace_snapshot *ns = realloc(tr->snaps, ((size_t)tr->nsnap + 1) * sizeof *ns);
+    if (!ns) return err_set(e, "out of memory");
+    tr->snaps = ns;
+    trace_snapshot *s = &tr->snaps[tr->nsnap];
+    s->name = strdup(name);
+    s->layers = layers, s->heads = heads, s->rows = rows, s->cols = cols, s->t = -1;
+    s->data = calloc((size_t)layers * heads * rows * cols, sizeof *s->data);
+    if (!s->name || !s->data) {
+        free(s->name), free(s->data);
+        return err_set(e, "out of memory");
+    }
+    return tr->nsnap++;
+}
+
+float *trace_snapshot_at(const trace *tr, int k, int layer, int head) {
+    const trace_snapshot *s = &tr->snaps[k];
+    return s->data + ((size_t)layer * s->heads + head) * (size_t)s->rows * s->cols;
+}
