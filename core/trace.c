@@ -68,8 +68,8 @@ int64_t trace_push_token(trace *tr, err *e) {
         for (int i = 0; i < tr->nseries; i++) {
             trace_series *s = &tr->series[i];
             float *nd = realloc(s->data, block(s) * (size_t)nc * sizeof *nd);
-            if (!nd) return err_set(e, "out of memory for the probe trace (%lld tokens)",
-                                    (long long)nc);
+            if (!nd)
+                return err_set(e, "out of memory for the probe trace (%lld tokens)", (long long)nc);
             s->data = nd;
         }
         tr->cap = nc;
@@ -89,7 +89,8 @@ float *trace_at(const trace *tr, int s, int64_t t) {
 
 float *trace_at_lh(const trace *tr, int s, int64_t t, int layer, int head) {
     const trace_series *se = &tr->series[s];
-    return trace_at(tr, s, t) + ((size_t)layer * (size_t)se->heads + (size_t)head) * (size_t)se->width;
+    return trace_at(tr, s, t) +
+           ((size_t)layer * (size_t)se->heads + (size_t)head) * (size_t)se->width;
 }
 
 int trace_find_snapshot(const trace *tr, const char *name) {

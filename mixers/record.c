@@ -10,8 +10,8 @@ int probe_register(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers
     return 0;
 }
 
-void probe_record(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *probes,
-                  int64_t t, int layer) {
+void probe_record(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *probes, int64_t t,
+                  int layer) {
     for (int i = 0; i < m->nprobes; i++) {
         int s = trace_find(tr, m->probes[i].name);
         if (s < 0 || layer >= tr->series[s].layers || c->H != tr->series[s].heads) continue;
