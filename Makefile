@@ -66,26 +66,31 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 all: mixscope
 
 mixscope: $(BUILD)/mixscope
-	cp $< $@
+	@cp $< $@
 
 $(BUILD)/mixscope: $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ)
-	$(CC) $(ALL_CFLAGS) -o $@ $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ) $(LDLIBS)
+	@echo LINK $@
+	@$(CC) $(ALL_CFLAGS) -o $@ $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ) $(LDLIBS)
 
 $(BUILD)/%.o: %.c $(wildcard */*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+	@echo CC $<
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h mixers/*.h core/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<
+	@echo NVCC $<
+	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(KOBJ) tests/testutil.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(CMOCKA_LIBS) $(LDLIBS)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(CMOCKA_LIBS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(LDLIBS)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(LDLIBS)
 
 # deps first, in its own step, so a fresh machine gets its packages before anything compiles
 test:
