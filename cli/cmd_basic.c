@@ -27,17 +27,25 @@ static int run_help(session *s, int argc, char **argv, const char *rest, err *e)
         if (!c) continue;
         char head[96];
         snprintf(head, sizeof head, "%s %s", c->name, c->args ? c->args : "");
-        if (strlen(head) > 44) fprintf(s->out, "  %s\n  %-44s %s\n", head, "", c->summary);
-        else fprintf(s->out, "  %-44s %s\n", head, c->summary);
+        if (strlen(head) > 44)
+            fprintf(s->out, "  %s\n  %-44s %s\n", head, "", c->summary);
+        else
+            fprintf(s->out, "  %-44s %s\n", head, c->summary);
     }
     return 0;
 }
 
 const command cmd_help = {
-    "help", "[CMD]", "list the commands, or explain one",
+    "help",
+    "[CMD]",
+    "list the commands, or explain one",
     "Without an argument, lists every command with its usage. With one, prints that command's\n"
     "usage and full description.",
-    0, 1, run_help, COMPLETE_COMMAND, NULL};
+    0,
+    1,
+    run_help,
+    COMPLETE_COMMAND,
+    NULL};
 
 static int run_quit(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)argv, (void)rest, (void)e;
@@ -57,11 +65,17 @@ static int run_source(session *s, int argc, char **argv, const char *rest, err *
 }
 
 const command cmd_source = {
-    "source", "FILE", "run the commands in FILE (a .scene script)",
+    "source",
+    "FILE",
+    "run the commands in FILE (a .scene script)",
     "Runs FILE line by line; ';' also separates commands and '#' starts a comment. In batch use\n"
     "the first failing command stops the script; in the REPL each error is printed and the\n"
     "script goes on.",
-    1, 1, run_source, COMPLETE_FILE, NULL};
+    1,
+    1,
+    run_source,
+    COMPLETE_FILE,
+    NULL};
 
 static int run_device(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
@@ -91,7 +105,13 @@ static int run_device(session *s, int argc, char **argv, const char *rest, err *
 }
 
 const command cmd_device = {
-    "device", "[cpu|gpu]", "choose the backend (gpu falls back to cpu when there is none)",
+    "device",
+    "[cpu|gpu]",
+    "choose the backend (gpu falls back to cpu when there is none)",
     "Without an argument, shows the current backend and what GPU is present. `device gpu` on a\n"
     "machine without a usable GPU says why and stays on the cpu; that is not an error.",
-    0, 1, run_device, 0, NULL};
+    0,
+    1,
+    run_device,
+    0,
+    NULL};

@@ -36,10 +36,10 @@ CMD(cmd_tui);
 CMD(cmd_diagnose);
 
 const command *const command_table[] = {
-    &cmd_help,   &cmd_quit,   &cmd_source, &cmd_set,     &cmd_device, &cmd_info,
-    &cmd_load,   &cmd_save,   &cmd_model,  &cmd_swap,    &cmd_tokens, &cmd_prompt,
-    &cmd_mixer,  &cmd_stream, &cmd_step,   &cmd_run,     &cmd_reset,  &cmd_show,
-    &cmd_compare, &cmd_replay, &cmd_view,  &cmd_export,  &cmd_tui,    &cmd_diagnose,
+    &cmd_help,    &cmd_quit,   &cmd_source, &cmd_set,    &cmd_device, &cmd_info,
+    &cmd_load,    &cmd_save,   &cmd_model,  &cmd_swap,   &cmd_tokens, &cmd_prompt,
+    &cmd_mixer,   &cmd_stream, &cmd_step,   &cmd_run,    &cmd_reset,  &cmd_show,
+    &cmd_compare, &cmd_replay, &cmd_view,   &cmd_export, &cmd_tui,    &cmd_diagnose,
 };
 const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
 
@@ -57,7 +57,8 @@ static int edit_distance(const char *a, const char *b) {
     for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
     for (size_t i = 1; i <= la; i++)
         for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int c = d[i - 1][j - 1] +
+                    (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
             if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
             if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
             d[i][j] = c;
@@ -132,8 +133,10 @@ int command_exec(struct session *s, const char *line, err *e) {
     const command *c = command_find(argv[0]);
     if (!c) {
         const char *sug = command_suggest(argv[0]);
-        if (sug) err_set(e, "unknown command '%.60s' (did you mean '%s'?)", argv[0], sug);
-        else err_set(e, "unknown command '%.60s' (type 'help' for the list)", argv[0]);
+        if (sug)
+            err_set(e, "unknown command '%.60s' (did you mean '%s'?)", argv[0], sug);
+        else
+            err_set(e, "unknown command '%.60s' (type 'help' for the list)", argv[0]);
         goto done;
     }
     int nargs = argc - 1;
@@ -166,8 +169,10 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
         char c = text[i];
         int end = c == '\0' || c == '\n' || (c == ';' && !quote && !in_comment);
         if (!end) {
-            if (!quote && c == '#' && (o == 0 || isspace((unsigned char)cmd[o - 1]))) in_comment = 1;
-            if (!in_comment && (c == '\'' || c == '"')) quote = quote == c ? 0 : (quote ? quote : c);
+            if (!quote && c == '#' && (o == 0 || isspace((unsigned char)cmd[o - 1])))
+                in_comment = 1;
+            if (!in_comment && (c == '\'' || c == '"'))
+                quote = quote == c ? 0 : (quote ? quote : c);
             cmd[o++] = c;
             continue;
         }
@@ -176,13 +181,17 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
         if (command_exec(s, cmd, &le)) {
             failures++;
             if (stop_on_error) {
-                if (label) err_set(e, "%s:%d: %s", label, cmd_line, le.msg);
-                else err_set(e, "%s", le.msg);
+                if (label)
+                    err_set(e, "%s:%d: %s", label, cmd_line, le.msg);
+                else
+                    err_set(e, "%s", le.msg);
                 free(cmd);
                 return -1;
             }
-            if (label) fprintf(stderr, "mixscope: %s:%d: %s\n", label, cmd_line, le.msg);
-            else fprintf(stderr, "mixscope: %s\n", le.msg);
+            if (label)
+                fprintf(stderr, "mixscope: %s:%d: %s\n", label, cmd_line, le.msg);
+            else
+                fprintf(stderr, "mixscope: %s\n", le.msg);
         }
         if (s->quit) break;
         o = 0;
