@@ -104,13 +104,26 @@ check:
 	$(MAKE) test BUILD=build/asan CUDA=0 OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
-test-gpu: $(BUILD)/mixscope
+# The GPU tests link only what they need (core, mixers, kernels): a GPU machine needs no SDL2,
+# ncurses or readline to run them.
+GPU_TEST_OBJ := $(filter $(BUILD)/core/% $(BUILD)/mixers/%,$(LIB_OBJ))
+$(BUILD)/tests/gpu/test_gpu: tests/gpu/test_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+test-gpu: $(BUILD)/tests/gpu/test_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; done
 
-bench-gpu: $(BUILD)/mixscope
+$(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+bench-gpu: $(BUILD)/bench/gpu/bench_gpu
 	@sh bench/gpu/run.sh $(BUILD)
 
 FUZZ_SECONDS ?= 60

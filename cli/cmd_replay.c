@@ -30,12 +30,15 @@ static int run_replay(session *s, int argc, char **argv, const char *rest, err *
     const char *out = opts_str(&o, "out", NULL);
     replay_result r;
     int rc = replay_run(m, argv[2], prefix, out, &o, &r, e);
-    opts_free(&o);
-    if (rc) return err_prefix(e, "replay");
+    if (rc) {
+        opts_free(&o);
+        return err_prefix(e, "replay");
+    }
     fprintf(s->out, "replay %s: B=%d T=%d H=%d dk=%d dv=%d  |o|=%.6g  prefill vs step: %.2e%s%s\n",
             m->name, r.B, r.T, r.H, r.dk, r.dv, r.o_norm, r.path_rel_err,
             r.nonfinite ? "  NON-FINITE OUTPUT" : "", out ? "" : "  (no out=: nothing written)");
     if (out) fprintf(s->out, "wrote %s\n", out);
+    opts_free(&o); /* prefix and out point into it */
     return 0;
 }
 

@@ -9,6 +9,10 @@
 
 #define ERR_MSG_MAX 512
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct err {
     char msg[ERR_MSG_MAX];
 } err;
@@ -22,5 +26,9 @@ int err_prefix(err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 
 /* Clears the message. */
 void err_clear(err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #define OPTS_MAX 32
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct opts {
     int n;
     char *key[OPTS_MAX];
@@ -31,5 +35,9 @@ int opts_range(opts *o, const char *key, double def_lo, double def_hi, double *l
                err *e);
 /* Errors on the first key no getter asked for. */
 int opts_check_unused(const opts *o, err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,10 +1,19 @@
 /* gpu.h: the GPU backend as the rest of the program sees it. C on both sides: the CUDA sources in
- * kernels/ implement these with `extern "C"`; kernels/gpu_none.c answers for builds without CUDA. */
+ * kernels/ implement these with `extern "C"`; kernels/gpu_none.c answers for builds without CUDA.
+ *
+ * Two levels:
+ *   - gpu_mixer_run: host arrays in, host arrays out (copies both ways). What the session, the
+ *     tests and `compare device` use: the same contract as the CPU mixer's step / prefill.
+ *   - gpu_delta_* with device pointers: what the benchmarks time.
+ * Every CUDA call is checked; a failure becomes an err message, never an exit. */
 #ifndef MIXSCOPE_GPU_H
 #define MIXSCOPE_GPU_H
 
 #include <stddef.h>
 #include <stdio.h>
+
+#include "../core/err.h"
+#include "../mixers/mixer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -12,6 +21,42 @@ extern "C" {
 
 /* 1 when a CUDA device can be used; otherwise 0 and a one-line reason in why. */
 int gpu_available(char *why, size_t n);
+
+enum { GPU_STEP = 0, GPU_PREFILL = 1 };
+enum { GPU_F32 = 0, GPU_BF16 = 1 }; /* precision of the q/k/v inputs (state is always fp32) */
+
+/* 1 if mixer m has GPU kernels for this mode. */
+int gpu_mixer_supported(const mixer_ops *m, int mode);
+
+/* Runs the T tokens of x from position pos0 on the GPU: mode GPU_STEP launches the decode-step
+ * kernel once per token (and fills probes [T, probe_floats] when probes != NULL), GPU_PREFILL the
+ * chunked / scan / tiled kernel. state (host, mixer_state_floats) is read and updated; o (host)
+ * receives [T, H, dv]. With GPU_BF16 the q/k/v inputs are rounded to bf16 on the device. */
+int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                  int pos0, float *o, float *probes, int mode, int precision, err *e);
+
+/* ---- device-pointer entry points (benchmarks) ------------------------------------------- */
+
+/* Gated delta rule over N = B*H independent heads, fla layout: q, k [B, T, H, dk], v [B, T, H, dv],
+ * g, beta [B, T, H] (g may be NULL: DeltaNet), state [B, H, dk, dv] fp32 in/out, o [B, T, H, dv]
+ * fp32. bf16 != 0: q, k, v are __nv_bfloat16. chunk: 16, 32 or 64. scratch: from
+ * gpu_delta_scratch_bytes. Kaczmarz runs through this after gpu_kaczmarz_rescale. */
+size_t gpu_delta_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk);
+int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
+                      const void *q, const void *k, const void *v, const float *g,
+                      const float *beta, float *state, float *o, void *scratch, void *stream,
+                      err *e);
+/* One decode step for B sequences: q, k [B, H, dk], v [B, H, dv], g, beta [B, H]. */
+int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
+                   const void *k, const void *v, const float *g, const float *beta, float *state,
+                   float *o, void *stream, err *e);
+
+/* Device memory helpers for benchmarks and tests. */
+void *gpu_malloc(size_t bytes, err *e);
+void gpu_free(void *p);
+int gpu_copy_to_device(void *dst, const void *src, size_t bytes, err *e);
+int gpu_copy_to_host(void *dst, const void *src, size_t bytes, err *e);
+int gpu_sync(err *e);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,10 @@
 #include "../core/err.h"
 #include "../core/opts.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Which per-token input a mixer reads. */
 typedef enum mixer_input {
     IN_Q,    /* query            [H, dk] */
@@ -150,5 +154,9 @@ int mixer_input_floats(const mixer_cfg *c, mixer_input which);
 /* Runs step over the whole sequence (o: [T, H, dv]; probes: NULL or [T, probe_floats]). */
 void mixer_run_steps(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *s,
                      int pos0, float *o, float *probes);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,0 +1,496 @@
+// delta.cu: the gated delta rule on the GPU (gdn, deltanet, and kaczmarz through its rescaled
+// form, spec delta-family.md §2.4, §2.5, §8.5). Twin of mixers/gdn.c: tests/gpu checks it against
+// the CPU reference.
+//
+// Layout (fla): q, k [B, T, H, dk]; v [B, T, H, dv]; g, beta [B, T, H]; state [B, H, dk, dv] fp32,
+// key-major. N = B*H independent heads; head n = b*H + h.
+//
+// Prefill is the chunked WY/UT form in two kernels:
+//   delta_chunk_prepare  (one block per chunk and head, all chunks in parallel):
+//       G = chunk-local cumsum of g; M_ij = beta_i (k_i.k_j) exp(G_i - G_j) (i > j);
+//       A = (I + M)^-1 by forward substitution; W = A diag(beta*gamma) K; U = A diag(beta) V;
+//       P_ij = (q_i.k_j) exp(G_i - G_j) (i >= j)
+//   delta_chunk_state    (one block per head and value slice, chunks in order):
+//       Sc = S (saved);  Delta = U - W S;  S <- gamma_last S + (diag(exp(G_last - G)) K)^T Delta
+//   delta_chunk_output   (every chunk, head and value slice in parallel):
+//       O = scale (diag(gamma) Q Sc + P Delta)
+// All arithmetic is fp32 (inputs may be bf16).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gpu.h"
+#include "gpu_common.cuh"
+
+#define PREP_THREADS 256
+
+// ---------------------------------------------------------------- decode step
+
+// One token for each head: grid (ceil(dv / 32), N), block (32, 8). Thread (tx, ty) owns column
+// j = 32 blockIdx.x + tx and rows ty, ty + 8, ... of the state, kept in registers between the read
+// of k^T S and the update; the two column sums (k^T S and S^T q) are reduced over ty in shared
+// memory. Eight row groups give each thread few dependent loads and the GPU many in flight.
+#define STEP_RG 8
+template <typename T, int MAXR>
+__global__ void __launch_bounds__(32 * STEP_RG)
+    delta_step_kernel(int dk, int dv, float scale, const T *q, const T *k, const T *v,
+                      const float *g, const float *beta, float *state, float *o) {
+    __shared__ float sk[MAXR * STEP_RG], sq[MAXR * STEP_RG], red[STEP_RG][33];
+    const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y;
+    const int j = blockIdx.x * 32 + tx, tid = ty * 32 + tx;
+    for (int i = tid; i < dk; i += 32 * STEP_RG) {
+        sk[i] = ld(k + (size_t)n * dk + i);
+        sq[i] = ld(q + (size_t)n * dk + i);
+    }
+    __syncthreads();
+    const float alpha = g ? __expf(g[n]) : 1.0f, b = beta[n];
+    float *S = state + (size_t)n * dk * dv;
+    float col[MAXR];
+    float part = 0.0f;
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * STEP_RG;
+        col[r] = (i < dk && j < dv) ? alpha * S[(size_t)i * dv + j] : 0.0f;
+        part += (i < dk ? sk[i] : 0.0f) * col[r];
+    }
+    red[ty][tx] = part;
+    __syncthreads();
+    float ks = 0.0f;
+#pragma unroll
+    for (int y = 0; y < STEP_RG; y++) ks += red[y][tx];
+    const float e = j < dv ? ld(v + (size_t)n * dv + j) - ks : 0.0f;
+    __syncthreads(); // red is reused below
+    part = 0.0f;
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * STEP_RG;
+        if (i < dk && j < dv) {
+            col[r] += b * sk[i] * e;
+            S[(size_t)i * dv + j] = col[r];
+            part += col[r] * sq[i];
+        }
+    }
+    red[ty][tx] = part;
+    __syncthreads();
+    if (ty == 0 && j < dv) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int y = 0; y < STEP_RG; y++) acc += red[y][tx];
+        o[(size_t)n * dv + j] = scale * acc;
+    }
+}
+
+template <typename T>
+static int launch_step(int N, int dk, int dv, float scale, const void *q, const void *k,
+                       const void *v, const float *g, const float *beta, float *state, float *o,
+                       cudaStream_t st, err *e) {
+    dim3 grid((dv + 31) / 32, N), block(32, STEP_RG);
+    const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
+    if (dk <= 8 * STEP_RG)
+        delta_step_kernel<T, 8><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+    else if (dk <= 16 * STEP_RG)
+        delta_step_kernel<T, 16><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+    else if (dk <= 32 * STEP_RG)
+        delta_step_kernel<T, 32><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+    else
+        return err_set(e, "gpu delta step: dk=%d above %d", dk, 32 * STEP_RG);
+    CUDA_LAUNCHED("gpu delta step");
+    return 0;
+}
+
+extern "C" int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
+                              const void *k, const void *v, const float *g, const float *beta,
+                              float *state, float *o, void *stream, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    return bf16 ? launch_step<__nv_bfloat16>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e)
+                : launch_step<float>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e);
+}
+
+// ---------------------------------------------------------------- chunked prefill
+
+// Scratch per chunk and head: W [C, dk], U [C, dv], P [C, C], G [C].
+struct chunk_scratch {
+    float *W, *U, *P, *G;
+};
+
+__host__ __device__ static size_t floats_per_chunk(int dk, int dv, int C) {
+    return (size_t)C * dk + (size_t)C * dv + (size_t)C * C + C;
+}
+
+static size_t state_floats_per_chunk_h(int dk, int dv, int C) {
+    return (size_t)dk * dv + (size_t)C * dv;
+}
+
+extern "C" size_t gpu_delta_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
+    size_t nchunks = (size_t)(T + chunk - 1) / chunk;
+    return nchunks * (size_t)B * H *
+           (floats_per_chunk(dk, dv, chunk) + state_floats_per_chunk_h(dk, dv, chunk)) * sizeof(float);
+}
+
+// grid (nchunks, N). Dynamic shared memory: K [C][dk+1], Q-then-V [C][max(dk, dv)+1], A [C][C],
+// G [C], beta [C], beta*gamma [C]. Rows are padded by one float so that threads walking down rows
+// (different i, same d) hit different banks.
+template <typename T>
+__global__ void delta_chunk_prepare(int T_, int H, int dk, int dv, int C, const T *q, const T *k,
+                                    const T *v, const float *g, const float *beta, float *scratch) {
+    extern __shared__ float sm[];
+    const int ldk = dk + 1, ldx = (dk > dv ? dk : dv) + 1;
+    float *sK = sm, *sX = sK + C * ldk, *sA = sX + C * ldx, *sG = sA + C * C, *sB = sG + C,
+          *sBG = sB + C;
+    int c = blockIdx.x, n = blockIdx.y, b = n / H, h = n % H;
+    int t0 = c * C, L = min(C, T_ - t0);
+    size_t tok_k = (size_t)H * dk, tok_v = (size_t)H * dv;
+    const T *kb = k + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+    const T *qb = q + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+    const T *vb = v + ((size_t)b * T_ + t0) * tok_v + (size_t)h * dv;
+    size_t gi = ((size_t)b * T_ + t0) * H + h; // index of (b, t0, h) in [B, T, H]
+#pragma unroll 4
+    for (int x = threadIdx.x; x < C * dk; x += blockDim.x) {
+        int i = x / dk, d = x % dk;
+        sK[i * ldk + d] = i < L ? ld(kb + (size_t)i * tok_k + d) : 0.0f;
+        sX[i * ldx + d] = i < L ? ld(qb + (size_t)i * tok_k + d) : 0.0f;
+    }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        sB[i] = i < L ? beta[gi + (size_t)i * H] : 0.0f;
+        sG[i] = i < L && g ? g[gi + (size_t)i * H] : 0.0f;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) // chunk-local inclusive cumsum (C <= 64: sequential is cheap)
+        for (int i = 1; i < C; i++) sG[i] += sG[i - 1];
+    __syncthreads();
+    if (threadIdx.x < C) sBG[threadIdx.x] = sB[threadIdx.x] * __expf(sG[threadIdx.x]);
+    float *W = scratch + ((size_t)n * gridDim.x + c) * floats_per_chunk(dk, dv, C);
+    float *U = W + (size_t)C * dk, *P = U + (size_t)C * dv, *Gout = P + (size_t)C * C;
+    // M (strictly lower) into sA, and P = (Q K^T) .* Gamma (lower incl. diagonal) to global
+    for (int x = threadIdx.x; x < C * C; x += blockDim.x) {
+        int i = x / C, j = x % C;
+        float kk = 0.0f, qk = 0.0f;
+        if (j <= i) {
+            for (int d = 0; d < dk; d++) {
+                kk += sK[i * ldk + d] * sK[j * ldk + d];
+                qk += sX[i * ldx + d] * sK[j * ldk + d];
+            }
+        }
+        float gam = j <= i ? __expf(sG[i] - sG[j]) : 0.0f; // masked before exp: no overflow
+        sA[x] = j < i ? sB[i] * kk * gam : 0.0f;
+        P[x] = qk * gam;
+    }
+    if (threadIdx.x < C) Gout[threadIdx.x] = sG[threadIdx.x];
+    __syncthreads();
+    // V replaces Q in shared memory
+#pragma unroll 4
+    for (int x = threadIdx.x; x < C * dv; x += blockDim.x) {
+        int i = x / dv, d = x % dv;
+        sX[i * ldx + d] = i < L ? ld(vb + (size_t)i * tok_v + d) : 0.0f;
+    }
+    // A = (I + M)^-1 in place, row by row: A_ij = -sum_{m=j}^{i-1} M_im A_mj
+    for (int i = 1; i < C; i++) {
+        float val = 0.0f;
+        int j = threadIdx.x;
+        if (j < i) {
+            val = -sA[i * C + j]; // m = j term, A_jj = 1
+            for (int m = j + 1; m < i; m++) val -= sA[i * C + m] * sA[m * C + j];
+        }
+        __syncthreads();
+        if (j < i) sA[i * C + j] = val;
+        __syncthreads();
+    }
+    // W = A diag(beta gamma) K, U = A diag(beta) V  (A has an implicit unit diagonal)
+    for (int x = threadIdx.x; x < C * dk; x += blockDim.x) {
+        int i = x / dk, d = x % dk;
+        float acc = sBG[i] * sK[i * ldk + d];
+        for (int m = 0; m < i; m++) acc += sA[i * C + m] * sBG[m] * sK[m * ldk + d];
+        W[x] = acc;
+    }
+    for (int x = threadIdx.x; x < C * dv; x += blockDim.x) {
+        int i = x / dv, d = x % dv;
+        float acc = sB[i] * sX[i * ldx + d];
+        for (int m = 0; m < i; m++) acc += sA[i * C + m] * sB[m] * sX[m * ldx + d];
+        U[x] = acc;
+    }
+}
+
+// Scratch of the state pass and the output pass, after the prepare scratch: for each head and
+// chunk, the state at the chunk's start Sc [dk, dv] and the corrected values Delta [C, dv].
+__host__ __device__ static size_t state_floats_per_chunk(int dk, int dv, int C) {
+    return (size_t)dk * dv + (size_t)C * dv;
+}
+
+// Register tiles: each thread owns RI rows x RJ columns of an output tile, so every value it loads
+// from shared memory feeds several FMAs. Its rows are strided (row = base + r * rows/RI) so that
+// neighbouring threads read neighbouring addresses; row-major tiles indexed by row across threads
+// are padded by one float so that those reads hit different banks.
+#define RI 4
+#define RJ 2
+
+// The sequential pass over chunks, one block per head and value slice of BV columns:
+//   Sc[c] = S;  Delta = U - W S;  S <- gamma_last S + (diag(exp(G_last - G)) K)^T Delta
+// grid (ceil(dv / BV), N). Shared: S [dk][BV], W [C][dk+1], Kd [C][dk+1], Delta [C][BV].
+template <typename T, int BV, int NT>
+__global__ void __launch_bounds__(NT)
+    delta_chunk_state(int T_, int H, int dk, int dv, int C, int nchunks, const T *k,
+                      const float *prep, float *state, float *states) {
+    extern __shared__ float sm[];
+    const int ldk = dk + 1;
+    float *sS = sm, *sW = sS + dk * BV, *sK = sW + C * ldk, *sD = sK + C * ldk;
+    const int n = blockIdx.y, b = n / H, h = n % H, j0 = blockIdx.x * BV, tid = threadIdx.x;
+    const int jw = min(BV, dv - j0);
+    const size_t tok_k = (size_t)H * dk;
+    float *S = state + (size_t)n * dk * dv;
+    for (int x = tid; x < dk * BV; x += NT) {
+        int d = x / BV, j = x % BV;
+        sS[x] = j < jw ? S[(size_t)d * dv + j0 + j] : 0.0f;
+    }
+    for (int c = 0; c < nchunks; c++) {
+        const int t0 = c * C, L = min(C, T_ - t0);
+        const float *W = prep + ((size_t)n * nchunks + c) * floats_per_chunk(dk, dv, C);
+        const float *U = W + (size_t)C * dk, *G = U + (size_t)C * dv + (size_t)C * C;
+        float *Sc = states + ((size_t)n * nchunks + c) * state_floats_per_chunk(dk, dv, C);
+        float *Dout = Sc + (size_t)dk * dv;
+        const T *kb = k + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+        const float glast = G[L - 1];
+        __syncthreads(); // the previous chunk's S update is complete
+#pragma unroll 8
+        for (int x = tid; x < C * dk; x += NT) {
+            int i = x / dk, d = x % dk;
+            sW[i * ldk + d] = W[x];
+            sK[i * ldk + d] = i < L ? __expf(glast - G[i]) * ld(kb + (size_t)i * tok_k + d) : 0.0f;
+        }
+        for (int x = tid; x < dk * BV; x += NT) {
+            int d = x / BV, j = x % BV;
+            if (j < jw) Sc[(size_t)d * dv + j0 + j] = sS[x];
+        }
+        __syncthreads();
+        // Delta = U - W S: C x BV outputs
+        const int CR = C / RI;
+        for (int tile = tid; tile < CR * (BV / RJ); tile += NT) {
+            const int ib = tile % CR, jb = tile / CR;
+            float acc[RI][RJ] = {};
+            for (int d = 0; d < dk; d++) {
+                float a[RI], bb[RJ];
+#pragma unroll
+                for (int r = 0; r < RI; r++) a[r] = sW[(ib + r * CR) * ldk + d];
+#pragma unroll
+                for (int q = 0; q < RJ; q++) bb[q] = sS[d * BV + jb * RJ + q];
+#pragma unroll
+                for (int r = 0; r < RI; r++)
+#pragma unroll
+                    for (int q = 0; q < RJ; q++) acc[r][q] += a[r] * bb[q];
+            }
+#pragma unroll
+            for (int r = 0; r < RI; r++)
+#pragma unroll
+                for (int q = 0; q < RJ; q++) {
+                    const int i = ib + r * CR, j = jb * RJ + q;
+                    const float dl = (j < jw ? U[(size_t)i * dv + j0 + j] : 0.0f) - acc[r][q];
+                    sD[i * BV + j] = dl;
+                    if (j < jw) Dout[(size_t)i * dv + j0 + j] = dl;
+                }
+        }
+        __syncthreads();
+        // S <- gamma_last S + Kd^T Delta: dk x BV outputs; each thread reads and writes only its
+        // own entries of S, so no barrier is needed between the reads and the writes
+        const float gl = __expf(glast);
+        const int DR = dk / RI;
+        for (int tile = tid; tile < DR * (BV / RJ); tile += NT) {
+            const int db = tile % DR, jb = tile / DR;
+            float acc[RI][RJ];
+#pragma unroll
+            for (int r = 0; r < RI; r++)
+#pragma unroll
+                for (int q = 0; q < RJ; q++) acc[r][q] = gl * sS[(db + r * DR) * BV + jb * RJ + q];
+            for (int m = 0; m < L; m++) {
+                float a[RI], bb[RJ];
+#pragma unroll
+                for (int r = 0; r < RI; r++) a[r] = sK[m * ldk + db + r * DR];
+#pragma unroll
+                for (int q = 0; q < RJ; q++) bb[q] = sD[m * BV + jb * RJ + q];
+#pragma unroll
+                for (int r = 0; r < RI; r++)
+#pragma unroll
+                    for (int q = 0; q < RJ; q++) acc[r][q] += a[r] * bb[q];
+            }
+#pragma unroll
+            for (int r = 0; r < RI; r++)
+#pragma unroll
+                for (int q = 0; q < RJ; q++) sS[(db + r * DR) * BV + jb * RJ + q] = acc[r][q];
+        }
+    }
+    __syncthreads();
+    for (int x = tid; x < dk * BV; x += NT) {
+        int d = x / BV, j = x % BV;
+        if (j < jw) S[(size_t)d * dv + j0 + j] = sS[x];
+    }
+}
+
+// The output pass, every chunk in parallel: O = scale (diag(gamma) Q Sc + P Delta).
+// grid (nchunks, N, ceil(dv / BVO)). Shared: Q [C][dk+1], Sc [dk][BVO], P [C][C+1], Delta [C][BVO].
+#define BVO 32
+#define OUT_THREADS 256
+template <typename T>
+__global__ void __launch_bounds__(OUT_THREADS)
+    delta_chunk_output(int T_, int H, int dk, int dv, int C, int nchunks, float scale, const T *q,
+                       const float *prep, const float *states, float *o) {
+    extern __shared__ float sm[];
+    const int ldk = dk + 1, ldc = C + 1;
+    float *sQ = sm, *sS = sQ + C * ldk, *sP = sS + dk * BVO, *sD = sP + C * ldc;
+    const int c = blockIdx.x, n = blockIdx.y, b = n / H, h = n % H, j0 = blockIdx.z * BVO;
+    const int tid = threadIdx.x, jw = min(BVO, dv - j0), t0 = c * C, L = min(C, T_ - t0);
+    const size_t tok_k = (size_t)H * dk, tok_v = (size_t)H * dv;
+    const float *W = prep + ((size_t)n * nchunks + c) * floats_per_chunk(dk, dv, C);
+    const float *P = W + (size_t)C * dk + (size_t)C * dv, *G = P + (size_t)C * C;
+    const float *Sc = states + ((size_t)n * nchunks + c) * state_floats_per_chunk(dk, dv, C);
+    const float *D = Sc + (size_t)dk * dv;
+    const T *qb = q + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+    for (int x = tid; x < C * dk; x += OUT_THREADS) {
+        int i = x / dk, d = x % dk;
+        sQ[i * ldk + d] = i < L ? __expf(G[i]) * ld(qb + (size_t)i * tok_k + d) : 0.0f;
+    }
+    for (int x = tid; x < dk * BVO; x += OUT_THREADS) {
+        int d = x / BVO, j = x % BVO;
+        sS[x] = j < jw ? Sc[(size_t)d * dv + j0 + j] : 0.0f;
+    }
+    for (int x = tid; x < C * C; x += OUT_THREADS) sP[(x / C) * ldc + x % C] = P[x];
+    for (int x = tid; x < C * BVO; x += OUT_THREADS) {
+        int i = x / BVO, j = x % BVO;
+        sD[x] = j < jw ? D[(size_t)i * dv + j0 + j] : 0.0f;
+    }
+    __syncthreads();
+    const int CR = C / RI;
+    for (int tile = tid; tile < CR * (BVO / RJ); tile += OUT_THREADS) {
+        const int ib = tile % CR, jb = tile / CR;
+        float acc[RI][RJ] = {};
+        for (int d = 0; d < dk; d++) {
+            float a[RI], bb[RJ];
+#pragma unroll
+            for (int r = 0; r < RI; r++) a[r] = sQ[(ib + r * CR) * ldk + d];
+#pragma unroll
+            for (int qq = 0; qq < RJ; qq++) bb[qq] = sS[d * BVO + jb * RJ + qq];
+#pragma unroll
+            for (int r = 0; r < RI; r++)
+#pragma unroll
+                for (int qq = 0; qq < RJ; qq++) acc[r][qq] += a[r] * bb[qq];
+        }
+        for (int m = 0; m < C; m++) {
+            float a[RI], bb[RJ];
+#pragma unroll
+            for (int r = 0; r < RI; r++) a[r] = sP[(ib + r * CR) * ldc + m]; // zero above the diagonal
+#pragma unroll
+            for (int qq = 0; qq < RJ; qq++) bb[qq] = sD[m * BVO + jb * RJ + qq];
+#pragma unroll
+            for (int r = 0; r < RI; r++)
+#pragma unroll
+                for (int qq = 0; qq < RJ; qq++) acc[r][qq] += a[r] * bb[qq];
+        }
+#pragma unroll
+        for (int r = 0; r < RI; r++)
+#pragma unroll
+            for (int qq = 0; qq < RJ; qq++) {
+                const int i = ib + r * CR, j = jb * RJ + qq;
+                if (i < L && j < jw) o[((size_t)b * T_ + t0 + i) * tok_v + (size_t)h * dv + j0 + j] = scale * acc[r][qq];
+            }
+    }
+}
+
+template <typename T, int BV, int NT>
+static int launch_state(int T_, int H, int N, int dk, int dv, int C, int nchunks, const void *k,
+                        const float *prep, float *state, float *states, cudaStream_t st, err *e) {
+    size_t smem = ((size_t)dk * BV + 2 * (size_t)C * (dk + 1) + (size_t)C * BV) * sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_state<T, BV, NT>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "gpu delta prefill: shared memory for the state pass");
+    delta_chunk_state<T, BV, NT><<<dim3((dv + BV - 1) / BV, N), NT, smem, st>>>(
+        T_, H, dk, dv, C, nchunks, (const T *)k, prep, state, states);
+    CUDA_LAUNCHED("gpu delta prefill: state pass");
+    return 0;
+}
+
+template <typename T>
+static int launch_prefill(int B, int T_, int H, int dk, int dv, int C, float scale, const void *q,
+                          const void *k, const void *v, const float *g, const float *beta,
+                          float *state, float *o, void *scratch, cudaStream_t st, err *e) {
+    int nchunks = (T_ + C - 1) / C, N = B * H;
+    float *prep = (float *)scratch;
+    float *states = prep + (size_t)N * nchunks * floats_per_chunk(dk, dv, C);
+    size_t prep_smem = ((size_t)C * (dk + 1) + (size_t)C * ((dk > dv ? dk : dv) + 1) + (size_t)C * C +
+                        3 * (size_t)C) * sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_prepare<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)prep_smem),
+             "gpu delta prefill: shared memory for the prepare kernel");
+    delta_chunk_prepare<T><<<dim3(nchunks, N), PREP_THREADS, prep_smem, st>>>(
+        T_, H, dk, dv, C, (const T *)q, (const T *)k, (const T *)v, g, beta, prep);
+    CUDA_LAUNCHED("gpu delta prefill: prepare");
+    // fewer columns per block when there are few heads, so that the sequential pass still spreads
+    // over the multiprocessors
+    int rc = N * ((dv + 31) / 32) >= 132
+                 ? launch_state<T, 32, 256>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e)
+                 : launch_state<T, 16, 128>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e);
+    if (rc) return -1;
+    size_t out_smem = ((size_t)C * (dk + 1) + (size_t)dk * BVO + (size_t)C * (C + 1) + (size_t)C * BVO) * sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_output<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)out_smem),
+             "gpu delta prefill: shared memory for the output pass");
+    delta_chunk_output<T><<<dim3(nchunks, N, (dv + BVO - 1) / BVO), OUT_THREADS, out_smem, st>>>(
+        T_, H, dk, dv, C, nchunks, scale, (const T *)q, prep, states, o);
+    CUDA_LAUNCHED("gpu delta prefill: output pass");
+    return 0;
+}
+
+extern "C" int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale,
+                                 int bf16, const void *q, const void *k, const void *v,
+                                 const float *g, const float *beta, float *state, float *o,
+                                 void *scratch, void *stream, err *e) {
+    if (chunk != 16 && chunk != 32 && chunk != 64)
+        return err_set(e, "gpu delta prefill: chunk %d (16, 32 or 64)", chunk);
+    if (dk > 256 || dv > 1024 || dk % RI)
+        return err_set(e, "gpu delta prefill: dk=%d dv=%d not supported (dk <= 256, a multiple of %d)", dk, dv, RI);
+    if (T < 1) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    return bf16 ? launch_prefill<__nv_bfloat16>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta, state, o, scratch, st, e)
+                : launch_prefill<float>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta, state, o, scratch, st, e);
+}
+
+// ---------------------------------------------------------------- kaczmarz rescale
+
+// k' = c k, v' = c v with c = (|k|^2 + eps)^-1/2 per token and head (spec §8.5): the Kaczmarz
+// write with beta = eta on (k', v') is exactly the GDN write on raw keys with
+// beta = eta / (|k|^2 + eps). One block per token and head.
+template <typename T>
+__global__ void kaczmarz_rescale_kernel(int dk, int dv, float eps, const T *k, const T *v,
+                                        T *k_out, T *v_out) {
+    __shared__ float red[32];
+    size_t n = blockIdx.x; // (b, t, h) flattened
+    const T *kr = k + n * dk;
+    float s = 0.0f;
+    for (int d = threadIdx.x; d < dk; d += blockDim.x) {
+        float x = ld(kr + d);
+        s += x * x;
+    }
+    for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float tot = 0.0f;
+        for (int w = 0; w < (int)(blockDim.x + 31) / 32; w++) tot += red[w];
+        red[0] = rsqrtf(tot + eps);
+    }
+    __syncthreads();
+    float c = red[0];
+    for (int d = threadIdx.x; d < dk; d += blockDim.x) k_out[n * dk + d] = (T)(c * ld(kr + d));
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) v_out[n * dv + d] = (T)(c * ld(v + n * dv + d));
+}
+
+extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
+                                    const void *k, const void *v, void *k_out, void *v_out,
+                                    void *stream, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    if (!tokens_heads) return 0;
+    if (bf16)
+        kaczmarz_rescale_kernel<__nv_bfloat16><<<(unsigned)tokens_heads, 128, 0, st>>>(
+            dk, dv, eps, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, (__nv_bfloat16 *)k_out,
+            (__nv_bfloat16 *)v_out);
+    else
+        kaczmarz_rescale_kernel<float><<<(unsigned)tokens_heads, 128, 0, st>>>(
+            dk, dv, eps, (const float *)k, (const float *)v, (float *)k_out, (float *)v_out);
+    CUDA_LAUNCHED("gpu kaczmarz rescale");
+    return 0;
+}

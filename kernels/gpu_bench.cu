@@ -1,0 +1,79 @@
+// gpu_bench.cu: what the GPU benchmarks need from the device side: random device data, a median
+// timer on CUDA events, and the measured copy bandwidth that every kernel's floor is stated against.
+#include <algorithm>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <vector>
+
+#include "gpu_bench.h"
+#include "gpu_common.cuh"
+
+__global__ void fill_kernel(void *dst, size_t n, int bf16, float scale, float offset, uint64_t seed) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 27;
+        float u = (float)(x >> 40) * (1.0f / 16777216.0f); // [0, 1)
+        float val = offset + scale * (u * 2.0f - 1.0f);
+        if (bf16) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16(val);
+        else ((float *)dst)[i] = val;
+    }
+}
+
+extern "C" int gpu_fill_uniform(void *dst, size_t n, int bf16, float scale, float offset,
+                                unsigned long long seed, err *e) {
+    fill_kernel<<<1024, 256>>>(dst, n, bf16, scale, offset, seed);
+    CUDA_LAUNCHED("gpu fill");
+    return 0;
+}
+
+extern "C" int gpu_time_median(gpu_bench_fn fn, void *ctx, int warmup, int iters, double *ms,
+                               err *e) {
+    for (int i = 0; i < warmup; i++)
+        if (fn(ctx, e)) return -1;
+    CUDA_TRY(cudaDeviceSynchronize(), "gpu bench warm-up");
+    std::vector<float> t(iters);
+    cudaEvent_t a, b;
+    CUDA_TRY(cudaEventCreate(&a), "gpu bench");
+    CUDA_TRY(cudaEventCreate(&b), "gpu bench");
+    for (int i = 0; i < iters; i++) {
+        cudaEventRecord(a);
+        if (fn(ctx, e)) return -1;
+        cudaEventRecord(b);
+        CUDA_TRY(cudaEventSynchronize(b), "gpu bench");
+        cudaEventElapsedTime(&t[i], a, b);
+    }
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    std::sort(t.begin(), t.end());
+    *ms = t[iters / 2];
+    return 0;
+}
+
+struct copy_ctx {
+    void *dst, *src;
+    size_t bytes;
+};
+
+static int do_copy(void *p, err *e) {
+    copy_ctx *c = (copy_ctx *)p;
+    CUDA_TRY(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice), "gpu copy");
+    return 0;
+}
+
+extern "C" int gpu_measure_copy_gbps(double *gbps, err *e) {
+    size_t bytes = (size_t)2 << 30; // 2 GiB each way: far beyond the 60 MB L2
+    copy_ctx c = {NULL, NULL, bytes};
+    CUDA_TRY(cudaMalloc(&c.dst, bytes), "gpu copy bandwidth");
+    if (cudaMalloc(&c.src, bytes) != cudaSuccess) {
+        cudaFree(c.dst);
+        return err_set(e, "gpu copy bandwidth: out of memory");
+    }
+    cudaMemset(c.src, 1, bytes);
+    double ms;
+    int rc = gpu_time_median(do_copy, &c, 2, 9, &ms, e);
+    cudaFree(c.dst), cudaFree(c.src);
+    if (rc) return -1;
+    *gbps = 2.0 * bytes / (ms * 1e-3) / 1e9; // read + write
+    return 0;
+}

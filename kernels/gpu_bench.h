@@ -1,0 +1,27 @@
+/* gpu_bench.h: device-side helpers for the GPU benchmarks (bench/gpu/). */
+#ifndef MIXSCOPE_GPU_BENCH_H
+#define MIXSCOPE_GPU_BENCH_H
+
+#include <stddef.h>
+
+#include "../core/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int (*gpu_bench_fn)(void *ctx, err *e);
+
+/* n values uniform in [offset - scale, offset + scale), fp32 or bf16. */
+int gpu_fill_uniform(void *dst, size_t n, int bf16, float scale, float offset,
+                     unsigned long long seed, err *e);
+/* Median over iters launches of fn (after warmup ones), timed with CUDA events, in ms. */
+int gpu_time_median(gpu_bench_fn fn, void *ctx, int warmup, int iters, double *ms, err *e);
+/* Device-to-device copy bandwidth, counting bytes read plus bytes written, GB/s. */
+int gpu_measure_copy_gbps(double *gbps, err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
