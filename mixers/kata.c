@@ -119,6 +119,11 @@ static const probe_def kata_probes[PR_COUNT] = {
 
 static int kata_configure(mixer_cfg *c, opts *o, err *e) {
     const char *vs = opts_str(o, "variant", "m1");
+    /* the scripting contract's spellings: m2, m4 = mg with 2 or 4 groups; sigma2, sigma4 = sigma */
+    const char *asked = vs;
+    long alias_groups = 0;
+    if (!strcmp(vs, "m2") || !strcmp(vs, "m4")) alias_groups = vs[1] - '0', vs = "mg";
+    else if (!strcmp(vs, "sigma2") || !strcmp(vs, "sigma4")) alias_groups = vs[5] - '0', vs = "sigma";
     int v = kata_variant_parse(vs);
     if (v < 0)
         return err_set(e,
@@ -127,11 +132,14 @@ static int kata_configure(mixer_cfg *c, opts *o, err *e) {
                        vs);
     long groups, chunk;
     double scale, eps;
-    long gdef = v == KATA_MG || v == KATA_SIGMA ? 2 : 1;
+    long gdef = alias_groups ? alias_groups : v == KATA_MG || v == KATA_SIGMA ? 2 : 1;
     if (opts_int(o, "groups", gdef, &groups, e) ||
         opts_int(o, "chunk", v == KATA_DELTA ? 64 : 32, &chunk, e) ||
         opts_float(o, "scale", 1.0, &scale, e) || opts_float(o, "eps", 1e-6, &eps, e))
         return -1;
+    if (alias_groups && groups != alias_groups)
+        return err_set(e, "option 'groups': variant=%s has %ld groups, got %ld", asked,
+                       alias_groups, groups);
     if (chunk != 16 && chunk != 32 && chunk != 64)
         return err_set(e, "option 'chunk': expected 16, 32 or 64, got %ld", chunk);
     if (v == KATA_MG || v == KATA_SIGMA || v == KATA_DELTA) {
@@ -552,7 +560,7 @@ const mixer_ops mixer_kata = {
     .summary =
         "KATA: cone feature maps (PSD rank-one, orthant, Lorentz), normalised readout with a "
         "convex gate; DeltaKATA",
-    .options = "variant=m1|mg|sigma|delta|orthant|lorentz|linear groups=1|2|4|8 chunk=16|32|64 "
+    .options = "variant=m1|m2|m4|mg|sigma2|sigma4|sigma|delta|orthant|lorentz|linear groups=1|2|4|8 chunk=16|32|64 "
                "scale=1 eps=1e-6",
     .inputs = kata_inputs,
     .ninputs = (int)(sizeof kata_inputs / sizeof kata_inputs[0]),
