@@ -20,6 +20,7 @@
 
 #include "gpu.h"
 #include "gpu_common.cuh"
+#include <cuda_pipeline.h>
 
 #define PREP_THREADS 256
 
@@ -223,15 +224,19 @@ __host__ __device__ static size_t state_floats_per_chunk(int dk, int dv, int C) 
 #define RJ 2
 
 // The sequential pass over chunks, one block per head and value slice of BV columns:
-//   Sc[c] = S;  Delta = U - W S;  S <- gamma_last S + (diag(exp(G_last - G)) K)^T Delta
-// grid (ceil(dv / BV), N). Shared: S [dk][BV], W [C][dk+1], Kd [C][dk+1], Delta [C][BV].
+//   Sc[c] = S;  Delta = U - W S;  S <- gamma_last S + K^T diag(exp(G_last - G)) Delta
+// grid (ceil(dv / BV), N). The next chunk's W and K are copied into the other half of a double
+// buffer with cp.async while this chunk computes, so the pass waits on memory only once.
+// Shared: S [dk][BV], W [2][C][dk+4], K [2][C][dk + 16/sizeof(T)] (raw inputs),
+// Delta [C][BV] and the decayed Delta [C][BV].
 template <typename T, int BV, int NT>
 __global__ void __launch_bounds__(NT)
     delta_chunk_state(int T_, int H, int dk, int dv, int C, int nchunks, const T *k,
                       const float *prep, float *state, float *states) {
-    extern __shared__ float sm[];
-    const int ldk = dk + 1;
-    float *sS = sm, *sW = sS + dk * BV, *sK = sW + C * ldk, *sD = sK + C * ldk;
+    extern __shared__ __align__(16) float sm[];
+    const int ldw = dk + 4, ldkt = dk + 16 / (int)sizeof(T); // rows stay 16-byte aligned
+    float *sS = sm, *sWb = sS + dk * BV, *sD = sWb + 2 * C * ldw, *sDd = sD + C * BV;
+    T *sKb = reinterpret_cast<T *>(sDd + C * BV);
     const int n = blockIdx.y, b = n / H, h = n % H, j0 = blockIdx.x * BV, tid = threadIdx.x;
     const int jw = min(BV, dv - j0);
     const size_t tok_k = (size_t)H * dk;
@@ -240,25 +245,44 @@ __global__ void __launch_bounds__(NT)
         int d = x / BV, j = x % BV;
         sS[x] = j < jw ? S[(size_t)d * dv + j0 + j] : 0.0f;
     }
+    // issue the asynchronous copies of chunk c into buffer c & 1
+    auto issue = [&](int c) {
+        const int t0 = c * C, L = min(C, T_ - t0), buf = c & 1;
+        const float *W = prep + ((size_t)n * nchunks + c) * floats_per_chunk(dk, dv, C);
+        const T *kb = k + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+        float *sW = sWb + buf * C * ldw;
+        T *sK = sKb + buf * C * ldkt;
+        const int w16 = dk / 4, k16 = dk * (int)sizeof(T) / 16; // 16-byte pieces per row
+        for (int x = tid; x < C * w16; x += NT) {
+            const int i = x / w16, p = x % w16;
+            __pipeline_memcpy_async(sW + i * ldw + p * 4, W + (size_t)i * dk + p * 4, 16);
+        }
+        for (int x = tid; x < C * k16; x += NT) {
+            const int i = x / k16, p = x % k16, per = 16 / (int)sizeof(T);
+            if (i < L) __pipeline_memcpy_async(sK + i * ldkt + p * per, kb + (size_t)i * tok_k + p * per, 16);
+            else
+                for (int u = 0; u < per; u++) sK[i * ldkt + p * per + u] = T(0.0f);
+        }
+        __pipeline_commit();
+    };
+    issue(0);
     for (int c = 0; c < nchunks; c++) {
-        const int t0 = c * C, L = min(C, T_ - t0);
+        const int t0 = c * C, L = min(C, T_ - t0), buf = c & 1;
         const float *W = prep + ((size_t)n * nchunks + c) * floats_per_chunk(dk, dv, C);
         const float *U = W + (size_t)C * dk, *G = U + (size_t)C * dv + (size_t)C * C;
         float *Sc = states + ((size_t)n * nchunks + c) * state_floats_per_chunk(dk, dv, C);
         float *Dout = Sc + (size_t)dk * dv;
-        const T *kb = k + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
         const float glast = G[L - 1];
-        __syncthreads(); // the previous chunk's S update is complete
-#pragma unroll 8
-        for (int x = tid; x < C * dk; x += NT) {
-            int i = x / dk, d = x % dk;
-            sW[i * ldk + d] = W[x];
-            sK[i * ldk + d] = i < L ? __expf(glast - G[i]) * ld(kb + (size_t)i * tok_k + d) : 0.0f;
-        }
+        const float *sW = sWb + buf * C * ldw;
+        const T *sK = sKb + buf * C * ldkt;
+        __syncthreads(); // the previous chunk is done with the other buffer and with S
+        if (c + 1 < nchunks) issue(c + 1);
         for (int x = tid; x < dk * BV; x += NT) {
             int d = x / BV, j = x % BV;
             if (j < jw) Sc[(size_t)d * dv + j0 + j] = sS[x];
         }
+        if (c + 1 < nchunks) __pipeline_wait_prior(1); // chunk c's copies have landed
+        else __pipeline_wait_prior(0);
         __syncthreads();
         // Delta = U - W S: C x BV outputs
         const int CR = C / RI;
@@ -268,7 +292,7 @@ __global__ void __launch_bounds__(NT)
             for (int d = 0; d < dk; d++) {
                 float a[RI], bb[RJ];
 #pragma unroll
-                for (int r = 0; r < RI; r++) a[r] = sW[(ib + r * CR) * ldk + d];
+                for (int r = 0; r < RI; r++) a[r] = sW[(ib + r * CR) * ldw + d];
 #pragma unroll
                 for (int q = 0; q < RJ; q++) bb[q] = sS[d * BV + jb * RJ + q];
 #pragma unroll
@@ -277,18 +301,22 @@ __global__ void __launch_bounds__(NT)
                     for (int q = 0; q < RJ; q++) acc[r][q] += a[r] * bb[q];
             }
 #pragma unroll
-            for (int r = 0; r < RI; r++)
+            for (int r = 0; r < RI; r++) {
+                const int i = ib + r * CR;
+                const float dec = i < L ? __expf(glast - G[i]) : 0.0f;
 #pragma unroll
                 for (int q = 0; q < RJ; q++) {
-                    const int i = ib + r * CR, j = jb * RJ + q;
+                    const int j = jb * RJ + q;
                     const float dl = (j < jw ? U[(size_t)i * dv + j0 + j] : 0.0f) - acc[r][q];
                     sD[i * BV + j] = dl;
+                    sDd[i * BV + j] = dec * dl;
                     if (j < jw) Dout[(size_t)i * dv + j0 + j] = dl;
                 }
+            }
         }
         __syncthreads();
-        // S <- gamma_last S + Kd^T Delta: dk x BV outputs; each thread reads and writes only its
-        // own entries of S, so no barrier is needed between the reads and the writes
+        // S <- gamma_last S + K^T (decayed Delta): dk x BV outputs; each thread reads and writes
+        // only its own entries of S, so no barrier is needed between the reads and the writes
         const float gl = __expf(glast);
         const int DR = dk / RI;
         for (int tile = tid; tile < DR * (BV / RJ); tile += NT) {
@@ -301,9 +329,9 @@ __global__ void __launch_bounds__(NT)
             for (int m = 0; m < L; m++) {
                 float a[RI], bb[RJ];
 #pragma unroll
-                for (int r = 0; r < RI; r++) a[r] = sK[m * ldk + db + r * DR];
+                for (int r = 0; r < RI; r++) a[r] = ld(sK + m * ldkt + db + r * DR);
 #pragma unroll
-                for (int q = 0; q < RJ; q++) bb[q] = sD[m * BV + jb * RJ + q];
+                for (int q = 0; q < RJ; q++) bb[q] = sDd[m * BV + jb * RJ + q];
 #pragma unroll
                 for (int r = 0; r < RI; r++)
 #pragma unroll
@@ -394,7 +422,8 @@ __global__ void __launch_bounds__(OUT_THREADS)
 template <typename T, int BV, int NT>
 static int launch_state(int T_, int H, int N, int dk, int dv, int C, int nchunks, const void *k,
                         const float *prep, float *state, float *states, cudaStream_t st, err *e) {
-    size_t smem = ((size_t)dk * BV + 2 * (size_t)C * (dk + 1) + (size_t)C * BV) * sizeof(float);
+    size_t smem = ((size_t)dk * BV + 2 * (size_t)C * (dk + 4) + 2 * (size_t)C * BV) * sizeof(float) +
+                  2 * (size_t)C * (dk + 16 / sizeof(T)) * sizeof(T);
     CUDA_TRY(cudaFuncSetAttribute(delta_chunk_state<T, BV, NT>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "gpu delta prefill: shared memory for the state pass");

@@ -23,3 +23,16 @@ __device__ __forceinline__ float ld(const float *p) {
 __device__ __forceinline__ float ld(const __nv_bfloat16 *p) {
     return __bfloat162float(*p);
 }
+
+// Four consecutive values (p 8-byte aligned for bf16, 16-byte aligned for fp32).
+__device__ __forceinline__ void ld4(const float *p, float *out) {
+    const float4 v = *reinterpret_cast<const float4 *>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+}
+__device__ __forceinline__ void ld4(const __nv_bfloat16 *p, float *out) {
+    const uint2 raw = *reinterpret_cast<const uint2 *>(p);
+    const __nv_bfloat162 a = *reinterpret_cast<const __nv_bfloat162 *>(&raw.x);
+    const __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162 *>(&raw.y);
+    const float2 fa = __bfloat1622float2(a), fb = __bfloat1622float2(b);
+    out[0] = fa.x, out[1] = fa.y, out[2] = fb.x, out[3] = fb.y;
+}
