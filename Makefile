@@ -116,7 +116,7 @@ test-gpu: $(BUILD)/tests/gpu/test_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 bench: $(BENCH_BIN)
-	@for b in $(BENCH_BIN); do $$b || exit 1; done
+	@for b in $(BENCH_BIN); do $$b || exit 1; echo; done
 
 $(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)

@@ -5,18 +5,9 @@
 
 #include "mixer.h"
 
-/* Each mixer file defines one of these. Weak while the set is being built: a mixer whose file is
- * not linked in yet is a NULL entry, which mixer_find skips. */
-#define MIXER_DECL(x) extern const mixer_ops x __attribute__((weak))
-MIXER_DECL(mixer_gdn);
-MIXER_DECL(mixer_deltanet);
-MIXER_DECL(mixer_kaczmarz);
-MIXER_DECL(mixer_gla);
-MIXER_DECL(mixer_mamba2);
-MIXER_DECL(mixer_softmax);
-MIXER_DECL(mixer_kalman);
-MIXER_DECL(mixer_kata);
-MIXER_DECL(mixer_parallax);
+/* Each mixer file defines one of these. */
+extern const mixer_ops mixer_gdn, mixer_deltanet, mixer_kaczmarz, mixer_gla, mixer_mamba2,
+    mixer_softmax, mixer_kalman, mixer_kata, mixer_parallax;
 
 const mixer_ops *const mixer_all[] = {
     &mixer_gdn,     &mixer_deltanet, &mixer_kaczmarz, &mixer_gla,      &mixer_mamba2,
@@ -45,20 +36,33 @@ int mixer_configure(const mixer_ops *m, mixer_cfg *c, int H, int dk, int dv, opt
 
 int mixer_width_floats(const mixer_cfg *c, mixer_width w) {
     switch (w) {
-    case W_1: return 1;
-    case W_DK: return c->dk;
-    case W_DV: return c->dv;
-    case W_LANES: return c->dk * c->dv;
+    case W_1:
+        return 1;
+    case W_DK:
+        return c->dk;
+    case W_DV:
+        return c->dv;
+    case W_LANES:
+        return c->dk * c->dv;
     }
     return 0;
 }
 
 int mixer_input_floats(const mixer_cfg *c, mixer_input which) {
     switch (which) {
-    case IN_Q: case IN_K: case IN_R: case IN_GK: return c->dk;
-    case IN_V: case IN_LV: return c->dv;
-    case IN_G: case IN_BETA: return 1;
-    default: return 0;
+    case IN_Q:
+    case IN_K:
+    case IN_R:
+    case IN_GK:
+        return c->dk;
+    case IN_V:
+    case IN_LV:
+        return c->dv;
+    case IN_G:
+    case IN_BETA:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -83,7 +87,7 @@ mixer_tok mixer_seq_at(const mixer_cfg *c, const mixer_seq *s, int t) {
     mixer_tok x;
     for (int i = 0; i < IN_COUNT; i++)
         x.in[i] = s->in[i] ? s->in[i] + (size_t)t * (size_t)c->H *
-                                             (size_t)mixer_input_floats(c, (mixer_input)i)
+                                            (size_t)mixer_input_floats(c, (mixer_input)i)
                            : NULL;
     return x;
 }
