@@ -99,8 +99,16 @@ int opts_range(opts *o, const char *key, double def_lo, double def_hi, double *l
         *lo = *hi = v;
         return 0;
     }
-    double a = strtod(s, &end);
-    if (end != dots) return err_set(e, "option '%s': expected LO..HI, got '%.60s'", key, s);
+    /* LO is parsed on its own: strtod would read "0..1" as "0." and stop inside the dots */
+    char lo_text[64];
+    size_t ll = (size_t)(dots - s);
+    if (ll == 0 || ll >= sizeof lo_text)
+        return err_set(e, "option '%s': expected LO..HI, got '%.60s'", key, s);
+    memcpy(lo_text, s, ll);
+    lo_text[ll] = '\0';
+    double a = strtod(lo_text, &end);
+    if (end == lo_text || *end)
+        return err_set(e, "option '%s': expected LO..HI, got '%.60s'", key, s);
     double b = strtod(dots + 2, &end);
     if (end == dots + 2 || *end || !isfinite(a) || !isfinite(b) || a > b)
         return err_set(e, "option '%s': expected LO..HI with LO <= HI, got '%.60s'", key, s);

@@ -307,7 +307,7 @@ int st_open_index(st_file **out, const char *index_path, err *e) {
     *out = NULL;
     char *text = NULL;
     if (file_read_all(index_path, 64u << 20, &text, NULL, e)) return -1;
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = cJSON_ParseWithOpts(text, NULL, 1);
     free(text);
     if (!root) return err_set(e, "%s: invalid JSON", index_path);
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
@@ -328,7 +328,7 @@ int st_open_index(st_file **out, const char *index_path, err *e) {
     else strcpy(dir, "./");
     /* open each distinct shard once, in order of first mention */
     const char **shards = calloc((size_t)cJSON_GetArraySize(wm) + 1, sizeof *shards);
-    int nshards = 0, rc = -1;
+    int nshards = 0, rc = -1, *first = NULL;
     if (!shards) {
         err_set(e, "%s: out of memory", index_path);
         goto done;
@@ -347,20 +347,35 @@ int st_open_index(st_file **out, const char *index_path, err *e) {
         for (int i = 0; i < nshards; i++) seen |= strcmp(shards[i], c->valuestring) == 0;
         if (!seen) shards[nshards++] = c->valuestring;
     }
+    /* shard i holds tensors [first[i], first[i + 1]) */
+    first = calloc((size_t)nshards + 1, sizeof *first);
+    if (!first) {
+        err_set(e, "%s: out of memory", index_path);
+        goto done;
+    }
     for (int i = 0; i < nshards; i++) {
         char *p = path_join(dir, shards[i]);
+        first[i] = f->n;
         int bad = !p || map_file(f, p, e);
         free(p);
         if (bad) goto done;
     }
-    for (const cJSON *c = wm->child; c; c = c->next)
-        if (!st_find(f, c->string)) {
+    first[nshards] = f->n;
+    /* a listed tensor must be in the shard the index names, not merely in some shard */
+    for (const cJSON *c = wm->child; c; c = c->next) {
+        const tensor *t = st_find(f, c->string);
+        int k = t ? (int)(t - f->tensors) : -1, in = 0;
+        for (int i = 0; i < nshards; i++)
+            in |= strcmp(shards[i], c->valuestring) == 0 && k >= first[i] && k < first[i + 1];
+        if (!in) {
             err_set(e, "%s: tensor '%.200s' is listed but not in shard %.200s", index_path,
                     c->string, c->valuestring);
             goto done;
         }
+    }
     rc = 0;
 done:
+    free(first);
     free(shards);
     free(dir);
     cJSON_Delete(root);
@@ -399,11 +414,27 @@ int st_write(const char *path, const tensor *const *ts, int n, const char *metad
             cJSON_Delete(root);
             return err_set(e, "%s: metadata is not a JSON object", path);
         }
+        /* the reader rejects non-string values: never write a file it would refuse */
+        for (const cJSON *m = md->child; m; m = m->next)
+            if (!cJSON_IsString(m)) {
+                err_set(e, "%s: metadata value '%.100s' is not a string", path, m->string);
+                cJSON_Delete(md);
+                cJSON_Delete(root);
+                return -1;
+            }
         cJSON_AddItemToObject(root, "__metadata__", md);
     }
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         const tensor *t = ts[i];
+        int64_t numel = shape_numel_checked(t->ndim, t->shape, dtype_size(t->dtype));
+        if (!dtype_name(t->dtype) || numel < 0 ||
+            (uint64_t)numel * dtype_size(t->dtype) != t->nbytes ||
+            strcmp(t->name, "__metadata__") == 0) {
+            cJSON_Delete(root);
+            return err_set(e, "%s: tensor '%.200s': bad name, dtype, shape or byte size", path,
+                           t->name);
+        }
         for (int j = 0; j < i; j++)
             if (strcmp(ts[j]->name, t->name) == 0) {
                 cJSON_Delete(root);

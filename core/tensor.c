@@ -45,7 +45,9 @@ int64_t shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size) {
         if (shape[i] != 0 && n > INT64_MAX / shape[i]) return -1;
         n *= shape[i];
     }
-    if (elem_size && n > (int64_t)(SIZE_MAX / elem_size)) return -1;
+    /* compare unsigned: SIZE_MAX / 1 does not fit an int64 (it became -1 and refused 1-byte
+     * dtypes) */
+    if (elem_size && (uint64_t)n > SIZE_MAX / elem_size) return -1;
     if (elem_size && n > INT64_MAX / (int64_t)elem_size) return -1;
     return n;
 }
@@ -186,6 +188,15 @@ void tensor_read_f32(const tensor *t, float *dst) {
     for (int64_t i = 0; i < n; i++) dst[i] = (float)elem_f64(p + (size_t)i * es, t->dtype);
 }
 
+/* Float to integer, saturating at [lo, hi] with NaN -> 0 (the plain C cast is undefined out of
+ * range). (double)INT64_MAX rounds up to 2^63, so `v < hi` below keeps the cast in range. */
+static int64_t sat_int(double v, int64_t lo, int64_t hi) {
+    if (isnan(v)) return 0;
+    if (v <= (double)lo) return lo;
+    if (v >= (double)hi) return hi;
+    return (int64_t)v;
+}
+
 void tensor_read_i64(const tensor *t, int64_t *dst) {
     int64_t n = tensor_numel(t);
     size_t es = dtype_size(t->dtype);
@@ -195,7 +206,7 @@ void tensor_read_i64(const tensor *t, int64_t *dst) {
             memcpy(&dst[i], p + (size_t)i * 8, 8);
         } else {
             double v = elem_f64(p + (size_t)i * es, t->dtype);
-            dst[i] = isfinite(v) ? (int64_t)v : 0;
+            dst[i] = sat_int(v, INT64_MIN, INT64_MAX);
         }
     }
 }
@@ -219,11 +230,23 @@ tensor *tensor_from_f32(const char *name, dtype dt, int ndim, const int64_t *sha
         case DT_F16: { uint16_t h = f32_to_f16(v); memcpy(p + i * 2, &h, 2); break; }
         case DT_BF16: { uint16_t h = f32_to_bf16(v); memcpy(p + i * 2, &h, 2); break; }
         case DT_F64: { double d = v; memcpy(p + i * 8, &d, 8); break; }
-        case DT_I64: { int64_t x = isfinite(v) ? (int64_t)v : 0; memcpy(p + i * 8, &x, 8); break; }
-        case DT_I32: { int32_t x = isfinite(v) ? (int32_t)v : 0; memcpy(p + i * 4, &x, 4); break; }
-        case DT_I16: { int16_t x = isfinite(v) ? (int16_t)v : 0; memcpy(p + i * 2, &x, 2); break; }
-        case DT_I8: p[i] = (unsigned char)(int8_t)(isfinite(v) ? v : 0); break;
-        case DT_U8: p[i] = (unsigned char)(isfinite(v) ? v : 0); break;
+        case DT_I64: {
+            int64_t x = sat_int(v, INT64_MIN, INT64_MAX);
+            memcpy(p + i * 8, &x, 8);
+            break;
+        }
+        case DT_I32: {
+            int32_t x = (int32_t)sat_int(v, INT32_MIN, INT32_MAX);
+            memcpy(p + i * 4, &x, 4);
+            break;
+        }
+        case DT_I16: {
+            int16_t x = (int16_t)sat_int(v, INT16_MIN, INT16_MAX);
+            memcpy(p + i * 2, &x, 2);
+            break;
+        }
+        case DT_I8: p[i] = (unsigned char)(int8_t)sat_int(v, INT8_MIN, INT8_MAX); break;
+        case DT_U8: p[i] = (unsigned char)sat_int(v, 0, UINT8_MAX); break;
         case DT_BOOL: p[i] = v != 0; break;
         default: break;
         }

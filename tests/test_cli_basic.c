@@ -1,0 +1,536 @@
+/* test_cli_basic.c: the batch front end, driven as a user drives it (run_mixscope: exit status and
+ * output), and the word splitting, lookup and suggestion functions behind every command line. */
+#include "testutil.h"
+
+#include "cli/command.h"
+#include "cli/session.h"
+#include "cli/version.h"
+#include "core/fileio.h"
+#include "core/opts.h"
+
+static char *g_dir; /* temporary folder for script files */
+
+static int group_setup(void **state) {
+    (void)state;
+    g_dir = test_tmpdir();
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    test_rmdir(g_dir);
+    return 0;
+}
+
+static void assert_has(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("output lacks '%s':\n%s", want, text);
+}
+
+static void assert_lacks(const char *text, const char *bad) {
+    if (strstr(text, bad)) fail_msg("output has '%s':\n%s", bad, text);
+}
+
+static int count_of(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, s)); p += strlen(s)) n++;
+    return n;
+}
+
+/* g_dir/name holding text; returns the malloc'd path. */
+static char *script(const char *name, const char *text) {
+    char *p = path_join(g_dir, name);
+    assert_non_null(p);
+    err e = {{0}};
+    if (file_write_atomic(p, text, strlen(text), &e)) fail_msg("%s", e.msg);
+    return p;
+}
+
+/* Like run_mixscope, but stdout and stderr captured apart (stderr through a file). */
+static int run_split(char **out, char **errout, const char *args) {
+    char *errpath = path_join(g_dir, "stderr.txt");
+    char wrapped[4096];
+    snprintf(wrapped, sizeof wrapped, "%s 2>'%s'", args, errpath);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s </dev/null", mixscope_bin(), wrapped);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += r;
+        if (n + 1 >= cap) buf = realloc(buf, cap *= 2), assert_non_null(buf);
+    }
+    buf[n] = '\0';
+    int st = pclose(p);
+    err e = {{0}};
+    size_t en;
+    if (file_read_all(errpath, 1 << 20, errout, &en, &e)) fail_msg("%s", e.msg);
+    free(errpath);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- the binary ------------------------------------------------------------------------------ */
+
+static void test_version(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(run_mixscope(&out, "--version"), 0);
+    assert_string_equal(out, "mixscope " MIXSCOPE_VERSION "\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-V"), 0);
+    assert_string_equal(out, "mixscope " MIXSCOPE_VERSION "\n");
+    free(out);
+}
+
+static void test_help_page(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_split(&out, &err, "--help"), 0);
+    static const char *const sections[] = {"NAME\n",      "SYNOPSIS\n",    "DESCRIPTION\n",
+                                           "BATCH USE\n", "EXIT STATUS\n", "EXAMPLES\n"};
+    for (int i = 0; i < 6; i++) assert_has(out, sections[i]);
+    assert_true(strncmp(out, "NAME\n", 5) == 0);
+    assert_true(strstr(out, "NAME\n") < strstr(out, "SYNOPSIS\n"));
+    assert_has(out, "mixscope -c 'CMD; CMD; ...'");
+    assert_string_equal(err, ""); /* the page goes to stdout */
+    char *h;
+    assert_int_equal(run_mixscope(&h, "-h"), 0);
+    assert_string_equal(h, out);
+    free(h), free(out), free(err);
+}
+
+static void test_help_command(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_split(&out, &err, "-c help"), 0);
+    assert_has(out, "commands (help CMD for details):");
+    assert_has(out, "help [CMD]");
+    assert_has(out, "quit");
+    assert_string_equal(err, "");
+    free(out), free(err);
+    assert_int_equal(run_split(&out, &err, "-c 'help help'"), 0);
+    assert_has(out, "help [CMD]\n  list the commands, or explain one");
+    assert_has(out, "Without an argument");
+    free(out), free(err);
+}
+
+static void test_unknown_command(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(run_split(&out, &err, "-c nosuch"), 1);
+    assert_string_equal(out, "");
+    assert_string_equal(err, "mixscope: unknown command 'nosuch' (type 'help' for the list)\n");
+    free(out), free(err);
+    assert_int_equal(run_split(&out, &err, "-c hlep"), 1);
+    assert_string_equal(err, "mixscope: unknown command 'hlep' (did you mean 'help'?)\n");
+    free(out), free(err);
+    assert_int_equal(run_mixscope(&out, "-c 'help hlep'"), 1);
+    assert_has(out, "mixscope: no command 'hlep' (did you mean 'help'?)");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c qiut"), 1);
+    assert_has(out, "did you mean 'quit'?");
+    free(out);
+}
+
+/* The first failure stops the run: the second help never prints. */
+static void test_stops_at_failure(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(run_mixscope(&out, "-c 'help; nosuch; help'"), 1);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
+    assert_has(out, "mixscope: unknown command 'nosuch'");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c 'help; help'"), 0);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 2);
+    free(out);
+    /* quit ends the run successfully before a later bad command */
+    assert_int_equal(run_mixscope(&out, "-c 'quit; nosuch'"), 0);
+    assert_string_equal(out, "");
+    free(out);
+    /* ';' inside quotes does not split */
+    assert_int_equal(run_mixscope(&out, "-c \"help 'a;b'\""), 1);
+    assert_has(out, "mixscope: no command 'a;b'");
+    free(out);
+    /* empty runs, separators only and comments succeed quietly */
+    assert_int_equal(run_mixscope(&out, "-c ''"), 0);
+    assert_string_equal(out, "");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c ' ; ;; '"), 0);
+    assert_string_equal(out, "");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c '# help'"), 0);
+    assert_string_equal(out, "");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c 'help device # trailing comment; nosuch'"), 0);
+    assert_has(out, "device [cpu|gpu]");
+    free(out);
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(run_mixscope(&out, "-c 'help a b'"), 1);
+    assert_string_equal(out, "mixscope: usage: help [CMD]\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c 'quit now'"), 1);
+    assert_string_equal(out, "mixscope: usage: quit\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c source"), 1);
+    assert_string_equal(out, "mixscope: usage: source FILE\n");
+    free(out);
+}
+
+static void test_unterminated_quote(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(run_mixscope(&out, "-c \"help 'abc\""), 1);
+    assert_string_equal(out, "mixscope: unterminated ' quote\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c 'help \"x'"), 1);
+    assert_string_equal(out, "mixscope: unterminated \" quote\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c \"'\""), 1);
+    assert_has(out, "unterminated ' quote");
+    free(out);
+}
+
+static void test_bad_options(void **state) {
+    (void)state;
+    char *out;
+    assert_int_equal(run_mixscope(&out, "--bogus"), 2);
+    assert_string_equal(out, "mixscope: unknown option '--bogus' (see mixscope --help)\n");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-x"), 2);
+    assert_has(out, "unknown option '-x'");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c"), 2);
+    assert_has(out, "mixscope: -c takes one argument");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "-c help help"), 2);
+    assert_has(out, "mixscope: -c takes one argument");
+    free(out);
+}
+
+static void test_script_files(void **state) {
+    (void)state;
+    char *ok = script("ok.scene", "# a comment line\n"
+                                  "help   # list them\n"
+                                  "\n"
+                                  "help device; device cpu\n");
+    char *bad = script("bad.scene", "help\nnosuch\nhelp\n");
+    char *quote = script("quote.scene", "help\nhelp 'x\nhelp\n");
+    char *quits = script("quits.scene", "quit\nnosuch\n");
+    char *out;
+
+    assert_int_equal(run_mixscope(&out, "%s", ok), 0);
+    assert_has(out, "commands (help CMD for details):");
+    assert_has(out, "device: cpu");
+    free(out);
+
+    /* the failing line is named as FILE:LINE and nothing after it runs */
+    assert_int_equal(run_mixscope(&out, "%s", bad), 1);
+    char want[600];
+    snprintf(want, sizeof want, "mixscope: %s:2: unknown command 'nosuch'", bad);
+    assert_has(out, want);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
+    free(out);
+
+    assert_int_equal(run_mixscope(&out, "%s", quote), 1);
+    snprintf(want, sizeof want, "mixscope: %s:2: unterminated ' quote", quote);
+    assert_has(out, want);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
+    free(out);
+
+    /* several files run in order; the first failure stops; quit ends the run with 0 */
+    assert_int_equal(run_mixscope(&out, "%s %s", ok, bad), 1);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 2);
+    free(out);
+    assert_int_equal(run_mixscope(&out, "%s %s", bad, ok), 1);
+    assert_lacks(out, "device: cpu");
+    free(out);
+    assert_int_equal(run_mixscope(&out, "%s %s", quits, bad), 0);
+    assert_string_equal(out, "");
+    free(out);
+
+    /* `source` from -c stops at the sourced script's failure */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "-c 'source %s; help'", bad);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
+    snprintf(want, sizeof want, "%s:2: unknown command 'nosuch'", bad);
+    assert_has(out, want);
+    assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
+    free(out);
+
+    /* a missing script is an error naming it */
+    char *none = path_join(g_dir, "none.scene");
+    assert_int_equal(run_mixscope(&out, "%s", none), 1);
+    snprintf(want, sizeof want, "mixscope: %s: No such file or directory", none);
+    assert_has(out, want);
+    free(out);
+    free(ok), free(bad), free(quote), free(quits), free(none);
+}
+
+/* ---- command_split, find, suggest, exec ------------------------------------------------------ */
+
+/* Splits `line` and compares with the NULL-terminated list of words. */
+static void split_is(const char *line, const char *const *want) {
+    char **argv, *buf;
+    err e = {{0}};
+    int n = command_split(line, &argv, &buf, &e);
+    if (n < 0) fail_msg("'%s': %s", line, e.msg);
+    int wn = 0;
+    while (want[wn]) wn++;
+    if (n != wn) fail_msg("'%s': %d words, want %d", line, n, wn);
+    for (int i = 0; i < n; i++)
+        if (strcmp(argv[i], want[i]) != 0)
+            fail_msg("'%s': word %d is '%s', want '%s'", line, i, argv[i], want[i]);
+    assert_null(argv[n]);
+    free(argv), free(buf);
+}
+
+#define W(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_split(void **state) {
+    (void)state;
+    split_is("", W(NULL));
+    split_is("   \t ", W(NULL));
+    split_is("help", W("help"));
+    split_is("  a  b\tc \n", W("a", "b", "c"));
+    split_is("replay gdn in.safetensors prefix=gdr. out=o.safetensors",
+             W("replay", "gdn", "in.safetensors", "prefix=gdr.", "out=o.safetensors"));
+    split_is("'a b' \"c d\"", W("a b", "c d"));
+    split_is("x'y z'w", W("xy zw"));
+    split_is("prompt \"it's\" 'say \"hi\"'", W("prompt", "it's", "say \"hi\""));
+    split_is("'' \"\"", W("", ""));
+    split_is("a # comment 'unterminated", W("a"));
+    split_is("# only a comment", W(NULL));
+    split_is("a#b c", W("a#b", "c"));
+    split_is("'#not a comment'", W("#not a comment"));
+    split_is("a;b", W("a;b")); /* ';' separates commands in scripts, not words */
+    split_is("key='a b'", W("key=a b"));
+}
+
+static void test_split_errors(void **state) {
+    (void)state;
+    static const struct {
+        const char *line, *want;
+    } bad[] = {
+        {"'", "unterminated ' quote"},         {"\"", "unterminated \" quote"},
+        {"help 'abc", "unterminated ' quote"}, {"a \"b 'c' d", "unterminated \" quote"},
+        {"x='a b", "unterminated ' quote"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char **argv = (char **)&argv, *buf = (char *)&buf;
+        err e = {{0}};
+        assert_int_equal(command_split(bad[i].line, &argv, &buf, &e), -1);
+        assert_string_equal(e.msg, bad[i].want);
+    }
+}
+
+/* Many one-letter words fill the word array to capacity. */
+static void test_split_many_words(void **state) {
+    (void)state;
+    for (int len = 0; len < 200; len++) {
+        char line[512];
+        int k = 0;
+        for (int i = 0; i < len; i++)
+            k += snprintf(line + k, sizeof line - (size_t)k, i ? " a" : "a");
+        line[k] = '\0';
+        char **argv, *buf;
+        err e = {{0}};
+        assert_int_equal(command_split(line, &argv, &buf, &e), len);
+        for (int i = 0; i < len; i++) assert_string_equal(argv[i], "a");
+        assert_null(argv[len]);
+        free(argv), free(buf);
+    }
+    /* and empty quoted words, the densest form */
+    char line[400];
+    int k = 0;
+    for (int i = 0; i < 100; i++) k += snprintf(line + k, sizeof line - (size_t)k, "'' ");
+    char **argv, *buf;
+    err e = {{0}};
+    assert_int_equal(command_split(line, &argv, &buf, &e), 100);
+    assert_string_equal(argv[99], "");
+    free(argv), free(buf);
+}
+
+static void test_find_and_suggest(void **state) {
+    (void)state;
+    const command *c = command_find("help");
+    assert_non_null(c);
+    assert_string_equal(c->name, "help");
+    assert_non_null(c->run);
+    assert_non_null(command_find("quit"));
+    assert_non_null(command_find("source"));
+    assert_null(command_find("nosuch"));
+    assert_null(command_find("HELP")); /* names are exact */
+    assert_null(command_find(""));
+    assert_string_equal(command_suggest("hlep"), "help");
+    assert_string_equal(command_suggest("hepl"), "help");
+    assert_string_equal(command_suggest("HELP"), "help"); /* case does not count as a typo */
+    assert_string_equal(command_suggest("hel"), "help");  /* a prefix */
+    assert_string_equal(command_suggest("qit"), "quit");
+    assert_string_equal(command_suggest("sorce"), "source");
+    assert_null(command_suggest("xyzzy"));
+    assert_null(command_suggest("nosuch"));
+    assert_null(command_suggest(""));
+    char longname[300];
+    memset(longname, 'h', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_null(command_suggest(longname));
+    /* every table entry is well formed: a name, a summary, a run function, sane arg counts */
+    int n = 0;
+    for (int i = 0; i < command_table_size; i++) {
+        const command *t = command_table[i];
+        if (!t) continue;
+        n++;
+        assert_non_null(t->name);
+        assert_non_null(t->summary);
+        assert_non_null(t->run);
+        assert_true(t->min_args >= 0);
+        assert_true(t->max_args < 0 || t->max_args >= t->min_args);
+        assert_ptr_equal(command_find(t->name), t);
+    }
+    assert_true(n >= 3);
+}
+
+/* command_exec / command_exec_script on a session whose output goes to a temporary file. */
+static void test_exec(void **state) {
+    (void)state;
+    session s;
+    err e = {{0}};
+    assert_int_equal(session_init(&s, &e), 0);
+    s.out = tmpfile();
+    assert_non_null(s.out);
+    assert_int_equal(command_exec(&s, "", &e), 0);
+    assert_int_equal(command_exec(&s, "   # nothing", &e), 0);
+    assert_int_equal(command_exec(&s, "help", &e), 0);
+    assert_int_equal(command_exec(&s, "'help' help", &e), 0);
+    assert_int_equal(command_exec(&s, "nosuch", &e), -1);
+    assert_string_equal(e.msg, "unknown command 'nosuch' (type 'help' for the list)");
+    assert_int_equal(command_exec(&s, "hlep", &e), -1);
+    assert_string_equal(e.msg, "unknown command 'hlep' (did you mean 'help'?)");
+    assert_int_equal(command_exec(&s, "help 'x", &e), -1);
+    assert_string_equal(e.msg, "unterminated ' quote");
+    assert_int_equal(command_exec(&s, "help a b", &e), -1);
+    assert_string_equal(e.msg, "usage: help [CMD]");
+    assert_int_equal(s.quit, 0);
+    assert_int_equal(command_exec(&s, "quit", &e), 0);
+    assert_int_equal(s.quit, 1);
+    s.quit = 0;
+
+    /* scripts: stop at the first failure with FILE:LINE, or count failures and go on */
+    assert_int_equal(command_exec_script(&s, "help\n\nnosuch; help\n", "t.scene", 1, &e), -1);
+    assert_string_equal(e.msg, "t.scene:3: unknown command 'nosuch' (type 'help' for the list)");
+    assert_int_equal(command_exec_script(&s, "nosuch;hlep\nhelp", NULL, 1, &e), -1);
+    assert_string_equal(e.msg, "unknown command 'nosuch' (type 'help' for the list)");
+    assert_int_equal(command_exec_script(&s, "help; 'a;b'; \"c;d\" # e;f\nhelp", "t", 0, &e), -1);
+    assert_string_equal(e.msg, "2 commands failed");
+    assert_int_equal(command_exec_script(&s, "help\n# x; nosuch\nhelp 'help'", "t", 1, &e), 0);
+    assert_int_equal(command_exec_script(&s, "", "t", 1, &e), 0);
+    assert_int_equal(command_exec_script(&s, "quit; nosuch", "t", 1, &e), 0);
+    assert_int_equal(s.quit, 1);
+
+    /* help printed the table into s.out */
+    fflush(s.out);
+    long size = ftell(s.out);
+    assert_true(size > 100);
+    rewind(s.out);
+    char *text = calloc(1, (size_t)size + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)size, s.out), (size_t)size);
+    assert_has(text, "commands (help CMD for details):");
+    free(text);
+    fclose(s.out);
+    session_free(&s);
+}
+
+/* key=value arguments, as commands take them after command_split. */
+static void test_opts(void **state) {
+    (void)state;
+    char **argv, *buf;
+    err e = {{0}};
+    int argc = command_split(
+        "chunk=32 eps=1e-6 range=0..1 neg=-2..-1 one=3 name='a b' empty=", &argv, &buf, &e);
+    assert_int_equal(argc, 7);
+    opts o;
+    assert_int_equal(opts_parse(&o, argc, argv, &e), 0);
+    long l;
+    double d, lo, hi;
+    assert_int_equal(opts_int(&o, "chunk", 64, &l, &e), 0);
+    assert_int_equal(l, 32);
+    assert_int_equal(opts_int(&o, "absent", 64, &l, &e), 0);
+    assert_int_equal(l, 64);
+    assert_int_equal(opts_float(&o, "eps", 0, &d, &e), 0);
+    assert_true(d == 1e-6);
+    assert_int_equal(opts_range(&o, "range", 5, 6, &lo, &hi, &e), 0); /* integer bounds */
+    assert_true(lo == 0 && hi == 1);
+    assert_int_equal(opts_range(&o, "neg", 0, 0, &lo, &hi, &e), 0);
+    assert_true(lo == -2 && hi == -1);
+    assert_int_equal(opts_range(&o, "one", 0, 0, &lo, &hi, &e), 0); /* one number: LO = HI */
+    assert_true(lo == 3 && hi == 3);
+    assert_int_equal(opts_range(&o, "absent", 5, 6, &lo, &hi, &e), 0);
+    assert_true(lo == 5 && hi == 6);
+    assert_string_equal(opts_str(&o, "name", NULL), "a b");
+    assert_int_equal(opts_check_unused(&o, &e), -1);
+    assert_string_equal(e.msg, "unknown option 'empty'");
+    assert_string_equal(opts_str(&o, "empty", "x"), "");
+    assert_int_equal(opts_check_unused(&o, &e), 0);
+    /* wrong values are errors naming the key */
+    assert_int_equal(opts_int(&o, "eps", 0, &l, &e), -1);
+    assert_string_equal(e.msg, "option 'eps': expected an integer, got '1e-6'");
+    assert_int_equal(opts_float(&o, "name", 0, &d, &e), -1);
+    assert_string_equal(e.msg, "option 'name': expected a number, got 'a b'");
+    assert_int_equal(opts_float(&o, "empty", 0, &d, &e), -1);
+    opts_free(&o);
+    free(argv), free(buf);
+
+    static const char *const bad_ranges[] = {"r=..5",   "r=1..",    "r=3..1",   "r=a..b", "r=1..2x",
+                                             "r=1x..2", "r=nan..1", "r=1..inf", "r=.."};
+    for (size_t i = 0; i < sizeof bad_ranges / sizeof bad_ranges[0]; i++) {
+        char *one[1] = {(char *)bad_ranges[i]};
+        assert_int_equal(opts_parse(&o, 1, one, &e), 0);
+        if (opts_range(&o, "r", 0, 1, &lo, &hi, &e) == 0)
+            fail_msg("'%s' accepted as [%g, %g]", bad_ranges[i], lo, hi);
+        assert_has(e.msg, "option 'r': expected LO..HI");
+        opts_free(&o);
+    }
+    static const struct {
+        const char *words, *want;
+    } bad[] = {
+        {"chunk", "expected key=value, got 'chunk'"},
+        {"=3", "expected key=value, got '=3'"},
+        {"a=1 b=2 a=3", "option 'a' given twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        argc = command_split(bad[i].words, &argv, &buf, &e);
+        assert_true(argc > 0);
+        assert_int_equal(opts_parse(&o, argc, argv, &e), -1);
+        assert_string_equal(e.msg, bad[i].want);
+        assert_int_equal(o.n, 0);
+        free(argv), free(buf);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_help_page),
+        cmocka_unit_test(test_help_command),
+        cmocka_unit_test(test_unknown_command),
+        cmocka_unit_test(test_stops_at_failure),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_unterminated_quote),
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_script_files),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_errors),
+        cmocka_unit_test(test_split_many_words),
+        cmocka_unit_test(test_find_and_suggest),
+        cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_opts),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
