@@ -135,7 +135,8 @@ __global__ void delta_chunk_prepare(int T_, int H, int dk, int dv, int C, const 
                                     const T *v, const float *g, const float *beta, float *scratch) {
     extern __shared__ float sm[];
     const int ldk = dk + 1, ldx = (dk > dv ? dk : dv) + 1;
-    float *sK = sm, *sX = sK + C * ldk, *sA = sX + C * ldx, *sG = sA + C * C, *sB = sG + C,
+    const int lda = C + 1;
+    float *sK = sm, *sX = sK + C * ldk, *sA = sX + C * ldx, *sG = sA + C * lda, *sB = sG + C,
           *sBG = sB + C;
     int c = blockIdx.x, n = blockIdx.y, b = n / H, h = n % H;
     int t0 = c * C, L = min(C, T_ - t0);
@@ -161,19 +162,39 @@ __global__ void delta_chunk_prepare(int T_, int H, int dk, int dv, int C, const 
     if (threadIdx.x < C) sBG[threadIdx.x] = sB[threadIdx.x] * __expf(sG[threadIdx.x]);
     float *W = scratch + ((size_t)n * gridDim.x + c) * floats_per_chunk(dk, dv, C);
     float *U = W + (size_t)C * dk, *P = U + (size_t)C * dv, *Gout = P + (size_t)C * C;
-    // M (strictly lower) into sA, and P = (Q K^T) .* Gamma (lower incl. diagonal) to global
-    for (int x = threadIdx.x; x < C * C; x += blockDim.x) {
-        int i = x / C, j = x % C;
-        float kk = 0.0f, qk = 0.0f;
-        if (j <= i) {
+    // M (strictly lower) into sA, and P = (Q K^T) .* Gamma (lower incl. diagonal) to global.
+    // Register tiles of 4 x 4 (i, j) pairs: rows i = ib + r C/4, columns j = jb + q C/4.
+    {
+        const int CQ = C / 4;
+        for (int tile = threadIdx.x; tile < CQ * CQ; tile += blockDim.x) {
+            const int ib = tile % CQ, jb = tile / CQ;
+            float kk[4][4] = {}, qk[4][4] = {};
             for (int d = 0; d < dk; d++) {
-                kk += sK[i * ldk + d] * sK[j * ldk + d];
-                qk += sX[i * ldx + d] * sK[j * ldk + d];
+                float ak[4], aq[4], bk[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    ak[r] = sK[(ib + r * CQ) * ldk + d];
+                    aq[r] = sX[(ib + r * CQ) * ldx + d];
+                    bk[r] = sK[(jb + r * CQ) * ldk + d];
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        kk[r][q] += ak[r] * bk[q];
+                        qk[r][q] += aq[r] * bk[q];
+                    }
             }
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int i = ib + r * CQ, j = jb + q * CQ;
+                    const float gam = j <= i ? __expf(sG[i] - sG[j]) : 0.0f; // masked before exp
+                    sA[i * lda + j] = j < i ? sB[i] * kk[r][q] * gam : 0.0f;
+                    P[i * C + j] = qk[r][q] * gam;
+                }
         }
-        float gam = j <= i ? __expf(sG[i] - sG[j]) : 0.0f; // masked before exp: no overflow
-        sA[x] = j < i ? sB[i] * kk * gam : 0.0f;
-        P[x] = qk * gam;
     }
     if (threadIdx.x < C) Gout[threadIdx.x] = sG[threadIdx.x];
     __syncthreads();
@@ -188,25 +209,59 @@ __global__ void delta_chunk_prepare(int T_, int H, int dk, int dv, int C, const 
         float val = 0.0f;
         int j = threadIdx.x;
         if (j < i) {
-            val = -sA[i * C + j]; // m = j term, A_jj = 1
-            for (int m = j + 1; m < i; m++) val -= sA[i * C + m] * sA[m * C + j];
+            val = -sA[i * lda + j]; // m = j term, A_jj = 1
+            for (int m = j + 1; m < i; m++) val -= sA[i * lda + m] * sA[m * lda + j];
         }
         __syncthreads();
-        if (j < i) sA[i * C + j] = val;
+        if (j < i) sA[i * lda + j] = val;
         __syncthreads();
     }
-    // W = A diag(beta gamma) K, U = A diag(beta) V  (A has an implicit unit diagonal)
-    for (int x = threadIdx.x; x < C * dk; x += blockDim.x) {
-        int i = x / dk, d = x % dk;
-        float acc = sBG[i] * sK[i * ldk + d];
-        for (int m = 0; m < i; m++) acc += sA[i * C + m] * sBG[m] * sK[m * ldk + d];
-        W[x] = acc;
-    }
-    for (int x = threadIdx.x; x < C * dv; x += blockDim.x) {
-        int i = x / dv, d = x % dv;
-        float acc = sB[i] * sX[i * ldx + d];
-        for (int m = 0; m < i; m++) acc += sA[i * C + m] * sB[m] * sX[m * ldx + d];
-        U[x] = acc;
+    // W = A diag(beta gamma) K, U = A diag(beta) V  (A has an implicit unit diagonal).
+    // Register tiles of 4 rows x 8 columns: rows i = ib + r C/4, columns d = db + q ncols/8.
+    {
+        const int CQ = C / 4;
+        for (int pass = 0; pass < 2; pass++) {
+            const int ncol = pass ? dv : dk, ld_in = pass ? ldx : ldk, cb = ncol / 8;
+            const float *src = pass ? sX : sK, *coef = pass ? sB : sBG;
+            float *dst = pass ? U : W;
+            for (int tile = threadIdx.x; tile < CQ * cb; tile += blockDim.x) {
+                const int ib = tile % CQ, db = tile / CQ;
+                float acc[4][8];
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    const int i = ib + r * CQ;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) acc[r][q] = coef[i] * src[i * ld_in + db + q * cb];
+                }
+                const int mmax = ib + 3 * CQ; // the largest row of the tile
+                for (int m = 0; m < mmax; m++) {
+                    float a[4], bb[8];
+                    const float cm = coef[m];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) {
+                        const int i = ib + r * CQ;
+                        a[r] = m < i ? sA[i * lda + m] * cm : 0.0f;
+                    }
+#pragma unroll
+                    for (int q = 0; q < 8; q++) bb[q] = src[m * ld_in + db + q * cb];
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+#pragma unroll
+                        for (int q = 0; q < 8; q++) acc[r][q] += a[r] * bb[q];
+                }
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+#pragma unroll
+                    for (int q = 0; q < 8; q++) dst[(size_t)(ib + r * CQ) * ncol + db + q * cb] = acc[r][q];
+            }
+            // columns beyond a multiple of 8 (not used by the sizes we run, kept for safety)
+            for (int x = threadIdx.x; x < C * (ncol - cb * 8); x += blockDim.x) {
+                const int i = x / (ncol - cb * 8), d = cb * 8 + x % (ncol - cb * 8);
+                float acc2 = coef[i] * src[i * ld_in + d];
+                for (int m = 0; m < i; m++) acc2 += sA[i * lda + m] * coef[m] * src[m * ld_in + d];
+                dst[(size_t)i * ncol + d] = acc2;
+            }
+        }
     }
 }
 
@@ -440,8 +495,8 @@ static int launch_prefill(int B, int T_, int H, int dk, int dv, int C, float sca
     int nchunks = (T_ + C - 1) / C, N = B * H;
     float *prep = (float *)scratch;
     float *states = prep + (size_t)N * nchunks * floats_per_chunk(dk, dv, C);
-    size_t prep_smem = ((size_t)C * (dk + 1) + (size_t)C * ((dk > dv ? dk : dv) + 1) + (size_t)C * C +
-                        3 * (size_t)C) * sizeof(float);
+    size_t prep_smem = ((size_t)C * (dk + 1) + (size_t)C * ((dk > dv ? dk : dv) + 1) +
+                        (size_t)C * (C + 1) + 3 * (size_t)C) * sizeof(float);
     CUDA_TRY(cudaFuncSetAttribute(delta_chunk_prepare<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)prep_smem),
              "gpu delta prefill: shared memory for the prepare kernel");
