@@ -26,5 +26,6 @@ int session_init(session *s, err *e) {
 }
 
 void session_free(session *s) {
+    session_model_free(s);
     memset(s, 0, sizeof *s);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "../core/err.h"
+#include "../core/trace.h"
 
 enum { DEVICE_CPU = 0, DEVICE_GPU = 1 };
 
@@ -17,10 +18,23 @@ typedef struct session {
     int device;      /* DEVICE_CPU or DEVICE_GPU */
     FILE *out;       /* where command output goes (stdout) */
     const char *current_command; /* the command line being run, for provenance in exports */
+
+    /* model mode (models/, cli/cmd_model.c): a loaded or random model run over token ids */
+    struct model *model; /* NULL until load / model random */
+    int32_t *tokens;     /* [ntokens]: the ids to run (tokens FILE, prompt TEXT, generators) */
+    int ntokens;
+    float *logits;       /* [ntokens, vocab]: logits of the tokens run so far (model->pos) */
+    trace tr;            /* every layer's probes per token, layer, head (mixers/record.h) */
+    int tr_ready;        /* tr holds the current model's probe series */
 } session;
 
 int session_init(session *s, err *e);
 void session_free(session *s);
+
+/* model mode (cli/cmd_model.c): frees the model block; sets the ids to run (checked against the
+ * model's vocabulary, position back to 0), e.g. from a prompt generator. */
+void session_model_free(session *s);
+int session_set_tokens(session *s, const int32_t *ids, int n, err *e);
 
 /* ^C: the handler sets a flag that long loops poll; the REPL clears it before each command. */
 extern volatile sig_atomic_t session_sigint;

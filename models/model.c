@@ -1,0 +1,542 @@
+/* model.c: the stack. Embedding, then per layer a pre-norm residual mixer block and a pre-norm
+ * residual MLP block, then the final norm and the head (spec/delta-family.md §1.3):
+ *
+ *   h  = x + Layer(RMSNorm_attn(x))          Layer = family prep -> mixer core -> family post
+ *   x' = h + MLP(RMSNorm_mlp(h))             (Mamba2 has no MLP block)
+ *   logits = W_head RMSNorm_final(x_L)
+ *
+ * model_step runs one token with each core's step; model_prefill runs T tokens layer by layer
+ * with each core's parallel form. Both advance the same caches, so they can be mixed freely. */
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mixers/record.h"
+#include "blocks.h"
+#include "family.h"
+#include "internal.h"
+
+static const char *const KIND_NAMES[MK_COUNT] = {
+    "gated_deltanet", "delta_net", "kaczmarz_deltanet", "gla", "mamba2", "transformer", "parallax",
+    "kalman",         "kata",
+};
+static const char *const KIND_MIXERS[MK_COUNT] = {
+    "gdn", "deltanet", "kaczmarz", "gla", "mamba2", "softmax", "parallax", "kalman", "kata",
+};
+
+const char *model_kind_name(model_kind k) {
+    return (unsigned)k < MK_COUNT ? KIND_NAMES[k] : "?";
+}
+
+const char *model_kind_mixer(model_kind k) {
+    return (unsigned)k < MK_COUNT ? KIND_MIXERS[k] : "?";
+}
+
+int model_kind_parse(const char *name, model_kind *k) {
+    for (int i = 0; i < MK_COUNT; i++)
+        if (strcmp(name, KIND_NAMES[i]) == 0) return *k = (model_kind)i, 0;
+    return -1;
+}
+
+int model_kind_of_mixer(const char *mixer, model_kind *k) {
+    for (int i = 0; i < MK_COUNT; i++)
+        if (strcmp(mixer, KIND_MIXERS[i]) == 0) return *k = (model_kind)i, 0;
+    return -1;
+}
+
+const family_ops *family_of(layer_family f) {
+    switch (f) {
+    case FAM_GDN:
+        return &family_gdn;
+    case FAM_GLA:
+        return &family_gla;
+    case FAM_MAMBA2:
+        return &family_mamba2;
+    case FAM_ATTN:
+        return &family_attn;
+    case FAM_KALMAN:
+        return &family_kalman;
+    case FAM_KATA:
+        return &family_kata;
+    }
+    return NULL;
+}
+
+int opts_given(const opts *o, const char *key) {
+    for (int i = 0; o && i < o->n; i++)
+        if (strcmp(o->key[i], key) == 0) return 1;
+    return 0;
+}
+
+int mixer_reads(const mixer_ops *mx, mixer_input w) {
+    for (int i = 0; i < mx->ninputs; i++)
+        if (mx->inputs[i].which == w) return 1;
+    return 0;
+}
+
+/* ---- the slot list ---- */
+
+int model_slot(model *m, float **dst, init_kind init, float ia, float ib, int ndim,
+               const int64_t *shape, err *e, const char *fmt, ...) {
+    if (m->nslots == m->slots_cap) {
+        int nc = m->slots_cap ? m->slots_cap * 2 : 64;
+        wslot *ns = realloc(m->slots, (size_t)nc * sizeof *ns);
+        if (!ns) return err_set(e, "out of memory");
+        m->slots = ns, m->slots_cap = nc;
+    }
+    wslot *s = &m->slots[m->nslots];
+    memset(s, 0, sizeof *s);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s->name, sizeof s->name, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof s->name) return err_set(e, "tensor name too long");
+    s->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1) return err_set(e, "tensor '%s': empty dimension", s->name);
+        s->shape[i] = shape[i];
+    }
+    s->dst = dst, s->init = init, s->ia = ia, s->ib = ib;
+    m->nslots++;
+    return 0;
+}
+
+int slot1(model *m, float **dst, init_kind ik, float a, int64_t d0, err *e, const char *prefix,
+          const char *name) {
+    int64_t s[1] = {d0};
+    return model_slot(m, dst, ik, a, 0, 1, s, e, "%s%s", prefix, name);
+}
+
+int slot2(model *m, float **dst, init_kind ik, float a, int64_t d0, int64_t d1, err *e,
+          const char *prefix, const char *name) {
+    int64_t s[2] = {d0, d1};
+    return model_slot(m, dst, ik, a, 0, 2, s, e, "%s%s", prefix, name);
+}
+
+int slot3(model *m, float **dst, init_kind ik, float a, int64_t d0, int64_t d1, int64_t d2, err *e,
+          const char *prefix, const char *name) {
+    int64_t s[3] = {d0, d1, d2};
+    return model_slot(m, dst, ik, a, 0, 3, s, e, "%s%s", prefix, name);
+}
+
+wslot *model_find_slot(const model *m, const char *name) {
+    for (int i = 0; i < m->nslots; i++)
+        if (strcmp(m->slots[i].name, name) == 0) return &m->slots[i];
+    return NULL;
+}
+
+int64_t wslot_numel(const wslot *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->shape[i];
+    return n;
+}
+
+int64_t model_param_count(const model *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->nslots; i++) n += wslot_numel(&m->slots[i]);
+    return n;
+}
+
+/* Declares every tensor the config implies: embedding, per layer the block norms, the family's
+ * mixer tensors and the MLP, the final norm and (untied) the head. */
+int model_declare_all(model *m, err *e) {
+    const model_config *c = &m->c;
+    const family_ops *f = family_of(c->family);
+    int mamba = c->kind == MK_MAMBA2;
+    const char *root = mamba ? "backbone" : "model";
+    char pre[80], blk[80];
+    snprintf(pre, sizeof pre, "%s.", root);
+    if (slot2(m, &m->embed, INIT_NORMAL, 0.02f, c->vocab, c->hidden, e, pre, "embeddings.weight"))
+        return -1;
+    for (int li = 0; li < c->layers; li++) {
+        layer *L = &m->layers[li];
+        snprintf(blk, sizeof blk, "%s.layers.%d.", root, li);
+        if (mamba) {
+            if (slot1(m, &L->attn_norm, INIT_ONES, 0, c->hidden, e, blk, "norm.weight")) return -1;
+            snprintf(pre, sizeof pre, "%smixer.", blk);
+        } else {
+            if (slot1(m, &L->attn_norm, INIT_ONES, 0, c->hidden, e, blk, "attn_norm.weight"))
+                return -1;
+            snprintf(pre, sizeof pre, "%sattn.", blk);
+        }
+        if (f->declare(m, li, pre, e)) return -1;
+        if (c->inter > 0) {
+            if (slot1(m, &L->mlp_norm, INIT_ONES, 0, c->hidden, e, blk, "mlp_norm.weight") ||
+                slot2(m, &L->gate_proj, INIT_NORMAL, 0.02f, c->inter, c->hidden, e, blk,
+                      "mlp.gate_proj.weight") ||
+                slot2(m, &L->up_proj, INIT_NORMAL, 0.02f, c->inter, c->hidden, e, blk,
+                      "mlp.up_proj.weight") ||
+                slot2(m, &L->down_proj, INIT_NORMAL, 0.02f, c->hidden, c->inter, e, blk,
+                      "mlp.down_proj.weight"))
+                return -1;
+        }
+    }
+    snprintf(pre, sizeof pre, "%s.", root);
+    if (slot1(m, &m->norm_f, INIT_ONES, 0, c->hidden, e, pre,
+              mamba ? "norm_f.weight" : "norm.weight"))
+        return -1;
+    if (!c->tie &&
+        slot2(m, &m->lm_head, INIT_NORMAL, 0.02f, c->vocab, c->hidden, e, "", "lm_head.weight"))
+        return -1;
+    return 0;
+}
+
+/* ---- mixers ---- */
+
+/* The user's options plus the family's defaults for keys the user left out. */
+static int merged_opts(const model *m, const mixer_ops *mx, const opts *user, opts *out, err *e) {
+    const family_ops *f = family_of(m->c.family);
+    char kv[4][64], *argv[OPTS_MAX + 4];
+    int n = f->default_opts ? f->default_opts(&m->c, mx->name, kv) : 0, argc = 0;
+    char *owned[OPTS_MAX] = {0};
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(kv[i], "="), kv[i]);
+        if (!opts_given(user, key)) argv[argc++] = kv[i];
+    }
+    int no = 0;
+    for (int i = 0; user && i < user->n; i++) {
+        size_t len = strlen(user->key[i]) + strlen(user->val[i]) + 2;
+        if (!(owned[no] = malloc(len))) break;
+        snprintf(owned[no], len, "%s=%s", user->key[i], user->val[i]);
+        argv[argc++] = owned[no++];
+    }
+    int rc = user && no < user->n ? err_set(e, "out of memory") : opts_parse(out, argc, argv, e);
+    for (int i = 0; i < no; i++) free(owned[i]);
+    return rc;
+}
+
+/* Configures core `mx` for layer L (all or nothing: L is unchanged on failure). */
+static int layer_set_mixer(model *m, layer *L, const mixer_ops *mx, const opts *user, err *e) {
+    const family_ops *f = family_of(m->c.family);
+    int H, dk, dv;
+    if (!f->mixer_dims(&m->c, mx->name, &H, &dk, &dv)) {
+        char buf[160];
+        return err_set(e, "a %s layer cannot feed the %s mixer (it can feed: %s)",
+                       model_kind_name(m->c.kind), mx->name, model_swappable(m, buf, sizeof buf));
+    }
+    opts o;
+    mixer_cfg mc;
+    if (merged_opts(m, mx, user, &o, e)) return -1;
+    int rc = mixer_configure(mx, &mc, H, dk, dv, &o, e);
+    if (!rc) rc = opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return -1;
+    layer tmp = *L;
+    tmp.mx = mx, tmp.mc = mc;
+    tmp.mc.max_t = m->max_t;
+    f->tune(m, &tmp, user);
+    /* a state that grows with max_t is a KV cache: stepping past max_t is refused */
+    mixer_cfg a = tmp.mc, b = tmp.mc;
+    a.max_t = 1, b.max_t = 2;
+    tmp.grows = mx->state_floats(&a) != mx->state_floats(&b);
+    size_t sf = mx->state_floats(&tmp.mc), pf = mixer_probe_floats(mx, &tmp.mc);
+    float *st = malloc((sf ? sf : 1) * sizeof *st), *pr = malloc((pf ? pf : 1) * sizeof *pr);
+    if (!st || !pr) {
+        free(st), free(pr);
+        return err_set(e, "%s: out of memory for the state (%zu floats)", mx->name, sf);
+    }
+    free(L->state), free(L->probes);
+    tmp.state = st, tmp.probes = pr;
+    mx->state_init(&tmp.mc, tmp.state);
+    *L = tmp;
+    return 0;
+}
+
+/* Scratch sized for every layer's current core. */
+static int model_alloc_scratch(model *m, err *e) {
+    const model_config *c = &m->c;
+    const family_ops *f = family_of(c->family);
+    size_t need[IN_COUNT] = {0}, of = 0;
+    for (int li = 0; li < c->layers; li++) {
+        const layer *L = &m->layers[li];
+        for (int i = 0; i < IN_COUNT; i++) {
+            size_t n = (size_t)L->mc.H * (size_t)mixer_input_floats(&L->mc, (mixer_input)i);
+            if (n > need[i]) need[i] = n;
+        }
+        size_t n = (size_t)L->mc.H * (size_t)L->mc.dv;
+        if (n > of) of = n;
+    }
+    size_t tmpn = f->scratch_floats(c);
+    size_t hidden = (size_t)c->hidden, inter = c->inter > 0 ? (size_t)c->inter : 1;
+    free(m->x), free(m->xn), free(m->y), free(m->h1), free(m->h2), free(m->o), free(m->aux);
+    m->x = malloc(hidden * sizeof(float));
+    m->xn = malloc(hidden * sizeof(float));
+    m->y = malloc(hidden * sizeof(float));
+    m->h1 = malloc((inter > tmpn ? inter : tmpn) * sizeof(float)); /* MLP and family scratch */
+    m->h2 = malloc(inter * sizeof(float));
+    m->o = malloc((of ? of : 1) * sizeof(float));
+    m->aux_floats = f->aux_floats(c);
+    m->aux = malloc((m->aux_floats ? m->aux_floats : 1) * sizeof(float));
+    m->o_floats = of;
+    int bad = !m->x || !m->xn || !m->y || !m->h1 || !m->h2 || !m->o || !m->aux;
+    for (int i = 0; i < IN_COUNT; i++) {
+        free(m->in[i]);
+        m->in_floats[i] = need[i];
+        m->in[i] = calloc(need[i] ? need[i] : 1, sizeof(float));
+        bad |= !m->in[i];
+    }
+    return bad ? err_set(e, "out of memory for the model's scratch") : 0;
+}
+
+/* After the weights are in: derived data, caches, default cores, scratch, position 0. */
+int model_finish(model *m, err *e) {
+    const model_config *c = &m->c;
+    const family_ops *f = family_of(c->family);
+    for (int i = 0; i < m->nslots; i++) *m->slots[i].dst = m->slots[i].data;
+    if (c->tie) m->lm_head = m->embed;
+    if (!m->max_t) m->max_t = 4096;
+    const mixer_ops *mx = mixer_find(model_kind_mixer(c->kind));
+    if (!mx)
+        return err_set(e, "the %s mixer (needed by %s layers) is not in this build",
+                       model_kind_mixer(c->kind), model_kind_name(c->kind));
+    int dims[3];
+    int ns = f->conv_streams(c, dims);
+    for (int li = 0; li < c->layers; li++) {
+        layer *L = &m->layers[li];
+        if (f->finish && f->finish(m, L, e)) return err_prefix(e, "layer %d", li);
+        for (int s = 0; s < ns; s++) {
+            L->conv_dim[s] = dims[s];
+            L->conv_cache[s] = calloc((size_t)dims[s] * (size_t)c->conv_size, sizeof(float));
+            if (!L->conv_cache[s]) return err_set(e, "out of memory");
+        }
+        if (layer_set_mixer(m, L, mx, NULL, e)) return err_prefix(e, "layer %d", li);
+    }
+    if (model_alloc_scratch(m, e)) return -1;
+    return model_reset(m, 0, e);
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->nslots; i++) free(m->slots[i].data);
+    free(m->slots);
+    if (m->layers)
+        for (int li = 0; li < m->c.layers; li++) {
+            layer *L = &m->layers[li];
+            free(L->state), free(L->probes), free(L->kal_a), free(L->kal_p);
+            for (int s = 0; s < 3; s++) free(L->conv_cache[s]);
+        }
+    free(m->layers);
+    free(m->x), free(m->xn), free(m->y), free(m->h1), free(m->h2), free(m->o), free(m->aux);
+    for (int i = 0; i < IN_COUNT; i++) free(m->in[i]);
+    free(m->config_json);
+    free(m);
+}
+
+int model_reset(model *m, int max_t, err *e) {
+    if (max_t > 0 && max_t != m->max_t) {
+        /* KV caches are sized by max_t: reallocate those that grow */
+        for (int li = 0; li < m->c.layers; li++) {
+            layer *L = &m->layers[li];
+            if (!L->grows) continue;
+            mixer_cfg mc = L->mc;
+            mc.max_t = max_t;
+            size_t sf = L->mx->state_floats(&mc);
+            float *st = malloc((sf ? sf : 1) * sizeof *st);
+            if (!st)
+                return err_set(e, "out of memory for a %d-token KV cache (%zu floats)", max_t, sf);
+            free(L->state);
+            L->state = st, L->mc = mc;
+        }
+        m->max_t = max_t;
+        for (int li = 0; li < m->c.layers; li++) m->layers[li].mc.max_t = max_t;
+    }
+    for (int li = 0; li < m->c.layers; li++) {
+        layer *L = &m->layers[li];
+        L->mx->state_init(&L->mc, L->state);
+        for (int s = 0; s < 3; s++)
+            if (L->conv_cache[s])
+                memset(L->conv_cache[s], 0,
+                       (size_t)L->conv_dim[s] * (size_t)m->c.conv_size * sizeof(float));
+    }
+    m->pos = 0;
+    return 0;
+}
+
+/* ---- swap ---- */
+
+const char *model_swappable(const model *m, char *buf, size_t n) {
+    const family_ops *f = family_of(m->c.family);
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < mixer_count; i++) {
+        const mixer_ops *mx = mixer_all[i];
+        int H, dk, dv;
+        if (!mx || !f->mixer_dims(&m->c, mx->name, &H, &dk, &dv)) continue;
+        int w = snprintf(buf + o, n - o, "%s%s", o ? ", " : "", mx->name);
+        if (w < 0 || (size_t)w >= n - o) break;
+        o += (size_t)w;
+    }
+    return buf;
+}
+
+int model_swap(model *m, int li, const char *mixer, opts *o, err *e) {
+    const mixer_ops *mx = mixer_find(mixer);
+    if (!mx) return err_set(e, "unknown mixer '%.40s'", mixer);
+    if (li >= m->c.layers) return err_set(e, "no layer %d (the model has %d)", li, m->c.layers);
+    /* all or nothing: configure into copies first */
+    int lo = li < 0 ? 0 : li, hi = li < 0 ? m->c.layers : li + 1;
+    layer *copy = malloc((size_t)(hi - lo) * sizeof *copy);
+    if (!copy) return err_set(e, "out of memory");
+    for (int i = lo; i < hi; i++) {
+        copy[i - lo] = m->layers[i];
+        copy[i - lo].state = NULL, copy[i - lo].probes = NULL;
+        if (layer_set_mixer(m, &copy[i - lo], mx, o, e)) {
+            for (int j = lo; j <= i; j++) free(copy[j - lo].state), free(copy[j - lo].probes);
+            free(copy);
+            return err_prefix(e, "layer %d", i);
+        }
+    }
+    for (int i = lo; i < hi; i++) {
+        free(m->layers[i].state), free(m->layers[i].probes);
+        m->layers[i] = copy[i - lo];
+    }
+    free(copy);
+    if (model_alloc_scratch(m, e)) return -1;
+    return model_reset(m, 0, e);
+}
+
+/* ---- running ---- */
+
+int model_register_probes(const model *m, trace *tr, err *e) {
+    for (int li = 0; li < m->c.layers; li++) {
+        const layer *L = &m->layers[li];
+        if (probe_register(tr, L->mx, &L->mc, m->c.layers, e) ||
+            probe_register_state(tr, L->mx, &L->mc, m->c.layers, e))
+            return err_prefix(e, "layer %d (%s)", li, L->mx->name);
+    }
+    return 0;
+}
+
+static void tok_inputs(const layer *L, float *const in[IN_COUNT], mixer_tok *tok) {
+    for (int i = 0; i < IN_COUNT; i++)
+        tok->in[i] = mixer_reads(L->mx, (mixer_input)i) ? in[i] : NULL;
+}
+
+static void mlp_block(model *m, const layer *L, float *x) {
+    const model_config *c = &m->c;
+    if (c->inter <= 0) return;
+    blk_rmsnorm(m->xn, x, L->mlp_norm, c->hidden, c->norm_eps);
+    blk_mlp(m->y, m->xn, L->gate_proj, L->up_proj, L->down_proj, c->hidden, c->inter, m->h1, m->h2);
+    for (int i = 0; i < c->hidden; i++) x[i] += m->y[i];
+}
+
+static void head(model *m, float *x, float *logits) {
+    const model_config *c = &m->c;
+    blk_rmsnorm(m->xn, x, m->norm_f, c->hidden, c->norm_eps);
+    blk_linear(logits, m->xn, m->lm_head, NULL, c->vocab, c->hidden);
+}
+
+static int check_room(const model *m, int T, err *e) {
+    for (int li = 0; li < m->c.layers; li++)
+        if (m->layers[li].grows && (int64_t)m->pos + T > m->max_t)
+            return err_set(e,
+                           "layer %d (%s) keeps a KV cache of %d tokens; %d are needed "
+                           "(reset with a larger capacity)",
+                           li, m->layers[li].mx->name, m->max_t, m->pos + T);
+    return 0;
+}
+
+static int check_token(const model *m, int32_t t, err *e) {
+    if (t < 0 || t >= m->c.vocab)
+        return err_set(e, "token id %d outside the vocabulary [0, %d)", (int)t, m->c.vocab);
+    return 0;
+}
+
+int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
+    const model_config *c = &m->c;
+    const family_ops *f = family_of(c->family);
+    if (check_token(m, token, e) || check_room(m, 1, e)) return -1;
+    memcpy(m->x, m->embed + (size_t)token * (size_t)c->hidden, (size_t)c->hidden * sizeof(float));
+    for (int li = 0; li < c->layers; li++) {
+        layer *L = &m->layers[li];
+        mixer_tok tok;
+        blk_rmsnorm(m->xn, m->x, L->attn_norm, c->hidden, c->norm_eps);
+        f->prep(m, L, m->xn, m->pos, m->in, m->aux, m->h1);
+        tok_inputs(L, m->in, &tok);
+        L->mx->step(&L->mc, L->state, &tok, m->pos, m->o, tr ? L->probes : NULL);
+        if (tr) {
+            probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
+            probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
+        }
+        f->post(m, L, m->o, m->aux, m->y, m->h1);
+        for (int i = 0; i < c->hidden; i++) m->x[i] += m->y[i];
+        mlp_block(m, L, m->x);
+    }
+    head(m, m->x, logits);
+    m->pos++;
+    return 0;
+}
+
+int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e) {
+    const model_config *c = &m->c;
+    const family_ops *f = family_of(c->family);
+    if (T <= 0) return 0;
+    for (int t = 0; t < T; t++)
+        if (check_token(m, tokens[t], e)) return -1;
+    if (check_room(m, T, e)) return -1;
+    size_t C = (size_t)c->hidden, tn = (size_t)T;
+    float *X = malloc(tn * C * sizeof *X);
+    float *O = malloc(tn * (m->o_floats ? m->o_floats : 1) * sizeof *O);
+    float *AUX = malloc(tn * (m->aux_floats ? m->aux_floats : 1) * sizeof *AUX);
+    float *SEQ[IN_COUNT] = {0};
+    int rc = -1;
+    if (!X || !O || !AUX) goto oom;
+    for (int i = 0; i < IN_COUNT; i++)
+        if (m->in_floats[i] && !(SEQ[i] = malloc(tn * m->in_floats[i] * sizeof(float)))) goto oom;
+    for (int t = 0; t < T; t++)
+        memcpy(X + t * C, m->embed + (size_t)tokens[t] * C, C * sizeof(float));
+    for (int li = 0; li < c->layers; li++) {
+        layer *L = &m->layers[li];
+        size_t stride[IN_COUNT], os = (size_t)L->mc.H * (size_t)L->mc.dv;
+        mixer_seq seq = {.T = T};
+        for (int i = 0; i < IN_COUNT; i++) {
+            stride[i] = (size_t)L->mc.H * (size_t)mixer_input_floats(&L->mc, (mixer_input)i);
+            seq.in[i] = mixer_reads(L->mx, (mixer_input)i) ? SEQ[i] : NULL;
+        }
+        for (int t = 0; t < T; t++) {
+            float *in[IN_COUNT];
+            for (int i = 0; i < IN_COUNT; i++) in[i] = SEQ[i] ? SEQ[i] + t * stride[i] : m->in[i];
+            blk_rmsnorm(m->xn, X + t * C, L->attn_norm, c->hidden, c->norm_eps);
+            f->prep(m, L, m->xn, m->pos + t, in, AUX + t * m->aux_floats, m->h1);
+        }
+        L->mx->prefill(&L->mc, L->state, &seq, m->pos, O);
+        for (int t = 0; t < T; t++) {
+            float *x = X + t * C;
+            f->post(m, L, O + t * os, AUX + t * m->aux_floats, m->y, m->h1);
+            for (size_t i = 0; i < C; i++) x[i] += m->y[i];
+            mlp_block(m, L, x);
+        }
+    }
+    for (int t = 0; t < T; t++) head(m, X + t * C, logits + (size_t)t * (size_t)c->vocab);
+    m->pos += T;
+    rc = 0;
+    goto done;
+oom:
+    err_set(e, "out of memory for a %d-token prefill", T);
+done:
+    free(X), free(O), free(AUX);
+    for (int i = 0; i < IN_COUNT; i++) free(SEQ[i]);
+    return rc;
+}
+
+/* ---- info ---- */
+
+void model_print_info(const model *m, FILE *out) {
+    const model_config *c = &m->c;
+    fprintf(out, "model: %s from %s\n", model_kind_name(c->kind), m->source);
+    fprintf(out, "  %d layers, hidden %d, vocab %d%s, MLP %d, %lld parameters\n", c->layers,
+            c->hidden, c->vocab, c->tie ? " (tied head)" : "", c->inter,
+            (long long)model_param_count(m));
+    for (int li = 0; li < c->layers; li++) {
+        const layer *L = &m->layers[li];
+        fprintf(out, "  layer %d: %s core, %d heads, dk %d, dv %d%s\n", li, L->mx->name, L->mc.H,
+                L->mc.dk, L->mc.dv, L->grows ? " (KV cache)" : "");
+    }
+    char buf[160];
+    fprintf(out, "  swappable cores: %s\n", model_swappable(m, buf, sizeof buf));
+    fprintf(out, "  position %d\n", m->pos);
+}
