@@ -142,7 +142,8 @@ fuzz-run: fuzz
 	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p build/fuzz/corpus-$$n; \
 	  cp -n fuzz/seeds/$$n/* build/fuzz/corpus-$$n/ 2>/dev/null; \
 	  echo "== $$n for $(FUZZ_SECONDS) s"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-$$n 2>&1 | tail -n 12 || exit 1; done
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus-$$n >build/fuzz/$$n.log 2>&1; \
+	  rc=$$?; tail -n 12 build/fuzz/$$n.log; [ $$rc -eq 0 ] || { echo "$$n: crash (exit $$rc)"; exit 1; }; done
 
 run:
 	@sh scripts/deps.sh

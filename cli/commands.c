@@ -144,10 +144,17 @@ int command_exec(struct session *s, const char *line, err *e) {
         command_usage_error(c, e);
         goto done;
     }
-    /* rest: raw text after the command word */
+    /* rest: raw text after the command word (skipped with the same quoting rules) */
     const char *rest = line;
     while (*rest && isspace((unsigned char)*rest)) rest++;
-    rest += strlen(argv[0]);
+    while (*rest && !isspace((unsigned char)*rest)) {
+        if (*rest == '\'' || *rest == '"') {
+            const char *close = strchr(rest + 1, *rest);
+            rest = close ? close + 1 : rest + strlen(rest);
+        } else {
+            rest++;
+        }
+    }
     while (*rest && isspace((unsigned char)*rest)) rest++;
     rc = c->run(s, argc, argv, rest, e);
 done:

@@ -9,7 +9,8 @@
 
 int config_parse(config *c, const char *text, const char *label, err *e) {
     memset(c, 0, sizeof *c);
-    c->root = cJSON_Parse(text);
+    const char *end = NULL;
+    c->root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing may follow the object */
     if (!c->root) return err_set(e, "%s: invalid JSON", label);
     if (!cJSON_IsObject(c->root)) {
         cJSON_Delete(c->root);
