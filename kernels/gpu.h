@@ -51,6 +51,13 @@ int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const vo
                    const void *k, const void *v, const float *g, const float *beta, float *state,
                    float *o, void *stream, err *e);
 
+/* Y [T, out] = X [T, in] W^T (+ b), W as nn.Linear stores it ([out, in]), host arrays; weights are
+ * kept on the device after their first use (keyed by host address). fp32, no TF32. */
+int gpu_linear(float *y, const float *x, const float *W, const float *b, int T, int out, int in,
+               err *e);
+/* Frees every cached weight (call when a model is freed or replaced). */
+void gpu_release_weights(void);
+
 /* Device memory helpers for benchmarks and tests. */
 void *gpu_malloc(size_t bytes, err *e);
 void gpu_free(void *p);

@@ -112,6 +112,31 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     free(s0), free(s_cpu), free(s_gpu), free(o_cpu), free(o_gpu);
 }
 
+/* cuBLAS dense layer against a double-precision product. */
+static void test_linear(int T, int out, int in) {
+    float *x = malloc((size_t)T * in * 4), *W = malloc((size_t)out * in * 4), *b = malloc(out * 4);
+    float *y = malloc((size_t)T * out * 4), *ref = malloc((size_t)T * out * 4);
+    for (int i = 0; i < T * in; i++) x[i] = (float)nrand();
+    for (int i = 0; i < out * in; i++) W[i] = (float)(nrand() * 0.05);
+    for (int i = 0; i < out; i++) b[i] = (float)nrand();
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < out; o++) {
+            double acc = b[o];
+            for (int i = 0; i < in; i++) acc += (double)x[(size_t)t * in + i] * W[(size_t)o * in + i];
+            ref[(size_t)t * out + o] = (float)acc;
+        }
+    err e = {{0}};
+    char what[96];
+    snprintf(what, sizeof what, "cuBLAS linear T=%d out=%d in=%d fp32", T, out, in);
+    if (gpu_linear(y, x, W, b, T, out, in, &e)) {
+        printf("%-44s %s  FAIL\n", what, e.msg);
+        failed++;
+    } else {
+        report(what, rel(y, ref, (size_t)T * out), 1e-5);
+    }
+    free(x), free(W), free(b), free(y), free(ref);
+}
+
 int main(void) {
     char why[256];
     if (!gpu_available(why, sizeof why)) {
@@ -119,6 +144,9 @@ int main(void) {
         return 0;
     }
     printf("gpu: %s\n", why);
+    test_linear(1, 256, 64);
+    test_linear(77, 1024, 256);
+    test_linear(300, 64, 4096);
     for (int i = 0; i < mixer_count; i++) {
         const mixer_ops *m = mixer_all[i];
         if (!m || !gpu_mixer_supported(m, GPU_PREFILL)) {
