@@ -1,6 +1,7 @@
-/* blocks.c: dense building blocks (see blocks.h). Reductions over channels accumulate in double:
- * the reference (fla in float32 on a GPU) sums in a different order anyway, and double keeps our
- * own rounding well below the 1e-4 logit tolerance without depending on the order. */
+/* blocks.c: dense building blocks (see blocks.h). Norm reductions accumulate in double (cheap: one
+ * per vector); matrix-vector products in float with eight partial sums. The reference (fla in
+ * float32 on a GPU) sums in its own order anyway; both keep our rounding far below the 1e-4 logit
+ * tolerance. */
 #include "blocks.h"
 
 #include <math.h>
@@ -44,11 +45,17 @@ void blk_act_apply(float *x, int n, blk_act a) {
 }
 
 void blk_linear(float *y, const float *x, const float *W, const float *b, int out, int in) {
+    /* eight float partial sums per row: the compiler vectorises the lanes, and summing 8 short
+     * runs keeps the rounding of a dot product of a few hundred terms near 1e-7 relative */
     for (int o = 0; o < out; o++) {
         const float *w = W + (size_t)o * (size_t)in;
-        double acc = b ? (double)b[o] : 0.0;
-        for (int i = 0; i < in; i++) acc += (double)w[i] * (double)x[i];
-        y[o] = (float)acc;
+        float acc[8] = {0};
+        int i = 0;
+        for (; i + 8 <= in; i += 8)
+            for (int l = 0; l < 8; l++) acc[l] += w[i + l] * x[i + l];
+        for (; i < in; i++) acc[i & 7] += w[i] * x[i];
+        float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        y[o] = b ? s + b[o] : s;
     }
 }
 

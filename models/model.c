@@ -376,6 +376,10 @@ const char *model_swappable(const model *m, char *buf, size_t n) {
 int model_swap(model *m, int li, const char *mixer, opts *o, err *e) {
     const mixer_ops *mx = mixer_find(mixer);
     if (!mx) return err_set(e, "unknown mixer '%.40s'", mixer);
+    return model_swap_ops(m, li, mx, o, e);
+}
+
+int model_swap_ops(model *m, int li, const mixer_ops *mx, opts *o, err *e) {
     if (li >= m->c.layers) return err_set(e, "no layer %d (the model has %d)", li, m->c.layers);
     /* all or nothing: configure into copies first */
     int lo = li < 0 ? 0 : li, hi = li < 0 ? m->c.layers : li + 1;

@@ -173,6 +173,9 @@ void model_free(model *m);
  * own options). Fails, changing nothing, when the layer's projections cannot feed that mixer.
  * Resets the model. */
 int model_swap(model *m, int li, const char *mixer, opts *o, err *e);
+/* The same with the core given by its ops rather than its registry name (another backend of a
+ * registered mixer, or a test double with the same name and inputs). */
+int model_swap_ops(model *m, int li, const mixer_ops *mx, opts *o, err *e);
 /* Comma-separated mixers a layer's projections can feed, into buf. */
 const char *model_swappable(const model *m, char *buf, size_t n);
 

@@ -94,6 +94,116 @@ static void init_slot(wslot *s, rng *r) {
     }
 }
 
+/* ---- config.json text as Hugging Face writes it (2-space indent, sorted keys) ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 1024) + n;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np, b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) {
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_quoted(sbuf *b, const char *s) {
+    sb_put(b, "\"", 1);
+    for (; *s; s++) {
+        char esc[8];
+        if (*s == '"' || *s == '\\')
+            esc[0] = '\\', esc[1] = *s, sb_put(b, esc, 2);
+        else if ((unsigned char)*s < 32)
+            snprintf(esc, sizeof esc, "\\u%04x", *s), sb_str(b, esc);
+        else
+            sb_put(b, s, 1);
+    }
+    sb_put(b, "\"", 1);
+}
+
+/* the shortest %g that reads back as the same double */
+static void sb_number(sbuf *b, double v) {
+    char buf[40];
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, sizeof buf, "%.0f", v);
+    } else {
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(buf, sizeof buf, "%.*g", prec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+    }
+    sb_str(b, buf);
+}
+
+static int key_cmp(const void *a, const void *b) {
+    return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+static void sb_json(sbuf *b, const cJSON *j, int depth) {
+    char ind[130];
+    int n = 2 * (depth + 1) < 128 ? 2 * (depth + 1) : 128;
+    memset(ind, ' ', (size_t)n), ind[n] = '\0';
+    if (cJSON_IsObject(j) || cJSON_IsArray(j)) {
+        int obj = cJSON_IsObject(j), cnt = cJSON_GetArraySize(j);
+        if (cnt == 0) {
+            sb_str(b, obj ? "{}" : "[]");
+            return;
+        }
+        const cJSON **items = malloc((size_t)cnt * sizeof *items);
+        if (!items) {
+            b->oom = 1;
+            return;
+        }
+        int k = 0;
+        for (const cJSON *c = j->child; c; c = c->next) items[k++] = c;
+        if (obj) qsort(items, (size_t)cnt, sizeof *items, key_cmp);
+        sb_str(b, obj ? "{\n" : "[\n");
+        for (int i = 0; i < cnt; i++) {
+            sb_str(b, ind);
+            if (obj) sb_quoted(b, items[i]->string), sb_str(b, ": ");
+            sb_json(b, items[i], depth + 1);
+            sb_str(b, i + 1 < cnt ? ",\n" : "\n");
+        }
+        free(items);
+        sb_put(b, ind, (size_t)n - 2);
+        sb_str(b, obj ? "}" : "]");
+    } else if (cJSON_IsString(j)) {
+        sb_quoted(b, j->valuestring);
+    } else if (cJSON_IsNumber(j)) {
+        sb_number(b, j->valuedouble);
+    } else if (cJSON_IsBool(j)) {
+        sb_str(b, cJSON_IsTrue(j) ? "true" : "false");
+    } else {
+        sb_str(b, "null");
+    }
+}
+
+static char *json_pretty(const cJSON *j) {
+    sbuf b = {0};
+    sb_json(&b, j, 0);
+    sb_str(&b, "\n");
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
 /* key=value from the user as a JSON value: true/false/null, a number, else a string */
 static void put_value(cJSON *cfg, const char *key, const char *val) {
     cJSON_DeleteItemFromObjectCaseSensitive(cfg, key);
@@ -169,7 +279,7 @@ int model_random(model **out, const char *mixer, opts *o, err *e) {
     /* every other key=value is a config.json key */
     for (int i = 0; i < o->n; i++)
         if (!o->used[i]) put_value(cfg, o->key[i], o->val[i]), o->used[i] = 1;
-    char *text = cJSON_Print(cfg);
+    char *text = json_pretty(cfg);
     cJSON_Delete(cfg);
     if (!text) return err_set(e, "out of memory");
     model *m;
