@@ -234,6 +234,9 @@ static int layer_set_mixer(model *m, layer *L, const mixer_ops *mx, const opts *
     a.max_t = 1, b.max_t = 2;
     tmp.grows = mx->state_floats(&a) != mx->state_floats(&b);
     size_t sf = mx->state_floats(&tmp.mc), pf = mixer_probe_floats(mx, &tmp.mc);
+    if (sf > MODEL_MAX_STATE_FLOATS)
+        return err_set(e, "%s: a state of %zu floats per layer is more than this lab holds (%d)",
+                       mx->name, sf, MODEL_MAX_STATE_FLOATS);
     float *st = malloc((sf ? sf : 1) * sizeof *st), *pr = malloc((pf ? pf : 1) * sizeof *pr);
     if (!st || !pr) {
         free(st), free(pr);
@@ -335,6 +338,9 @@ int model_reset(model *m, int max_t, err *e) {
             mixer_cfg mc = L->mc;
             mc.max_t = max_t;
             size_t sf = L->mx->state_floats(&mc);
+            if (sf > MODEL_MAX_STATE_FLOATS)
+                return err_set(e, "a %d-token KV cache of %zu floats is more than this lab holds",
+                               max_t, sf);
             float *st = malloc((sf ? sf : 1) * sizeof *st);
             if (!st)
                 return err_set(e, "out of memory for a %d-token KV cache (%zu floats)", max_t, sf);

@@ -150,6 +150,9 @@ typedef struct model {
     size_t in_floats[IN_COUNT], aux_floats, o_floats;
 } model;
 
+/* The largest state (or KV cache) one layer may hold: 2^28 floats, 1 GiB. */
+#define MODEL_MAX_STATE_FLOATS (1 << 28)
+
 /* "gated_deltanet", ... */
 const char *model_kind_name(model_kind k);
 /* The default mixer of a model type ("gdn" for gated_deltanet, ...). */
