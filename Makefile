@@ -115,6 +115,10 @@ $(BUILD)/tests/gpu/test_gpu: tests/gpu/test_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 test-gpu: $(BUILD)/tests/gpu/test_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
+# regenerate tests/golden/*.png on purpose (after a deliberate change to a view or a mixer)
+golden: $(BUILD)/tests/test_viz $(BUILD)/mixscope
+	MIXSCOPE_GOLDEN=1 MIXSCOPE_BIN=$(BUILD)/mixscope MIXSCOPE_ROOT=$(CURDIR) $(BUILD)/tests/test_viz
+
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; echo; done
 

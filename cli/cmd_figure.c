@@ -1,0 +1,368 @@
+/* cmd_figure.c: `view NAME` (live SDL windows), `export png VIEW FILE` and `export csv PROBE FILE`.
+ *
+ * All three read the session's probe trace (or, with demo=1, a demo trace from viz/demo.h, so a
+ * figure can be previewed without a model). PNGs carry provenance text chunks and CSVs a '#'
+ * header with the same facts: the command, the checkpoint's SHA-256, the mixer(s) whose probes are
+ * shown, the view, layer, head, token range and colour range.
+ *
+ * Windows: in the interactive REPL they stay open while commands are typed; readline's event hook
+ * (called while it waits for a key) pumps them, so they redraw as tokens are stepped and answer
+ * their keys. That hook takes no argument, hence the one file-scope pointer below. In batch use
+ * (scripts, -c, piped input) `view` runs the windows until they are closed, then the script goes
+ * on: a demo script can show a view, let the presenter step with space, and continue. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <readline/readline.h>
+
+#include "../core/opts.h"
+#include "../export/csv.h"
+#include "../export/png.h"
+#include "../viz/demo.h"
+#include "../viz/view.h"
+#include "../viz/window.h"
+#include "command.h"
+#include "session.h"
+#include "version.h"
+
+/* The hex SHA-256 of the loaded checkpoint's weights, provided by the session owner (cli/), or
+ * NULL when the model is random or none is loaded. Weak: "none" is reported until it exists. */
+extern const char *session_checkpoint_sha256(session *s) __attribute__((weak));
+
+#define DEMO_TOKENS 160
+
+static const char *checkpoint_sha(session *s) {
+    const char *h = session_checkpoint_sha256 ? session_checkpoint_sha256(s) : NULL;
+    return h && *h ? h : "none (no checkpoint loaded: random model, raw mixer or demo)";
+}
+
+/* The command line for provenance: the REPL's, or rebuilt from the words (batch mode). */
+static void command_text(session *s, const char *verb, int argc, char **argv, char *buf, size_t n) {
+    if (s->current_command && *s->current_command) {
+        snprintf(buf, n, "%s", s->current_command);
+        return;
+    }
+    snprintf(buf, n, "%s", verb);
+    for (int i = 0; i < argc; i++) {
+        size_t u = strlen(buf);
+        snprintf(buf + u, n - u, " %s", argv[i]);
+    }
+}
+
+static int view_unknown(const char *name, err *e) {
+    char names[200] = "";
+    for (int i = 0; i < view_count; i++) {
+        size_t u = strlen(names);
+        snprintf(names + u, sizeof names - u, "%s%s", i ? ", " : "", view_all[i]->name);
+    }
+    return err_set(e, "unknown view '%.40s' (%s)", name, names);
+}
+
+/* Reads the view keys of a command into p; width/height/demo when asked for. */
+static int parse_view_opts(opts *o, view_params *p, long *w, long *h, long *demo, err *e) {
+    long layer, head, from, to, index, dim, seed;
+    if (opts_int(o, "layer", 0, &layer, e) || opts_int(o, "head", 0, &head, e) ||
+        opts_int(o, "from", 0, &from, e) || opts_int(o, "to", -1, &to, e) ||
+        opts_int(o, "index", 0, &index, e) || opts_int(o, "dim", 0, &dim, e) ||
+        opts_int(o, "seed", 1, &seed, e) || opts_int(o, "width", 1280, w, e) ||
+        opts_int(o, "height", 800, h, e) || opts_int(o, "demo", 0, demo, e))
+        return -1;
+    if (layer < 0 || head < 0 || index < 0 || from < 0)
+        return err_set(e, "layer, head, index and from must be >= 0");
+    if (to >= 0 && to <= from) return err_set(e, "to=%ld must be greater than from=%ld", to, from);
+    if (*w < 320 || *w > 8192 || *h < 200 || *h > 8192)
+        return err_set(e, "width and height must lie in 320..8192 and 200..8192 (got %ldx%ld)", *w,
+                       *h);
+    if (dim < 0 || dim > 256) return err_set(e, "dim=%ld: must lie in 0..256", dim);
+    if (*demo < 0 || *demo > 100000)
+        return err_set(e, "demo=%ld: 0 (off), 1 or a token count", *demo);
+    view_params_default(p);
+    p->layer = (int)layer, p->head = (int)head, p->index = (int)index;
+    p->from = from, p->to = to, p->dim = (int)dim, p->seed = (uint64_t)seed;
+    snprintf(p->probe, sizeof p->probe, "%s", opts_str(o, "probe", ""));
+    return 0;
+}
+
+/* The session's trace, or an explanation of why there is nothing to draw. */
+static const trace *session_trace_or_err(session *s, const char *what, err *e) {
+    if (s->tr.nseries == 0 || s->tr.T == 0) {
+        err_set(e,
+                "%s: no probes recorded yet (run tokens through a model or mixer first, or add "
+                "demo=1 for a preview on demo data)",
+                what);
+        return NULL;
+    }
+    return &s->tr;
+}
+
+/* Renders view v over tr into a new canvas and writes it with provenance. */
+static int write_png(session *s, const char *path, const char *cmd, const view *v, const trace *tr,
+                     view_params *p, const canvas *given, err *e) {
+    canvas c;
+    const canvas *out = given;
+    if (!given) {
+        if (canvas_init(&c, 1280, 800, e)) return -1;
+        out = &c;
+    }
+    char layer[16], head[16], tokens[80], software[64];
+    snprintf(layer, sizeof layer, "%d", p->layer);
+    snprintf(head, sizeof head, "%d", p->head);
+    snprintf(tokens, sizeof tokens, "%lld..%lld of %lld", (long long)p->shown_from,
+             (long long)p->shown_to - 1, (long long)tr->T);
+    snprintf(software, sizeof software, "mixscope %s", MIXSCOPE_VERSION);
+    png_text text[] = {
+        {"Software", software},
+        {"Command", cmd},
+        {"Checkpoint SHA-256", checkpoint_sha(s)},
+        {"Mixer", p->mixer[0] ? p->mixer : "none"},
+        {"View", v->name},
+        {"Layer", layer},
+        {"Head", head},
+        {"Tokens", p->shown_to > p->shown_from ? tokens : "none"},
+        {"Colour range", p->crange[0] ? p->crange : "none"},
+    };
+    int rc = png_write(path, out, text, (int)(sizeof text / sizeof text[0]), e);
+    if (!given) canvas_free(&c);
+    return rc;
+}
+
+int export_png(session *s, int argc, char **argv, err *e) {
+    if (argc < 3)
+        return err_set(e, "usage: export png VIEW FILE.png [width= height= layer= head= from= to= "
+                          "index= probe= dim= seed= demo=]");
+    const view *v = view_find(argv[1]);
+    if (!v) return view_unknown(argv[1], e);
+    opts o;
+    if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
+    view_params p;
+    long w, h, demo;
+    int rc = parse_view_opts(&o, &p, &w, &h, &demo, e) || opts_check_unused(&o, e) ? -1 : 0;
+    opts_free(&o);
+    if (rc) return err_prefix(e, "export png");
+
+    trace dt;
+    trace_init(&dt);
+    const trace *tr = NULL;
+    if (demo) {
+        if (demo_trace(&dt, v->name, demo > 1 ? (int)demo : DEMO_TOKENS, p.seed, e)) {
+            trace_free(&dt);
+            return err_prefix(e, "export png");
+        }
+        tr = &dt;
+    } else if (!(tr = session_trace_or_err(s, "export png", e))) {
+        return -1;
+    }
+    canvas c;
+    char cmd[1024];
+    command_text(s, "export", argc, argv, cmd, sizeof cmd);
+    if (canvas_init(&c, (int)w, (int)h, e)) {
+        trace_free(&dt);
+        return err_prefix(e, "export png");
+    }
+    rc = v->draw(&c, tr, &p, e);
+    if (!rc) rc = write_png(s, argv[2], cmd, v, tr, &p, &c, e);
+    if (!rc)
+        fprintf(s->out, "wrote %s (view %s, %ldx%ld, layer %d head %d, tokens %lld..%lld)\n",
+                argv[2], v->name, w, h, p.layer, p.head, (long long)p.shown_from,
+                (long long)p.shown_to - 1);
+    canvas_free(&c);
+    trace_free(&dt);
+    return rc ? err_prefix(e, "export png") : 0;
+}
+
+int export_csv(session *s, int argc, char **argv, err *e) {
+    if (argc < 3) return err_set(e, "usage: export csv PROBE FILE.csv [layer= head= from= to=]");
+    opts o;
+    if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
+    long layer, head, from, to, demo;
+    int rc = opts_int(&o, "layer", -1, &layer, e) || opts_int(&o, "head", -1, &head, e) ||
+                     opts_int(&o, "from", 0, &from, e) || opts_int(&o, "to", -1, &to, e) ||
+                     opts_int(&o, "demo", 0, &demo, e) || opts_check_unused(&o, e)
+                 ? -1
+                 : 0;
+    opts_free(&o);
+    if (rc) return err_prefix(e, "export csv");
+    trace dt;
+    trace_init(&dt);
+    const trace *tr;
+    if (demo) {
+        /* the demo with this probe: the delta stack has most of them */
+        const char *demos[] = {"kaczmarz", "kalman", "kata", "parallax"};
+        for (int i = 0; i < 4; i++) {
+            trace_free(&dt);
+            trace_init(&dt);
+            if (demo_trace(&dt, demos[i], demo > 1 ? (int)demo : DEMO_TOKENS, 1, e)) {
+                trace_free(&dt);
+                return err_prefix(e, "export csv");
+            }
+            if (trace_find(&dt, argv[1]) >= 0) break;
+        }
+        tr = &dt;
+    } else if (!(tr = session_trace_or_err(s, "export csv", e))) {
+        return -1;
+    }
+    int si = trace_find(tr, argv[1]);
+    if (si < 0) {
+        char names[400] = "";
+        for (int i = 0; i < tr->nseries && strlen(names) < 320; i++) {
+            size_t u = strlen(names);
+            snprintf(names + u, sizeof names - u, "%s%s", i ? " " : "", tr->series[i].name);
+        }
+        trace_free(&dt);
+        return err_set(e, "export csv: no probe '%.60s' in the trace (have: %s)", argv[1], names);
+    }
+    const trace_series *se = &tr->series[si];
+    if (layer >= se->layers || head >= se->heads) {
+        int L = se->layers, H = se->heads;
+        trace_free(&dt);
+        return err_set(e, "export csv: probe '%s' has %d layers and %d heads", argv[1], L, H);
+    }
+    int64_t f = from < 0 ? 0 : from, t = to < 0 || to > tr->T ? tr->T : to;
+    if (f > t) f = t;
+    char cmd[1024], software[64], shape[96], sel[64], tokens[80], meaning[300];
+    command_text(s, "export", argc, argv, cmd, sizeof cmd);
+    snprintf(software, sizeof software, "mixscope %s", MIXSCOPE_VERSION);
+    snprintf(shape, sizeof shape, "%d layers x %d heads x %d values", se->layers, se->heads,
+             se->width);
+    char lb[16] = "all", hb[16] = "all";
+    if (layer >= 0) snprintf(lb, sizeof lb, "%ld", layer);
+    if (head >= 0) snprintf(hb, sizeof hb, "%ld", head);
+    snprintf(sel, sizeof sel, "layer %s, head %s", lb, hb);
+    snprintf(tokens, sizeof tokens, "%lld..%lld of %lld", (long long)f, (long long)t - 1,
+             (long long)tr->T);
+    snprintf(meaning, sizeof meaning, "%s: %s", se->name, se->meaning);
+    csv_meta meta[] = {
+        {"software", software},
+        {"command", cmd},
+        {"checkpoint_sha256", checkpoint_sha(s)},
+        {"mixer", se->source},
+        {"probe", meaning},
+        {"shape", shape},
+        {"selection", sel},
+        {"tokens", t > f ? tokens : "none"},
+    };
+    rc = csv_write_series(argv[2], tr, si, (int)layer, (int)head, f, t, meta,
+                          (int)(sizeof meta / sizeof meta[0]), e);
+    if (!rc)
+        fprintf(s->out, "wrote %s (probe %s, %lld rows)\n", argv[2], se->name, (long long)(t - f));
+    trace_free(&dt);
+    return rc ? err_prefix(e, "export csv") : 0;
+}
+
+/* ---- windows ---- */
+
+/* readline's event hook has no argument: the open windows live here (their hooks carry the
+ * session). */
+static window_set *g_windows;
+
+static const trace *hook_trace(void *ctx) {
+    return &((session *)ctx)->tr;
+}
+
+static int hook_step(void *ctx, err *e) {
+    return command_exec((session *)ctx, "step", e);
+}
+
+static int hook_save(void *ctx, const canvas *c, const view *v, const view_params *p, char *path,
+                     size_t n, err *e) {
+    session *s = ctx;
+    for (int i = 1; i < 10000; i++) {
+        snprintf(path, n, "mixscope-%s-%d.png", v->name, i);
+        FILE *f = fopen(path, "rb");
+        if (!f) break;
+        fclose(f);
+    }
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "view %s (saved from the window with s)", v->name);
+    view_params q = *p;
+    /* redraw into a scratch canvas to learn what the frame showed (mixer, colour range) */
+    canvas tmp;
+    if (canvas_init(&tmp, c->w, c->h, e)) return -1;
+    err ignore = {{0}};
+    v->draw(&tmp, &s->tr, &q, &ignore);
+    canvas_free(&tmp);
+    return write_png(s, path, cmd, v, &s->tr, &q, c, e);
+}
+
+static void windows_done(void) {
+    window_set_free(g_windows);
+    g_windows = NULL;
+    rl_event_hook = NULL;
+}
+
+static int pump_hook(void) {
+    if (g_windows && window_pump(g_windows, 0) == 0) windows_done();
+    return 0;
+}
+
+static int run_view(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)rest;
+    if (!strcmp(argv[1], "list")) {
+        for (int i = 0; i < view_count; i++)
+            fprintf(s->out, "  %-9s %s\n", view_all[i]->name, view_all[i]->summary);
+        return 0;
+    }
+    if (!strcmp(argv[1], "close")) {
+        if (g_windows) windows_done();
+        return 0;
+    }
+    const view *v = view_find(argv[1]);
+    if (!v) return view_unknown(argv[1], e);
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return -1;
+    view_params p;
+    long w, h, demo;
+    int rc = parse_view_opts(&o, &p, &w, &h, &demo, e) || opts_check_unused(&o, e) ? -1 : 0;
+    opts_free(&o);
+    if (rc) return err_prefix(e, "view");
+    if (demo)
+        return err_set(e, "view: demo= is for export png; a window shows the session's trace");
+    char why[256];
+    if (!g_windows && !window_display_ok(why, sizeof why)) {
+        fprintf(s->out,
+                "view: %s; render it to a file instead:\n  export png %s %s.png [layer= head= "
+                "from= to=]\n",
+                why, v->name, v->name);
+        return 0;
+    }
+    window_hooks hooks = {s, hook_trace, hook_step, hook_save};
+    if (!g_windows && !(g_windows = window_set_new(&hooks, e))) return err_prefix(e, "view");
+    if (window_open(g_windows, v, &p, (int)w, (int)h, e)) {
+        if (!window_count(g_windows)) windows_done();
+        return err_prefix(e, "view");
+    }
+    if (s->interactive && !s->batch) {
+        /* the REPL goes on; readline pumps the windows while it waits for keys */
+        rl_event_hook = pump_hook;
+        rl_set_keyboard_input_timeout(20000);
+        return 0;
+    }
+    /* scripts: the windows run until closed, then the script continues */
+    fprintf(s->out, "view %s: close the window (q) to continue\n", v->name);
+    fflush(s->out);
+    while (window_pump(g_windows, 30) > 0 && !session_interrupted(s)) {
+    }
+    windows_done();
+    return 0;
+}
+
+const command cmd_view = {
+    "view",
+    "NAME|list|close [layer= head= from= to= index= probe= width= height=]",
+    "show a view live in a window (needs a display)",
+    "  view NAME [layer=L head=H from=A to=B index=I probe=P dim=D seed=S width=W height=H]\n"
+    "      open a window showing view NAME over the session's probe trace; it redraws as\n"
+    "      tokens are stepped. Several windows can be open at once.\n"
+    "  view list     the views and what they show\n"
+    "  view close    close every window\n"
+    "Keys in a window: space steps one token, Left/Right change the head, Up/Down the layer,\n"
+    "[ and ] the index (Kalman lane, element of a wide probe), s saves a PNG with provenance,\n"
+    "q or Escape closes it. In scripts (-c, .scene files) the script waits until the windows\n"
+    "are closed. Without a display, view says so: use 'export png NAME FILE.png' instead.\n"
+    "Views: kaczmarz kalman kata parallax state recall probes (docs/views.md).",
+    1,
+    -1,
+    run_view,
+    COMPLETE_VIEW,
+    "layer head from to index probe dim seed width height"};
