@@ -514,6 +514,48 @@ static void test_save_load_bitwise(void **st) {
     test_rmdir(dir);
 }
 
+/* config variants of every family: step == prefill, save -> load bit for bit */
+static void test_config_variants(void **st) {
+    (void)st;
+    static const char *const VAR[][6] = {
+        {"gdn", "use_gate=false", "use_short_conv=false"},
+        {"gdn", "heads=2", "num_v_heads=4", "allow_neg_eigval=true", "conv_bias=true"},
+        {"deltanet", "qk_norm=sum", "qk_activation=relu"},
+        {"deltanet", "qk_activation=elu", "use_gate=true", "use_beta=false"},
+        {"kaczmarz", "b_proj_bias=false", "kaczmarz_eps=1e-3"},
+        {"gla", "num_kv_heads=1", "heads=4"},
+        {"gla", "use_short_conv=false", "feature_map=relu", "clamp_min=-0.05",
+         "use_output_gate=false"},
+        {"mamba2", "n_groups=2", "use_bias=true", "D_has_hdim=true"},
+        {"softmax", "num_kv_heads=2", "qk_norm=true", "qkv_bias=true", "window_size=16"},
+        {"parallax", "num_kv_heads=1", "qk_norm=true", "qkv_bias=true"},
+        {"kalman", "use_conv=false", "use_gating=false", "qk_norm=false"},
+        {"kata", "variant=sigma", "groups=2", "rope=true", "use_short_conv=true"},
+        {"kata", "variant=delta"},
+    };
+    char *dir = test_tmpdir();
+    for (size_t i = 0; i < sizeof VAR / sizeof VAR[0]; i++) {
+        int n = 0;
+        while (n < 5 && VAR[i][n + 1]) n++;
+        model *m = random_model(VAR[i][0], &VAR[i][1], n), *b = NULL;
+        int T = 70, V = m->c.vocab;
+        int32_t *ids = some_tokens(T, V, 21 + i);
+        float *ls = step_logits(m, ids, T, NULL), *lp = prefill_logits(m, ids, T);
+        double d = rel_err(lp, ls, (size_t)T * V);
+        char path[512];
+        err e = {{0}};
+        snprintf(path, sizeof path, "%s/v%zu", dir, i);
+        if (model_save(m, path, &e) || model_load(&b, path, &e)) fail_msg("%s", e.msg);
+        float *lb = step_logits(b, ids, T, NULL);
+        print_message("  %-9s %-18s prefill vs step %.2e\n", VAR[i][0], VAR[i][1], d);
+        assert_true(d < 1e-5);
+        assert_memory_equal(ls, lb, (size_t)T * V * sizeof(float));
+        free(ls), free(lp), free(lb), free(ids);
+        model_free(m), model_free(b);
+    }
+    test_rmdir(dir);
+}
+
 /* ---- bad checkpoints ---- */
 
 typedef struct edit {
@@ -830,29 +872,18 @@ static void test_tokens(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_scalars),
-        cmocka_unit_test(test_blocks_norms),
-        cmocka_unit_test(test_blocks_conv_cache),
-        cmocka_unit_test(test_blocks_rope),
-        cmocka_unit_test(test_ref_transformer),
-        cmocka_unit_test(test_ref_gla),
-        cmocka_unit_test(test_ref_delta_net),
-        cmocka_unit_test(test_ref_mamba2),
-        cmocka_unit_test(test_ref_gated_deltanet),
-        cmocka_unit_test(test_ref_parallax),
-        cmocka_unit_test(test_ref_parallax_tf32),
-        cmocka_unit_test(test_ref_gated_deltanet_tf32),
-        cmocka_unit_test(test_random_deterministic),
-        cmocka_unit_test(test_random_init_spec),
-        cmocka_unit_test(test_random_step_prefill),
-        cmocka_unit_test(test_random_long_stable),
-        cmocka_unit_test(test_save_load_bitwise),
-        cmocka_unit_test(test_bad_checkpoints),
-        cmocka_unit_test(test_bf16_exact),
-        cmocka_unit_test(test_swap_kaczmarz_on_gdn),
-        cmocka_unit_test(test_probes_recorded),
-        cmocka_unit_test(test_gva_and_kinds),
-        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_blocks_scalars),       cmocka_unit_test(test_blocks_norms),
+        cmocka_unit_test(test_blocks_conv_cache),    cmocka_unit_test(test_blocks_rope),
+        cmocka_unit_test(test_ref_transformer),      cmocka_unit_test(test_ref_gla),
+        cmocka_unit_test(test_ref_delta_net),        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_gated_deltanet),   cmocka_unit_test(test_ref_parallax),
+        cmocka_unit_test(test_ref_parallax_tf32),    cmocka_unit_test(test_ref_gated_deltanet_tf32),
+        cmocka_unit_test(test_random_deterministic), cmocka_unit_test(test_random_init_spec),
+        cmocka_unit_test(test_random_step_prefill),  cmocka_unit_test(test_random_long_stable),
+        cmocka_unit_test(test_save_load_bitwise),    cmocka_unit_test(test_config_variants),
+        cmocka_unit_test(test_bad_checkpoints),      cmocka_unit_test(test_bf16_exact),
+        cmocka_unit_test(test_swap_kaczmarz_on_gdn), cmocka_unit_test(test_probes_recorded),
+        cmocka_unit_test(test_gva_and_kinds),        cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
