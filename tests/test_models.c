@@ -694,6 +694,56 @@ static void test_bad_checkpoints(void **st) {
     test_rmdir(dir);
 }
 
+/* a sharded checkpoint (index + two shards) and a bare .safetensors path load the same model */
+static void test_sharded_and_file_paths(void **st) {
+    (void)st;
+    char *dir = test_tmpdir(), src[512], sh[512], p[700];
+    err e = {{0}};
+    model *m = random_model("mamba2", NULL, 0), *a = NULL, *b = NULL;
+    snprintf(src, sizeof src, "%s/one", dir), snprintf(sh, sizeof sh, "%s/sharded", dir);
+    assert_int_equal(model_save(m, src, &e), 0);
+    mkdir(sh, 0777);
+    st_file *f;
+    snprintf(p, sizeof p, "%s/model.safetensors", src);
+    assert_int_equal(st_open(&f, p, &e), 0);
+    const tensor *part[2][256];
+    int np[2] = {0, 0};
+    char index[65536];
+    size_t o = (size_t)snprintf(index, sizeof index, "{\"metadata\": {}, \"weight_map\": {");
+    for (int i = 0; i < f->n; i++) {
+        int k = i % 2;
+        part[k][np[k]++] = &f->tensors[i];
+        o += (size_t)snprintf(index + o, sizeof index - o,
+                              "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "",
+                              f->tensors[i].name, k + 1);
+    }
+    snprintf(index + o, sizeof index - o, "}}");
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/model-0000%d-of-00002.safetensors", sh, k + 1);
+        assert_int_equal(st_write(p, part[k], np[k], NULL, &e), 0);
+    }
+    st_close(f);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sh);
+    assert_int_equal(file_write_atomic(p, index, strlen(index), &e), 0);
+    snprintf(p, sizeof p, "%s/config.json", src);
+    char *cfg;
+    assert_int_equal(file_read_all(p, 1 << 20, &cfg, NULL, &e), 0);
+    snprintf(p, sizeof p, "%s/config.json", sh);
+    assert_int_equal(file_write_atomic(p, cfg, strlen(cfg), &e), 0);
+    free(cfg);
+    if (model_load(&a, sh, &e)) fail_msg("sharded: %s", e.msg);
+    snprintf(p, sizeof p, "%s/model.safetensors", src);
+    if (model_load(&b, p, &e)) fail_msg("file path: %s", e.msg);
+    for (int i = 0; i < m->nslots; i++) {
+        size_t n = 1;
+        for (int d = 0; d < m->slots[i].ndim; d++) n *= (size_t)m->slots[i].shape[d];
+        assert_memory_equal(m->slots[i].data, model_find_slot(a, m->slots[i].name)->data, n * 4);
+        assert_memory_equal(m->slots[i].data, model_find_slot(b, m->slots[i].name)->data, n * 4);
+    }
+    model_free(m), model_free(a), model_free(b);
+    test_rmdir(dir);
+}
+
 /* BF16 weights load to exactly the values a float32 checkpoint of the same numbers gives */
 static void test_bf16_exact(void **st) {
     (void)st;
@@ -872,18 +922,31 @@ static void test_tokens(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_scalars),       cmocka_unit_test(test_blocks_norms),
-        cmocka_unit_test(test_blocks_conv_cache),    cmocka_unit_test(test_blocks_rope),
-        cmocka_unit_test(test_ref_transformer),      cmocka_unit_test(test_ref_gla),
-        cmocka_unit_test(test_ref_delta_net),        cmocka_unit_test(test_ref_mamba2),
-        cmocka_unit_test(test_ref_gated_deltanet),   cmocka_unit_test(test_ref_parallax),
-        cmocka_unit_test(test_ref_parallax_tf32),    cmocka_unit_test(test_ref_gated_deltanet_tf32),
-        cmocka_unit_test(test_random_deterministic), cmocka_unit_test(test_random_init_spec),
-        cmocka_unit_test(test_random_step_prefill),  cmocka_unit_test(test_random_long_stable),
-        cmocka_unit_test(test_save_load_bitwise),    cmocka_unit_test(test_config_variants),
-        cmocka_unit_test(test_bad_checkpoints),      cmocka_unit_test(test_bf16_exact),
-        cmocka_unit_test(test_swap_kaczmarz_on_gdn), cmocka_unit_test(test_probes_recorded),
-        cmocka_unit_test(test_gva_and_kinds),        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_blocks_scalars),
+        cmocka_unit_test(test_blocks_norms),
+        cmocka_unit_test(test_blocks_conv_cache),
+        cmocka_unit_test(test_blocks_rope),
+        cmocka_unit_test(test_ref_transformer),
+        cmocka_unit_test(test_ref_gla),
+        cmocka_unit_test(test_ref_delta_net),
+        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_gated_deltanet),
+        cmocka_unit_test(test_ref_parallax),
+        cmocka_unit_test(test_ref_parallax_tf32),
+        cmocka_unit_test(test_ref_gated_deltanet_tf32),
+        cmocka_unit_test(test_random_deterministic),
+        cmocka_unit_test(test_random_init_spec),
+        cmocka_unit_test(test_random_step_prefill),
+        cmocka_unit_test(test_random_long_stable),
+        cmocka_unit_test(test_save_load_bitwise),
+        cmocka_unit_test(test_config_variants),
+        cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_bf16_exact),
+        cmocka_unit_test(test_sharded_and_file_paths),
+        cmocka_unit_test(test_swap_kaczmarz_on_gdn),
+        cmocka_unit_test(test_probes_recorded),
+        cmocka_unit_test(test_gva_and_kinds),
+        cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
