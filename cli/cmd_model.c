@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/fileio.h"
 #include "../core/opts.h"
+#include "../export/sha256.h"
 #include "../core/safetensors.h"
 #include "../models/model.h"
 #include "../models/tokenizer.h"
+#include "../viz/recall.h"
 #include "command.h"
 #include "session.h"
 
@@ -95,11 +98,36 @@ static int need_model(session *s, err *e) {
 
 /* ---- load / save / model ---- */
 
+/* Provenance for exports (cli/cmd_figure.c): the digest of the weights file that was loaded. */
+const char *session_checkpoint_sha256(session *s) {
+    return s->model && s->ckpt_sha256[0] ? s->ckpt_sha256 : NULL;
+}
+
+/* The file whose bytes are the weights: model.safetensors, else the shard index. */
+static void weights_digest(const char *path, char hex[65]) {
+    char *w = NULL;
+    err e = {{0}};
+    hex[0] = '\0';
+    if (path_is_dir(path)) {
+        w = path_join(path, "model.safetensors");
+        FILE *f = w ? fopen(w, "rb") : NULL;
+        if (f)
+            fclose(f);
+        else
+            free(w), w = path_join(path, "model.safetensors.index.json");
+    } else {
+        w = strdup(path);
+    }
+    if (!w || sha256_file(w, hex, &e)) hex[0] = '\0';
+    free(w);
+}
+
 static int run_load(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)rest;
     model *m;
     if (model_load(&m, argv[1], e)) return -1;
     if (set_model(s, m, e)) return -1;
+    weights_digest(argv[1], s->ckpt_sha256);
     print_model_line(s, "loaded");
     return 0;
 }
@@ -158,6 +186,7 @@ static int run_model(session *s, int argc, char **argv, const char *rest, err *e
     int rc = model_random(&m, argv[2], &o, e);
     opts_free(&o);
     if (rc || set_model(s, m, e)) return -1;
+    s->ckpt_sha256[0] = '\0';
     print_model_line(s, "random");
     return 0;
 }
@@ -305,6 +334,34 @@ static int top1(const float *l, int V, float *p) {
     return b;
 }
 
+/* What the recall and KATA views need beyond the probes: each layer's key and value as its core
+ * saw them ("k", "v") and, for states read as S^T q ([H, dk, dv] key-major: the delta family,
+ * GLA, Mamba2), how well the state after the token reads back the last RECALL_WINDOW keys'
+ * values ("recall"). */
+typedef struct recall_ctx {
+    session *s;
+    err e;
+    int failed;
+} recall_ctx;
+
+static void record_layer(void *ctx, const model *m, int li, const mixer_tok *in,
+                         const float *state) {
+    recall_ctx *rc = ctx;
+    const layer *L = &m->layers[li];
+    if (rc->failed || !in->in[IN_K] || !in->in[IN_V]) return;
+    state_part parts[MIXER_MAX_STATE_PARTS];
+    int np = L->mx->state_parts ? L->mx->state_parts(&L->mc, parts) : 0, keymajor = 0;
+    for (int i = 0; i < np; i++)
+        if (!strcmp(parts[i].name, "hT") && parts[i].ndim == 3 && parts[i].shape[1] == L->mc.dk &&
+            parts[i].shape[2] == L->mc.dv)
+            keymajor = 1, state += parts[i].offset;
+    int r = keymajor ? recall_record(&rc->s->tr, m->c.layers, li, L->mc.H, L->mc.dk, L->mc.dv,
+                                     in->in[IN_K], in->in[IN_V], state, m->pos, &rc->e)
+                     : recall_record_kv(&rc->s->tr, m->c.layers, li, L->mc.H, L->mc.dk, L->mc.dv,
+                                        in->in[IN_K], in->in[IN_V], m->pos, &rc->e);
+    if (r) rc->failed = 1;
+}
+
 /* Steps n tokens recording probes. quiet: no per-token lines. */
 static int step_tokens(session *s, int n, int quiet, err *e) {
     model *m = s->model;
@@ -321,7 +378,12 @@ static int step_tokens(session *s, int n, int quiet, err *e) {
             if (trace_push_token(&s->tr, e) < 0) return -1;
         if (trace_push_token(&s->tr, e) < 0) return -1;
         float *lg = s->logits + (size_t)pos * V;
-        if (model_step(m, s->tokens[pos], lg, &s->tr, e)) return -1;
+        recall_ctx rc = {.s = s};
+        m->layer_hook = record_layer, m->layer_hook_ctx = &rc;
+        int r = model_step(m, s->tokens[pos], lg, &s->tr, e);
+        m->layer_hook = NULL, m->layer_hook_ctx = NULL;
+        if (r) return -1;
+        if (rc.failed) return err_set(e, "%s", rc.e.msg);
         if (!quiet) {
             float p;
             char a[16], b[16];

@@ -26,6 +26,7 @@ typedef struct session {
     float *logits;       /* [ntokens, vocab]: logits of the tokens run so far (model->pos) */
     trace tr;            /* every layer's probes per token, layer, head (mixers/record.h) */
     int tr_ready;        /* tr holds the current model's probe series */
+    char ckpt_sha256[65]; /* hex SHA-256 of the loaded weights file; "" for random models */
 } session;
 
 int session_init(session *s, err *e);

@@ -472,6 +472,7 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
             probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
             probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
         }
+        if (m->layer_hook) m->layer_hook(m->layer_hook_ctx, m, li, &tok, L->state);
         f->post(m, L, m->o, m->aux, m->y, m->h1);
         for (int i = 0; i < c->hidden; i++) m->x[i] += m->y[i];
         mlp_block(m, L, m->x);

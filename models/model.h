@@ -145,6 +145,11 @@ typedef struct model {
     layer *layers;
     int pos;   /* tokens stepped since reset */
     int max_t; /* KV capacity of growing mixers */
+    /* Called by model_step after each layer's core step (NULL: nobody): the inputs the core
+     * read and its state after the token, for recordings beyond the probes (viz/recall.h). */
+    void (*layer_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,
+                       const float *state);
+    void *layer_hook_ctx;
     /* scratch for one token */
     float *x, *xn, *y, *h1, *h2, *o, *aux, *in[IN_COUNT];
     size_t in_floats[IN_COUNT], aux_floats, o_floats;

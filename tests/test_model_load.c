@@ -185,6 +185,18 @@ static void test_swap(void **st) {
     print_message("  gated_deltanet checkpoint, gdn vs kaczmarz core: logits differ by %.3f\n", d);
     assert_true(d > 1e-3 && d < 10);
     free(la), free(lb);
+    /* model mode feeds the views: probes, keys/values and the recall readback per layer */
+    snprintf(a, sizeof a, "%s/recall.png", tmp), snprintf(b, sizeof b, "%s/beta.csv", tmp);
+    snprintf(cmds, sizeof cmds,
+             "load %s; prompt \"a rose is a rose\"; run; export png recall %s; export csv beta %s",
+             dir, a, b);
+    free(run_ok(0, cmds));
+    char *csv;
+    err e = {{0}};
+    assert_int_equal(file_read_all(b, 1 << 20, &csv, NULL, &e), 0);
+    assert_non_null(strstr(csv, "checkpoint_sha256: "));
+    assert_null(strstr(csv, "checkpoint_sha256: none"));
+    free(csv);
     snprintf(cmds, sizeof cmds, "load %s; swap 0 gla", dir);
     expect_one_line_error(cmds, "gla");
     snprintf(cmds, sizeof cmds, "load %s; swap 7 kaczmarz", dir);
