@@ -337,7 +337,10 @@ static int top1(const float *l, int V, float *p) {
 /* What the recall and KATA views need beyond the probes: each layer's key and value as its core
  * saw them ("k", "v") and, for states read as S^T q ([H, dk, dv] key-major: the delta family,
  * GLA, Mamba2), how well the state after the token reads back the last RECALL_WINDOW keys'
- * values ("recall"). */
+ * values ("recall"). The readback costs RECALL_WINDOW dk dv per head and token, more than the
+ * model itself, so it is taken for the first RECALL_MAX_TOKENS tokens only. */
+#define RECALL_MAX_TOKENS 1024
+
 typedef struct recall_ctx {
     session *s;
     err e;
@@ -355,6 +358,7 @@ static void record_layer(void *ctx, const model *m, int li, const mixer_tok *in,
         if (!strcmp(parts[i].name, "hT") && parts[i].ndim == 3 && parts[i].shape[1] == L->mc.dk &&
             parts[i].shape[2] == L->mc.dv)
             keymajor = 1, state += parts[i].offset;
+    if (m->pos >= RECALL_MAX_TOKENS) keymajor = 0;
     int r = keymajor ? recall_record(&rc->s->tr, m->c.layers, li, L->mc.H, L->mc.dk, L->mc.dv,
                                      in->in[IN_K], in->in[IN_V], state, m->pos, &rc->e)
                      : recall_record_kv(&rc->s->tr, m->c.layers, li, L->mc.H, L->mc.dk, L->mc.dv,
