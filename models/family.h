@@ -16,6 +16,10 @@
 
 typedef struct family_ops {
     layer_family fam;
+    /* Probes of the layer around its core (one float per core head each, W_1): written by prep
+     * and post into m->fprobe [nprobes][H] while m->fprobe_on (stepping with a trace). */
+    const probe_def *probes;
+    int nprobes;
     /* Reads the family's config keys (kind already set in c). */
     int (*parse)(model_config *c, const config *cfg, err *e);
     /* Declares layer li's mixer tensors, names starting with `prefix` ("model.layers.3.attn."). */

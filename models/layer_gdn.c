@@ -20,6 +20,20 @@
 #include "blocks.h"
 #include "family.h"
 
+static const probe_def PROBES[] = {
+    {"q_raw_norm", W_1, "|q'| of the query before its normalisation (spec §9: key/query norms)"},
+    {"k_raw_norm", W_1,
+     "|k'| of the key before L2N (Kaczmarz reads this key raw: |k| < 1e-2 hazard)"},
+    {"o_rstd", W_1, "1/RMS of the core output in the output norm (large: |o| near the norm's eps)"},
+    {"gate_mean", W_1, "mean over dv of the output gate z sigmoid(z) (NaN without use_gate)"},
+};
+
+static float vnorm(const float *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return (float)sqrt(s);
+}
+
 static int parse(model_config *c, const config *cfg, err *e) {
     int kacz = c->kind == MK_KACZMARZ_DELTANET, dn = c->kind == MK_DELTA_NET;
     if (cfg_require_null(cfg, "attn", e)) return -1;
@@ -188,6 +202,11 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
         blk_act_apply(q, c->key_dim, (blk_act)c->qk_act);
         blk_act_apply(k, c->key_dim, (blk_act)c->qk_act);
     }
+    if (m->fprobe_on)
+        for (int hv = 0; hv < Hv; hv++) {
+            m->fprobe[hv] = vnorm(q + (size_t)(hv / rep) * dk, dk);
+            m->fprobe[Hv + hv] = vnorm(k + (size_t)(hv / rep) * dk, dk);
+        }
     for (int h = 0; h < H; h++) {
         float *qh = q + (size_t)h * dk, *kh = k + (size_t)h * dk;
         if (c->qk_sum_norm) {
@@ -230,6 +249,13 @@ static void post(const model *m, const layer *L, const float *o, const float *au
     int dv = c->dv;
     for (int h = 0; h < c->Hv; h++) {
         size_t off = (size_t)h * dv;
+        if (m->fprobe_on) {
+            float r = vnorm(o + off, dv) / sqrtf((float)dv);
+            double g = 0;
+            for (int i = 0; i < dv && c->use_gate; i++) g += blk_silu(aux[off + i]);
+            m->fprobe[2 * c->Hv + h] = 1.0f / sqrtf(r * r + c->norm_eps);
+            m->fprobe[3 * c->Hv + h] = c->use_gate ? (float)(g / dv) : NAN;
+        }
         if (c->use_gate)
             blk_rmsnorm_gated(tmp + off, o + off, aux + off, L->o_norm, dv, c->norm_eps);
         else
@@ -272,6 +298,8 @@ static int random_config(cJSON *cfg, model_kind k, int hidden, int heads, int he
 
 const family_ops family_gdn = {
     .fam = FAM_GDN,
+    .probes = PROBES,
+    .nprobes = 4,
     .parse = parse,
     .declare = declare,
     .mixer_dims = mixer_dims,

@@ -14,6 +14,11 @@
 #include "blocks.h"
 #include "family.h"
 
+static const probe_def PROBES[] = {
+    {"o_rstd", W_1, "1/RMS of the core output in the output norm (large: |o| near the norm's eps)"},
+    {"gate_mean", W_1, "mean over dv of the output gate g sigmoid(g) (NaN without it)"},
+};
+
 static int parse(model_config *c, const config *cfg, err *e) {
     double ek, ev, norm;
     if (cfg_require_null(cfg, "attn", e) || cfg_int_in(cfg, "num_heads", 4, 1, 4096, &c->H, e) ||
@@ -175,6 +180,13 @@ static void post(const model *m, const layer *L, const float *o, const float *au
     int dv = c->dv;
     for (int h = 0; h < c->H; h++) {
         size_t off = (size_t)h * dv;
+        if (m->fprobe_on) {
+            double ss = 0, g = 0;
+            for (int i = 0; i < dv; i++) ss += (double)o[off + i] * o[off + i];
+            for (int i = 0; i < dv && c->use_output_gate; i++) g += blk_silu(aux[off + i]);
+            m->fprobe[h] = (float)(1.0 / sqrt(ss / dv + c->norm_eps));
+            m->fprobe[c->H + h] = c->use_output_gate ? (float)(g / dv) : NAN;
+        }
         if (c->use_output_gate)
             blk_rmsnorm_gated(tmp + off, o + off, aux + off, L->o_norm, dv, c->norm_eps);
         else
@@ -208,6 +220,8 @@ static int random_config(cJSON *cfg, model_kind k, int hidden, int heads, int he
 
 const family_ops family_gla = {
     .fam = FAM_GLA,
+    .probes = PROBES,
+    .nprobes = 2,
     .parse = parse,
     .declare = declare,
     .mixer_dims = mixer_dims,

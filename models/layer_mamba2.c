@@ -29,6 +29,10 @@ static int limit_value(const cJSON *j, double *v) {
     return -1;
 }
 
+static const probe_def PROBES[] = {
+    {"dt", W_1, "Delta = clamp(softplus(dt_raw + dt_bias)): the step size (g = Delta A)"},
+};
+
 static int parse(model_config *c, const config *cfg, err *e) {
     int expand, rmsnorm, nbg;
     if (cfg_int_in(cfg, "head_dim", 64, 1, 1 << 14, &c->dv, e) ||
@@ -147,6 +151,7 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
         float dt = blk_softplus(dtr[h] + L->dt_bias[h]);
         dt = dt < c->dt_lo ? c->dt_lo : dt > c->dt_hi ? c->dt_hi : dt;
         float A = -expf(L->A_log[h]);
+        if (m->fprobe_on) m->fprobe[h] = dt;
         int g = h / per;
         memcpy(in[IN_Q] + (size_t)h * N, Cm + (size_t)g * N, (size_t)N * sizeof(float));
         memcpy(in[IN_K] + (size_t)h * N, B + (size_t)g * N, (size_t)N * sizeof(float));
@@ -203,6 +208,8 @@ static int random_config(cJSON *cfg, model_kind k, int hidden, int heads, int he
 
 const family_ops family_mamba2 = {
     .fam = FAM_MAMBA2,
+    .probes = PROBES,
+    .nprobes = 1,
     .parse = parse,
     .declare = declare,
     .mixer_dims = mixer_dims,

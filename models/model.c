@@ -264,6 +264,11 @@ static int model_alloc_scratch(model *m, err *e) {
         if (n > of) of = n;
     }
     size_t tmpn = f->scratch_floats(c);
+    int Hmax = 1;
+    for (int li = 0; li < c->layers; li++)
+        if (m->layers[li].mc.H > Hmax) Hmax = m->layers[li].mc.H;
+    free(m->fprobe);
+    m->fprobe = malloc((size_t)(f->nprobes + 1) * (size_t)Hmax * sizeof(float));
     size_t hidden = (size_t)c->hidden, inter = c->inter > 0 ? (size_t)c->inter : 1;
     free(m->x), free(m->xn), free(m->y), free(m->h1), free(m->h2), free(m->o), free(m->aux);
     m->x = malloc(hidden * sizeof(float));
@@ -275,7 +280,7 @@ static int model_alloc_scratch(model *m, err *e) {
     m->aux_floats = f->aux_floats(c);
     m->aux = malloc((m->aux_floats ? m->aux_floats : 1) * sizeof(float));
     m->o_floats = of;
-    int bad = !m->x || !m->xn || !m->y || !m->h1 || !m->h2 || !m->o || !m->aux;
+    int bad = !m->x || !m->xn || !m->y || !m->h1 || !m->h2 || !m->o || !m->aux || !m->fprobe;
     for (int i = 0; i < IN_COUNT; i++) {
         free(m->in[i]);
         m->in_floats[i] = need[i];
@@ -324,6 +329,7 @@ void model_free(model *m) {
         }
     free(m->layers);
     free(m->x), free(m->xn), free(m->y), free(m->h1), free(m->h2), free(m->o), free(m->aux);
+    free(m->fprobe);
     for (int i = 0; i < IN_COUNT; i++) free(m->in[i]);
     free(m->config_json);
     free(m);
@@ -411,14 +417,46 @@ int model_swap_ops(model *m, int li, const mixer_ops *mx, opts *o, err *e) {
 
 /* ---- running ---- */
 
+/* Probes of the block around the cores, one per layer (source "model"). */
+static const probe_def BLOCK_PROBES[] = {
+    {"mix_out_norm", W_1, "|y| of the mixer block's contribution to the residual stream"},
+    {"mlp_out_norm", W_1, "|y| of the MLP block's contribution to the residual stream"},
+    {"resid_norm", W_1, "|x| of the residual stream after the layer"},
+};
+enum { NBLOCK = 3 };
+
 int model_register_probes(const model *m, trace *tr, err *e) {
+    const family_ops *f = family_of(m->c.family);
     for (int li = 0; li < m->c.layers; li++) {
         const layer *L = &m->layers[li];
         if (probe_register(tr, L->mx, &L->mc, m->c.layers, e) ||
             probe_register_state(tr, L->mx, &L->mc, m->c.layers, e))
             return err_prefix(e, "layer %d (%s)", li, L->mx->name);
+        for (int i = 0; i < f->nprobes; i++)
+            if (trace_add_series(tr, f->probes[i].name, f->probes[i].meaning, "model", m->c.layers,
+                                 L->mc.H, 1, e) < 0)
+                return -1;
     }
+    for (int i = 0; i < NBLOCK; i++)
+        if (trace_add_series(tr, BLOCK_PROBES[i].name, BLOCK_PROBES[i].meaning, "model",
+                             m->c.layers, 1, 1, e) < 0)
+            return -1;
     return 0;
+}
+
+/* Copies [H] values of a named series into token t, layer li (when registered that way). */
+static void put_series(trace *tr, const char *name, int64_t t, int li, const float *v, int H) {
+    int s = trace_find(tr, name);
+    if (s < 0 || li >= tr->series[s].layers || tr->series[s].heads != H ||
+        tr->series[s].width != 1 || t >= tr->T)
+        return;
+    memcpy(trace_at_lh(tr, s, t, li, 0), v, (size_t)H * sizeof *v);
+}
+
+static float norm2(const float *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return (float)sqrt(s);
 }
 
 static void tok_inputs(const layer *L, float *const in[IN_COUNT], mixer_tok *tok) {
@@ -461,9 +499,12 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
     const family_ops *f = family_of(c->family);
     if (check_token(m, token, e) || check_room(m, 1, e)) return -1;
     memcpy(m->x, m->embed + (size_t)token * (size_t)c->hidden, (size_t)c->hidden * sizeof(float));
+    m->fprobe_on = tr != NULL;
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
         mixer_tok tok;
+        if (tr)
+            for (int i = 0; i < f->nprobes * L->mc.H; i++) m->fprobe[i] = NAN;
         blk_rmsnorm(m->xn, m->x, L->attn_norm, c->hidden, c->norm_eps);
         f->prep(m, L, m->xn, m->pos, m->in, m->aux, m->h1);
         tok_inputs(L, m->in, &tok);
@@ -475,8 +516,19 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
         if (m->layer_hook) m->layer_hook(m->layer_hook_ctx, m, li, &tok, L->state);
         f->post(m, L, m->o, m->aux, m->y, m->h1);
         for (int i = 0; i < c->hidden; i++) m->x[i] += m->y[i];
+        float bp[NBLOCK] = {norm2(m->y, c->hidden), NAN, NAN};
         mlp_block(m, L, m->x);
+        if (c->inter > 0) bp[1] = norm2(m->y, c->hidden);
+        bp[2] = norm2(m->x, c->hidden);
+        if (tr) {
+            for (int i = 0; i < f->nprobes; i++)
+                put_series(tr, f->probes[i].name, m->pos, li, m->fprobe + (size_t)i * L->mc.H,
+                           L->mc.H);
+            for (int i = 0; i < NBLOCK; i++)
+                put_series(tr, BLOCK_PROBES[i].name, m->pos, li, &bp[i], 1);
+        }
     }
+    m->fprobe_on = 0;
     head(m, m->x, logits);
     m->pos++;
     return 0;

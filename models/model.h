@@ -150,6 +150,9 @@ typedef struct model {
     void (*layer_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,
                        const float *state);
     void *layer_hook_ctx;
+    /* the families' own probes of the current layer and token (family.h), when fprobe_on */
+    float *fprobe;
+    int fprobe_on;
     /* scratch for one token */
     float *x, *xn, *y, *h1, *h2, *o, *aux, *in[IN_COUNT];
     size_t in_floats[IN_COUNT], aux_floats, o_floats;

@@ -456,12 +456,12 @@ static void test_random_long_stable(void **st) {
      * with a 256-token window (their outputs are convex / affine mixtures of the cached values,
      * so the window bounds the cost, not what is tested). */
     for (int i = 0; i < NMIXERS; i++) {
-        const char *kv[8] = {"hidden=32", "layers=1", "vocab=32", "intermediate_size=32"};
+        const char *kv[8] = {"hidden=16", "layers=1", "vocab=32", "intermediate_size=16"};
         int n = 4;
         const char *mx = MIXERS[i];
         if (strcmp(mx, "kalman") && strcmp(mx, "mamba2"))
-            kv[n++] = "heads=2", kv[n++] = "head_dim=16";
-        if (!strcmp(mx, "mamba2")) n = 3, kv[n++] = "head_dim=16"; /* no MLP; 4 heads of 16 */
+            kv[n++] = "heads=2", kv[n++] = "head_dim=8";
+        if (!strcmp(mx, "mamba2")) n = 3, kv[n++] = "head_dim=8"; /* no MLP; 4 heads of 8 */
         if (!strcmp(mx, "kalman")) kv[n++] = "expand=1";
         if (!strcmp(mx, "softmax") || !strcmp(mx, "parallax")) kv[n++] = "window_size=256";
         model *m = random_model(mx, kv, n);
@@ -526,7 +526,7 @@ static void test_config_variants(void **st) {
         {"gla", "num_kv_heads=1", "heads=4"},
         {"gla", "use_short_conv=false", "feature_map=relu", "clamp_min=-0.05",
          "use_output_gate=false"},
-        {"mamba2", "n_groups=2", "use_bias=true", "D_has_hdim=true"},
+        {"mamba2", "n_groups=2", "head_dim=16", "use_bias=true", "D_has_hdim=true"},
         {"softmax", "num_kv_heads=2", "qk_norm=true", "qkv_bias=true", "window_size=16"},
         {"parallax", "num_kv_heads=1", "qk_norm=true", "qkv_bias=true"},
         {"kalman", "use_conv=false", "use_gating=false", "qk_norm=false"},
@@ -537,8 +537,10 @@ static void test_config_variants(void **st) {
     for (size_t i = 0; i < sizeof VAR / sizeof VAR[0]; i++) {
         int n = 0;
         while (n < 5 && VAR[i][n + 1]) n++;
-        model *m = random_model(VAR[i][0], &VAR[i][1], n), *b = NULL;
-        int T = 70, V = m->c.vocab;
+        const char *kv[8] = {"layers=1", "hidden=32", "vocab=64"};
+        for (int j = 0; j < n; j++) kv[3 + j] = VAR[i][1 + j];
+        model *m = random_model(VAR[i][0], kv, 3 + n), *b = NULL;
+        int T = 66, V = m->c.vocab;
         int32_t *ids = some_tokens(T, V, 21 + i);
         float *ls = step_logits(m, ids, T, NULL), *lp = prefill_logits(m, ids, T);
         double d = rel_err(lp, ls, (size_t)T * V);
@@ -813,7 +815,16 @@ static void test_swap_kaczmarz_on_gdn(void **st) {
             float kg = *probe_at(&tg, "k_norm", t, 1, h), kk = *probe_at(&tk, "k_norm", t, 1, h);
             assert_true(kg > 0.9f && kg <= 1.0f);
             assert_true(kk < 0.5f);
+            /* the layer's own probe of the raw key is what the Kaczmarz core used */
+            float raw = *probe_at(&tk, "k_raw_norm", t, 1, h);
+            assert_true(fabsf(raw - kk) <= 1e-5f * kk);
+            float rg = *probe_at(&tg, "k_raw_norm", t, 1, h);
+            assert_true(fabsf(kg - rg / sqrtf(rg * rg + 1e-6f)) < 1e-5f);
+            assert_true(isfinite(*probe_at(&tg, "o_rstd", t, 0, h)));
+            assert_true(*probe_at(&tg, "gate_mean", t, 0, h) > -0.3f);
         }
+        assert_true(isfinite(*probe_at(&tg, "mix_out_norm", 3, 1, 0)));
+        assert_true(*probe_at(&tg, "resid_norm", 3, 1, 0) > 0);
     }
     /* back to gdn: the same logits as before, bit for bit */
     assert_int_equal(model_swap(r.m, -1, "gdn", NULL, &e), 0);
