@@ -382,6 +382,7 @@ static int step_tokens(session *s, int n, int quiet, err *e) {
             if (trace_push_token(&s->tr, e) < 0) return -1;
         if (trace_push_token(&s->tr, e) < 0) return -1;
         float *lg = s->logits + (size_t)pos * V;
+        m->gpu = s->device == DEVICE_GPU;
         recall_ctx rc = {.s = s};
         m->layer_hook = record_layer, m->layer_hook_ctx = &rc;
         int r = model_step(m, s->tokens[pos], lg, &s->tr, e);
@@ -449,6 +450,7 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
     model *m = s->model;
     int from = m->pos, left = s->ntokens - from;
     if (left <= 0) return err_set(e, "all %d tokens have run (reset to start again)", s->ntokens);
+    m->gpu = s->device == DEVICE_GPU;
     if (prefill) {
         if (model_prefill(m, s->tokens + from, left, s->logits + (size_t)from * m->c.vocab, e))
             return -1;

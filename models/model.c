@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/gpu.h"
 #include "../mixers/record.h"
 #include "blocks.h"
 #include "family.h"
@@ -508,7 +509,15 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
         blk_rmsnorm(m->xn, m->x, L->attn_norm, c->hidden, c->norm_eps);
         f->prep(m, L, m->xn, m->pos, m->in, m->aux, m->h1);
         tok_inputs(L, m->in, &tok);
-        L->mx->step(&L->mc, L->state, &tok, m->pos, m->o, tr ? L->probes : NULL);
+        if (m->gpu && gpu_mixer_supported(L->mx, GPU_STEP)) {
+            mixer_seq one = {.T = 1};
+            for (int i = 0; i < IN_COUNT; i++) one.in[i] = tok.in[i];
+            if (gpu_mixer_run(L->mx, &L->mc, L->state, &one, m->pos, m->o, tr ? L->probes : NULL,
+                              GPU_STEP, GPU_F32, e))
+                return err_prefix(e, "layer %d (%s on the gpu)", li, L->mx->name);
+        } else {
+            L->mx->step(&L->mc, L->state, &tok, m->pos, m->o, tr ? L->probes : NULL);
+        }
         if (tr) {
             probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
             probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
@@ -566,7 +575,15 @@ int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e)
             blk_rmsnorm(m->xn, X + t * C, L->attn_norm, c->hidden, c->norm_eps);
             f->prep(m, L, m->xn, m->pos + t, in, AUX + t * m->aux_floats, m->h1);
         }
-        L->mx->prefill(&L->mc, L->state, &seq, m->pos, O);
+        if (m->gpu && gpu_mixer_supported(L->mx, GPU_PREFILL)) {
+            if (gpu_mixer_run(L->mx, &L->mc, L->state, &seq, m->pos, O, NULL, GPU_PREFILL, GPU_F32,
+                              e)) {
+                err_prefix(e, "layer %d (%s on the gpu)", li, L->mx->name);
+                goto done;
+            }
+        } else {
+            L->mx->prefill(&L->mc, L->state, &seq, m->pos, O);
+        }
         for (int t = 0; t < T; t++) {
             float *x = X + t * C;
             f->post(m, L, O + t * os, AUX + t * m->aux_floats, m->y, m->h1);

@@ -144,6 +144,7 @@ typedef struct model {
     float *embed, *norm_f, *lm_head; /* lm_head == embed when tied */
     layer *layers;
     int pos;   /* tokens stepped since reset */
+    int gpu;   /* run each core on the GPU where kernels/ has it (device gpu); else the CPU */
     int max_t; /* KV capacity of growing mixers */
     /* Called by model_step after each layer's core step (NULL: nobody): the inputs the core
      * read and its state after the token, for recordings beyond the probes (viz/recall.h). */
