@@ -104,9 +104,9 @@ check:
 	$(MAKE) test BUILD=build/asan CUDA=0 OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
-# The GPU tests link only what they need (core, mixers, kernels): a GPU machine needs no SDL2,
+# The GPU tests link only what they need (core, mixers, models, kernels): a GPU machine needs no SDL2,
 # ncurses or readline to run them.
-GPU_TEST_OBJ := $(filter $(BUILD)/core/% $(BUILD)/mixers/%,$(LIB_OBJ))
+GPU_TEST_OBJ := $(filter $(BUILD)/core/% $(BUILD)/mixers/% $(BUILD)/models/%,$(LIB_OBJ))
 $(BUILD)/tests/gpu/test_gpu: tests/gpu/test_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@

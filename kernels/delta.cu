@@ -98,6 +98,172 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
     return 0;
 }
 
+// ---------------------------------------------------------------- decode step with probes
+
+// The same step in fp32 that also computes every probe of the delta family (mixers/delta_rule.h,
+// spec §9) on the GPU. Kaczmarz (kacz = 1) takes the raw key and eta in `beta` and writes with
+// beta = eta / (|k|^2 + eps), the recurrence of §8.3 (what the CPU step does). Per-column sums are
+// reduced in the block and added into acc[N][DACC] with atomics (several blocks share a head);
+// delta_probe_finalize turns them into the probe values out[N][GDP_COUNT].
+enum { ACC_E2, ACC_V2, ACC_KS2, ACC_R2, ACC_RC2, ACC_SNEW2, ACC_SOLD2, ACC_O2, DACC };
+
+template <int MAXR>
+__global__ void __launch_bounds__(32 * STEP_RG)
+    delta_step_probe_kernel(int dk, int dv, float scale, int kacz, float eps, const float *q,
+                            const float *k, const float *v, const float *g, const float *beta,
+                            float *state, float *o, float *acc) {
+    __shared__ float sk[MAXR * STEP_RG], sq[MAXR * STEP_RG], red[STEP_RG][33], colsum[DACC][32];
+    __shared__ float s_k2;
+    const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y;
+    const int j = blockIdx.x * 32 + tx, tid = ty * 32 + tx;
+    for (int i = tid; i < dk; i += 32 * STEP_RG) {
+        sk[i] = k[(size_t)n * dk + i];
+        sq[i] = q[(size_t)n * dk + i];
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float k2 = 0.0f;
+        for (int i = 0; i < dk; i++) k2 += sk[i] * sk[i];
+        s_k2 = k2;
+    }
+    __syncthreads();
+    const float alpha = g ? __expf(g[n]) : 1.0f;
+    const float b = kacz ? beta[n] / (s_k2 + eps) : beta[n];
+    const float rho = b * s_k2;
+    float *S = state + (size_t)n * dk * dv;
+    float col[MAXR];
+    float part = 0.0f, sold2 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * STEP_RG;
+        const float old = (i < dk && j < dv) ? S[(size_t)i * dv + j] : 0.0f;
+        sold2 += old * old;
+        col[r] = alpha * old;
+        part += (i < dk ? sk[i] : 0.0f) * col[r];
+    }
+    red[ty][tx] = part;
+    __syncthreads();
+    float ks = 0.0f;
+#pragma unroll
+    for (int y = 0; y < STEP_RG; y++) ks += red[y][tx];
+    const float vj = j < dv ? v[(size_t)n * dv + j] : 0.0f;
+    const float e = j < dv ? vj - ks : 0.0f;
+    __syncthreads();
+    float po = 0.0f, pr = 0.0f, snew2 = 0.0f;
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * STEP_RG;
+        if (i < dk && j < dv) {
+            col[r] += b * sk[i] * e;
+            S[(size_t)i * dv + j] = col[r];
+            po += col[r] * sq[i];
+            pr += col[r] * sk[i];
+            snew2 += col[r] * col[r];
+        }
+    }
+    red[ty][tx] = po;
+    __syncthreads();
+    float oj = 0.0f;
+#pragma unroll
+    for (int y = 0; y < STEP_RG; y++) oj += red[y][tx];
+    __syncthreads();
+    red[ty][tx] = pr;
+    __syncthreads();
+    float skn = 0.0f; // (S_t^T k)_j
+#pragma unroll
+    for (int y = 0; y < STEP_RG; y++) skn += red[y][tx];
+    __syncthreads();
+    // per-thread partial state sums, reduced over ty into colsum rows
+    red[ty][tx] = sold2;
+    __syncthreads();
+    if (ty == 0) {
+        float a = 0.0f, bsum = 0.0f;
+        for (int y = 0; y < STEP_RG; y++) a += red[y][tx];
+        colsum[ACC_SOLD2][tx] = a;
+        (void)bsum;
+    }
+    __syncthreads();
+    red[ty][tx] = snew2;
+    __syncthreads();
+    if (ty == 0) {
+        float a = 0.0f;
+        for (int y = 0; y < STEP_RG; y++) a += red[y][tx];
+        colsum[ACC_SNEW2][tx] = a;
+        const float rj = j < dv ? skn - vj : 0.0f, rc = rj + (1.0f - rho) * e;
+        colsum[ACC_E2][tx] = e * e;
+        colsum[ACC_V2][tx] = vj * vj;
+        colsum[ACC_KS2][tx] = j < dv ? ks * ks : 0.0f;
+        colsum[ACC_R2][tx] = rj * rj;
+        colsum[ACC_RC2][tx] = j < dv ? rc * rc : 0.0f;
+        colsum[ACC_O2][tx] = j < dv ? scale * scale * oj * oj : 0.0f;
+        if (j < dv) o[(size_t)n * dv + j] = scale * oj;
+    }
+    __syncthreads();
+    if (ty == 0 && tx < DACC) { // one warp row adds the block's column sums
+        float a = 0.0f;
+        for (int x = 0; x < 32; x++) a += colsum[tx][x];
+        atomicAdd(acc + (size_t)n * DACC + tx, a);
+    }
+}
+
+// One thread per head: the sums become the probes (delta_rule.h's definitions).
+__global__ void delta_probe_finalize(int N, int dk, int kacz, float eps, const float *q,
+                                     const float *k, const float *g, const float *beta,
+                                     const float *acc, float *out) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    float k2 = 0.0f, q2 = 0.0f;
+    for (int i = 0; i < dk; i++) {
+        k2 += k[(size_t)n * dk + i] * k[(size_t)n * dk + i];
+        q2 += q[(size_t)n * dk + i] * q[(size_t)n * dk + i];
+    }
+    const float *a = acc + (size_t)n * DACC;
+    const float gg = g ? g[n] : 0.0f, alpha = expf(gg);
+    const float b = kacz ? beta[n] / (k2 + eps) : beta[n], rho = b * k2;
+    const float kn = sqrtf(k2), en = sqrtf(a[ACC_E2]), vn = sqrtf(a[ACC_V2]);
+    float *p = out + (size_t)n * GDP_COUNT;
+    p[GDP_BETA] = b;
+    p[GDP_ETA] = beta[n];
+    p[GDP_RHO] = rho;
+    p[GDP_K_NORM] = kn;
+    p[GDP_Q_NORM] = sqrtf(q2);
+    p[GDP_G] = gg;
+    p[GDP_ALPHA] = alpha;
+    p[GDP_HALF_LIFE] = gg < 0.0f ? -0.69314718f / gg : INFINITY;
+    p[GDP_E_NORM] = en;
+    p[GDP_E_REL] = vn > 0.0f ? en / vn : 0.0f;
+    p[GDP_R_NORM] = sqrtf(a[ACC_R2]);
+    p[GDP_R_CHECK] = sqrtf(a[ACC_RC2]);
+    p[GDP_LOSS_BEFORE] = 0.5f * a[ACC_E2];
+    p[GDP_LOSS_AFTER] = 0.5f * a[ACC_R2];
+    p[GDP_WRITE_NORM] = b * kn * en;
+    p[GDP_STATE_NORM] = sqrtf(a[ACC_SNEW2]);
+    p[GDP_FORGET_REMOVED] = -expm1f(gg) * sqrtf(a[ACC_SOLD2]);
+    p[GDP_ERASE_REMOVED] = b * kn * sqrtf(a[ACC_KS2]);
+    p[GDP_O_NORM] = sqrtf(a[ACC_O2]);
+}
+
+extern "C" int gpu_delta_step_probes(int N, int dk, int dv, float scale, int kacz, float eps,
+                                     const float *q, const float *k, const float *v,
+                                     const float *g, const float *beta, float *state, float *o,
+                                     float *acc, float *probes, void *stream, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)N * DACC * sizeof(float), st), "gpu delta probes");
+    dim3 grid((dv + 31) / 32, N), block(32, STEP_RG);
+    if (dk <= 8 * STEP_RG)
+        delta_step_probe_kernel<8><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+    else if (dk <= 16 * STEP_RG)
+        delta_step_probe_kernel<16><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+    else if (dk <= 32 * STEP_RG)
+        delta_step_probe_kernel<32><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+    else
+        return err_set(e, "gpu delta step: dk=%d above %d", dk, 32 * STEP_RG);
+    CUDA_LAUNCHED("gpu delta step with probes");
+    delta_probe_finalize<<<(N + 63) / 64, 64, 0, st>>>(N, dk, kacz, eps, q, k, g, beta, acc, probes);
+    CUDA_LAUNCHED("gpu delta probes");
+    return 0;
+}
+
 extern "C" int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
                               const void *k, const void *v, const float *g, const float *beta,
                               float *state, float *o, void *stream, err *e) {

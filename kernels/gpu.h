@@ -58,6 +58,18 @@ int gpu_linear(float *y, const float *x, const float *W, const float *b, int T, 
 /* Frees every cached weight (call when a model is freed or replaced). */
 void gpu_release_weights(void);
 
+/* The delta family's probes as the GPU computes them (same definitions as mixers/delta_rule.h). */
+enum {
+    GDP_BETA, GDP_ETA, GDP_RHO, GDP_K_NORM, GDP_Q_NORM, GDP_G, GDP_ALPHA, GDP_HALF_LIFE,
+    GDP_E_NORM, GDP_E_REL, GDP_R_NORM, GDP_R_CHECK, GDP_LOSS_BEFORE, GDP_LOSS_AFTER,
+    GDP_WRITE_NORM, GDP_STATE_NORM, GDP_FORGET_REMOVED, GDP_ERASE_REMOVED, GDP_O_NORM, GDP_COUNT
+};
+/* One fp32 decode step for N heads with every probe: probes [N, GDP_COUNT] (device), acc
+ * [N, 8] device scratch. kacz: k is the raw key and beta holds eta (beta = eta/(|k|^2+eps)). */
+int gpu_delta_step_probes(int N, int dk, int dv, float scale, int kacz, float eps, const float *q,
+                          const float *k, const float *v, const float *g, const float *beta,
+                          float *state, float *o, float *acc, float *probes, void *stream, err *e);
+
 /* Device memory helpers for benchmarks and tests. */
 void *gpu_malloc(size_t bytes, err *e);
 void gpu_free(void *p);

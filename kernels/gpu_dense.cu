@@ -79,9 +79,11 @@ extern "C" int gpu_linear(float *y, const float *x, const float *W, const float 
 }
 
 extern "C" void gpu_release_weights(void) {
+    if (!g_nweights && !g_x && !g_y) return; // never used: do not wake the CUDA runtime
     for (int i = 0; i < g_nweights; i++) cudaFree(g_weights[i].dev);
     g_nweights = 0;
-    cudaFree(g_x), cudaFree(g_y);
+    if (g_x) cudaFree(g_x);
+    if (g_y) cudaFree(g_y);
     g_x = g_y = NULL;
     g_x_cap = g_y_cap = 0;
 }

@@ -10,6 +10,8 @@
 #include "gpu.h"
 #include "gpu_common.cuh"
 
+extern "C" int gpu_delta_run_probed(const mixer_ops *m, const mixer_cfg *c, float *state,
+                                    const mixer_seq *x, float *o, float *probes, err *e);
 extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
                                     const void *k, const void *v, void *k_out, void *v_out,
                                     void *stream, err *e);
@@ -112,7 +114,8 @@ extern "C" int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *stat
     (void)pos0;
     char why[256];
     if (!gpu_available(why, sizeof why)) return err_set(e, "%s", why);
-    if (probes) memset(probes, 0, 0); // GPU probes: see gpu_mixer_probes (not yet per mixer)
+    if (is_delta(m->name) && mode == GPU_STEP && probes && precision == GPU_F32)
+        return gpu_delta_run_probed(m, c, state, x, o, probes, e); // probes computed on the GPU
     if (is_delta(m->name)) return run_delta(m, c, state, x, o, mode, precision == GPU_BF16, e);
     return err_set(e, "gpu: no kernels for mixer '%s' yet", m->name);
 }

@@ -44,7 +44,15 @@ void blk_act_apply(float *x, int n, blk_act a) {
     }
 }
 
+/* One process-wide setting: the REPL runs one model at a time, and model.c scopes it to a call. */
+static blk_linear_backend linear_backend;
+
+void blk_set_linear_backend(blk_linear_backend fn) {
+    linear_backend = fn;
+}
+
 void blk_linear(float *y, const float *x, const float *W, const float *b, int out, int in) {
+    if (linear_backend && linear_backend(y, x, W, b, out, in) == 0) return;
     /* eight float partial sums per row: the compiler vectorises the lanes, and summing 8 short
      * runs keeps the rounding of a dot product of a few hundred terms near 1e-7 relative */
     for (int o = 0; o < out; o++) {

@@ -320,6 +320,7 @@ int model_finish(model *m, err *e) {
 
 void model_free(model *m) {
     if (!m) return;
+    gpu_release_weights(); /* device copies are keyed by these host addresses, soon reused */
     for (int i = 0; i < m->nslots; i++) free(m->slots[i].data);
     free(m->slots);
     if (m->layers)
@@ -495,7 +496,29 @@ static int check_token(const model *m, int32_t t, err *e) {
     return 0;
 }
 
+/* The dense layers under `device gpu`: one cuBLAS product per call (weights stay on the device). */
+static int gpu_dense(float *y, const float *x, const float *W, const float *b, int out, int in) {
+    return gpu_linear(y, x, W, b, 1, out, in, NULL);
+}
+
+static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, err *e);
+static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *logits, err *e);
+
 int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
+    blk_set_linear_backend(m->gpu ? gpu_dense : NULL);
+    int rc = model_step_impl(m, token, logits, tr, e);
+    blk_set_linear_backend(NULL);
+    return rc;
+}
+
+int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e) {
+    blk_set_linear_backend(m->gpu ? gpu_dense : NULL);
+    int rc = model_prefill_impl(m, tokens, T, logits, e);
+    blk_set_linear_backend(NULL);
+    return rc;
+}
+
+static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, err *e) {
     const model_config *c = &m->c;
     const family_ops *f = family_of(c->family);
     if (check_token(m, token, e) || check_room(m, 1, e)) return -1;
@@ -543,7 +566,7 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
     return 0;
 }
 
-int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e) {
+static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *logits, err *e) {
     const model_config *c = &m->c;
     const family_ops *f = family_of(c->family);
     if (T <= 0) return 0;

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/safetensors.h"
 #include "kernels/gpu.h"
 #include "mixers/mixer.h"
+#include "models/model.h"
 
 static unsigned long long rng_state = 88172645463325252ull;
 
@@ -108,6 +110,51 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
             double eo = rel(o_gpu, o_cpu, on), es = rel(s_gpu, s_cpu, sf);
             report(what, eo > es ? eo : es, tol);
         }
+    /* probes of the step form, computed on the GPU, against the CPU step's probes:
+     * |gpu - cpu| <= 1e-5 (1 + |cpu|) for every probe, head and token (infinities must agree) */
+    size_t np = mixer_probe_floats(m, &c);
+    float *p_cpu = malloc((size_t)T * np * 4 + 4), *p_gpu = malloc((size_t)T * np * 4 + 4);
+    memcpy(s_cpu, s0, sf * 4);
+    mixer_run_steps(m, &c, s_cpu, &seq, 0, o_cpu, p_cpu);
+    memcpy(s_gpu, s0, sf * 4);
+    char what[128];
+    snprintf(what, sizeof what, "%s step probes fp32 T=%d H=%d dk=%d dv=%d", m->name, T, H, dk, dv);
+    if (gpu_mixer_run(m, &c, s_gpu, &seq, 0, o_gpu, p_gpu, GPU_STEP, GPU_F32, &e)) {
+        printf("%-44s %s  FAIL\n", what, e.msg);
+        failed++;
+    } else {
+        double worst = 0;
+        int worst_i = 0;
+        /* r_check is rounding noise by design (|r + (1 - rho) e| ~ 0): the GPU's noise is not the
+         * CPU's, so it is checked as an identity, |r_check| <= 1e-5 (1 + e_norm), not as equality
+         */
+        int irc = mixer_probe_index(m, "r_check"), ien = mixer_probe_index(m, "e_norm");
+        size_t orc = irc >= 0 ? mixer_probe_offset(m, &c, irc) : (size_t)-1;
+        size_t oen = ien >= 0 ? mixer_probe_offset(m, &c, ien) : 0;
+        for (size_t i = 0; i < (size_t)T * np; i++) {
+            double a = p_gpu[i], b = p_cpu[i], d;
+            size_t w = i % np;
+            if (irc >= 0 && w >= orc && w < orc + (size_t)H) {
+                double en = p_gpu[i - w + oen + (w - orc)];
+                d = fabs(a) / (1 + en);
+                if (d > worst) worst = d, worst_i = (int)w;
+                continue;
+            }
+            if (isinf(a) || isinf(b))
+                d = a == b ? 0 : 1;
+            else if (isnan(a) || isnan(b))
+                d = isnan(a) && isnan(b) ? 0 : 1;
+            else
+                d = fabs(a - b) / (1 + fabs(b));
+            if (d > worst) worst = d, worst_i = (int)(i % np);
+        }
+        int probe = 0;
+        for (int i = 0; i < m->nprobes; i++)
+            if ((size_t)worst_i >= mixer_probe_offset(m, &c, i)) probe = i;
+        if (worst >= 1e-5) printf("  worst probe: %s\n", m->probes[probe].name);
+        report(what, worst, 1e-5);
+    }
+    free(p_cpu), free(p_gpu);
     for (int i = 0; i < IN_COUNT; i++) free(in[i]);
     free(s0), free(s_cpu), free(s_gpu), free(o_cpu), free(o_gpu);
 }
@@ -122,7 +169,8 @@ static void test_linear(int T, int out, int in) {
     for (int t = 0; t < T; t++)
         for (int o = 0; o < out; o++) {
             double acc = b[o];
-            for (int i = 0; i < in; i++) acc += (double)x[(size_t)t * in + i] * W[(size_t)o * in + i];
+            for (int i = 0; i < in; i++)
+                acc += (double)x[(size_t)t * in + i] * W[(size_t)o * in + i];
             ref[(size_t)t * out + o] = (float)acc;
         }
     err e = {{0}};
@@ -135,6 +183,51 @@ static void test_linear(int T, int out, int in) {
         report(what, rel(y, ref, (size_t)T * out), 1e-5);
     }
     free(x), free(W), free(b), free(y), free(ref);
+}
+
+/* A reference checkpoint's expected input ids (int32 [1, T]) through the model on the CPU and on
+ * the GPU (cores through kernels/, dense layers through cuBLAS), prefill and step. */
+static void test_checkpoint(const char *name) {
+    const char *refs = getenv("MIXSCOPE_REFS") ? getenv("MIXSCOPE_REFS") : "../shared/refs";
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", refs, name);
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    err e = {{0}};
+    model *m = NULL;
+    st_file *f = NULL;
+    if (model_load(&m, dir, &e) || st_open(&f, path, &e)) {
+        printf("%-44s %s  FAIL\n", name, e.msg);
+        failed++;
+        model_free(m);
+        st_close(f);
+        return;
+    }
+    const tensor *ids = st_find(f, "input_ids");
+    int T = ids ? (int)tensor_numel(ids) : 0, V = m->c.vocab;
+    int64_t *tok64 = malloc((size_t)(T + 1) * 8);
+    int32_t *tok = malloc((size_t)(T + 1) * 4);
+    if (ids) tensor_read_i64(ids, tok64);
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)tok64[t];
+    float *cpu = malloc((size_t)T * V * 4), *gpu = malloc((size_t)T * V * 4);
+    char what[128];
+    int ok = model_reset(m, T, &e) == 0 && model_prefill(m, tok, T, cpu, &e) == 0;
+    for (int mode = 0; ok && mode < 2; mode++) {
+        m->gpu = 1;
+        ok = model_reset(m, T, &e) == 0;
+        for (int t = 0; ok && mode == 0 && t < T; t++)
+            ok = model_step(m, tok[t], gpu + (size_t)t * V, NULL, &e) == 0;
+        if (ok && mode == 1) ok = model_prefill(m, tok, T, gpu, &e) == 0;
+        m->gpu = 0;
+        snprintf(what, sizeof what, "model %s %s fp32 T=%d", name, mode ? "prefill" : "step", T);
+        if (ok) report(what, rel(gpu, cpu, (size_t)T * V), 1e-5);
+    }
+    if (!ok) {
+        printf("%-44s %s  FAIL\n", name, e.msg);
+        failed++;
+    }
+    free(tok64), free(tok), free(cpu), free(gpu);
+    st_close(f);
+    model_free(m);
 }
 
 int main(void) {
@@ -158,6 +251,9 @@ int main(void) {
         test_mixer(m, 300, 4, 64, 64, 32);
         test_mixer(m, 257, 2, 128, 128, 64);
     }
+    const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
+                           "mamba2",         "transformer", "parallax"};
+    for (int i = 0; i < 6; i++) test_checkpoint(ckpts[i]);
     printf("gpu: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
