@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "tf32.h"
 
 const probe_def attn_probe_defs[ATTN_NPROBES] = {
     {"entropy", W_1, "softmax entropy -sum_j p_j log p_j (nats) of the base weights p"},
@@ -55,6 +56,7 @@ int attn_configure(mixer_cfg *c, opts *o, int parallax, err *e) {
               opts_int(o, "window", window, &window, e) || opts_int(o, "max_t", max_t, &max_t, e)))
         return -1;
     if (o && parallax) merge = opts_str(o, "merge", merge);
+    if (arith_configure(c, o, e)) return -1;
     if (chunk != 16 && chunk != 32 && chunk != 64)
         return err_set(e, "chunk=%ld: must be 16, 32 or 64", chunk);
     if (!(scale > 0.0) || scale > 1e30)
@@ -134,6 +136,11 @@ static float attn_dot(const float *a, const float *b, int n) {
 
 static float attn_norm(const float *a, int n) {
     return sqrtf(attn_dot(a, a, n));
+}
+
+/* q.k or r.k as the core's arithmetic computes it (arith=tf32: TF32 operands, tf32.h) */
+static float attn_score_dot(const mixer_cfg *c, const float *a, const float *b) {
+    return c->arith == MIXER_ARITH_TF32 ? tf32_dot(a, b, c->dk) : attn_dot(a, b, c->dk);
 }
 
 /* The streaming accumulators of one query row (see the top of the file). */
@@ -251,8 +258,21 @@ static attn_out attn_row_finish(const mixer_cfg *c, const attn_row *a, int use_r
         return s;
     }
     float inv = 1.0f / a->d1;
-    s.ubar = !use_r ? 0.0f : welford ? a->c + a->d2 : a->d2 * inv;
     double sa = 0, cr = 0, on = 0;
+    if (c->arith == MIXER_ARITH_TF32) {
+        /* attn_row_naive's sums, finished as naive_parallax does:
+         * o = O1/d1 (1 + d2/d1) - O2/d1 (softmax: O1/d1) */
+        s.ubar = use_r ? a->d2 / a->d1 : 0.0f;
+        for (int d = 0; d < dv; d++) {
+            float vbar = a->o1[d] * inv;
+            o[d] = use_r ? vbar * (1.0f + s.ubar) - a->o2[d] * inv : vbar;
+            float corr = vbar - o[d];
+            sa += (double)vbar * vbar, cr += (double)corr * corr, on += (double)o[d] * o[d];
+        }
+        s.sa_norm = (float)sqrt(sa), s.corr_norm = (float)sqrt(cr), s.o_norm = (float)sqrt(on);
+        return s;
+    }
+    s.ubar = !use_r ? 0.0f : welford ? a->c + a->d2 : a->d2 * inv;
     for (int d = 0; d < dv; d++) {
         float vbar = welford ? a->o1[d] : a->o1[d] * inv;
         float corr = !use_r ? 0.0f : welford ? a->o2[d] * inv : a->o2[d] * inv - s.ubar * vbar;
@@ -261,6 +281,30 @@ static attn_out attn_row_finish(const mixer_cfg *c, const attn_row *a, int use_r
     }
     s.sa_norm = (float)sqrt(sa), s.corr_norm = (float)sqrt(cr), s.o_norm = (float)sqrt(on);
     return s;
+}
+
+/* arith=tf32: the row as fla's naive_parallax computes it with TF32 einsums (tf32.h), in place of
+ * the tiles: s1 = scale tf32(q).tf32(k), s2 = tf32(r).tf32(k), the maximum m over every visible
+ * key first, p1 = exp(s1 - m), p2 = p1 s2, then d1 = sum p1, d2 = sum p2 and, with TF32 operands,
+ * O1 = sum p1 v, O2 = sum p2 v. Two passes over the keys (scores recomputed), no scratch. Leaves
+ * the raw sums in a for attn_row_finish. */
+static void attn_row_naive(const mixer_cfg *c, const float *state, int h, const float *q,
+                           const float *r, int pos, attn_row *a) {
+    const int dv = c->dv, first = attn_first_key(c, pos);
+    float m = -INFINITY;
+    for (int j = first; j <= pos; j++)
+        m = fmaxf(m, attn_score_dot(c, q, state + attn_k_offset(c, j, h)) * c->scale);
+    for (int j = first; j <= pos; j++) {
+        const float *k = state + attn_k_offset(c, j, h), *v = state + attn_v_offset(c, j, h);
+        float s1 = attn_score_dot(c, q, k) * c->scale, p1 = expf(s1 - m);
+        float p2 = r ? p1 * attn_score_dot(c, r, k) : 0.0f;
+        a->d1 += p1, a->d2 += p2, a->e += p1 * (s1 - m);
+        float t1 = tf32(p1), t2 = tf32(p2);
+        for (int d = 0; d < dv; d++) a->o1[d] += t1 * tf32(v[d]);
+        if (r)
+            for (int d = 0; d < dv; d++) a->o2[d] += t2 * tf32(v[d]);
+    }
+    a->m = m;
 }
 
 /* Folds every key tile visible to the query at pos into row a. */
@@ -301,7 +345,7 @@ static void attn_probes_head(const mixer_cfg *c, const float *state, int h, cons
     P[ATTN_P_MAX_WEIGHT * H] = inv; /* the maximal key has w = exp(m - m) = 1 */
     float p0 = 0.0f;
     if (first == 0)
-        p0 = expf(c->scale * attn_dot(q, state + attn_k_offset(c, 0, h), c->dk) - a->m) * inv;
+        p0 = expf(c->scale * attn_score_dot(c, q, state + attn_k_offset(c, 0, h)) - a->m) * inv;
     P[ATTN_P_SINK_P * H] = p0;
     P[ATTN_P_O_NORM * H] = s->o_norm;
     if (!r) return;
@@ -315,8 +359,8 @@ static void attn_probes_head(const mixer_cfg *c, const float *state, int h, cons
     float amin = INFINITY, amax = -INFINITY, neg = 0.0f, a0 = 0.0f;
     for (int j = first; j <= pos; j++) {
         const float *k = state + attn_k_offset(c, j, h);
-        float p = expf(c->scale * attn_dot(q, k, c->dk) - a->m) * inv;
-        float aj = p * (1.0f + s->ubar - attn_dot(r, k, c->dk));
+        float p = expf(c->scale * attn_score_dot(c, q, k) - a->m) * inv;
+        float aj = p * (1.0f + s->ubar - attn_score_dot(c, r, k));
         amin = fminf(amin, aj), amax = fmaxf(amax, aj);
         if (aj < 0.0f) neg -= aj;
         if (j == 0) a0 = aj;
@@ -351,7 +395,10 @@ void attn_step(const mixer_cfg *c, float *state, const mixer_tok *x, int pos, fl
         }
         attn_row a = {.o1 = o1, .o2 = use_r ? o2 : NULL};
         attn_row_reset(&a, dv);
-        attn_row_all_tiles(c, state, h, q, use_r ? r : NULL, pos, &a);
+        if (c->arith == MIXER_ARITH_TF32)
+            attn_row_naive(c, state, h, q, use_r ? r : NULL, pos, &a);
+        else
+            attn_row_all_tiles(c, state, h, q, use_r ? r : NULL, pos, &a);
         attn_out s = attn_row_finish(c, &a, use_r, o + (size_t)h * dv);
         if (probes) attn_probes_head(c, state, h, q, use_r ? r : NULL, pos, &a, &s, probes);
     }
@@ -412,15 +459,20 @@ void attn_prefill(const mixer_cfg *c, float *state, const mixer_seq *x, int pos0
             /* key tiles from the first key the tile's first row sees to the last row's own key;
              * each row folds its visible part of each tile (causal mask and window) */
             int pfirst = pos0 + t0, plast = pos0 + t0 + nq - 1;
-            for (int J = attn_first_key(c, pfirst) / C * C; J <= plast; J += C) {
-                for (int i = 0; i < nq; i++) {
-                    int p = pfirst + i, f = attn_first_key(c, p);
-                    int j0 = J > f ? J : f, j1 = J + C < p + 1 ? J + C : p + 1;
-                    if (j0 < j1)
-                        attn_row_fold(c, state, h, Q + (size_t)i * dk,
-                                      use_r ? R + (size_t)i * dk : NULL, j0, j1, &rows[i]);
+            if (c->arith == MIXER_ARITH_TF32) /* the naive row, as step computes it */
+                for (int i = 0; i < nq; i++)
+                    attn_row_naive(c, state, h, Q + (size_t)i * dk,
+                                   use_r ? R + (size_t)i * dk : NULL, pfirst + i, &rows[i]);
+            else
+                for (int J = attn_first_key(c, pfirst) / C * C; J <= plast; J += C) {
+                    for (int i = 0; i < nq; i++) {
+                        int p = pfirst + i, f = attn_first_key(c, p);
+                        int j0 = J > f ? J : f, j1 = J + C < p + 1 ? J + C : p + 1;
+                        if (j0 < j1)
+                            attn_row_fold(c, state, h, Q + (size_t)i * dk,
+                                          use_r ? R + (size_t)i * dk : NULL, j0, j1, &rows[i]);
+                    }
                 }
-            }
             for (int i = 0; i < nq; i++)
                 attn_row_finish(c, &rows[i], use_r, o + ((size_t)(t0 + i) * H + h) * dv);
         }

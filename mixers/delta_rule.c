@@ -2,6 +2,7 @@
  * WY/UT prefill, shared by gdn, deltanet and kaczmarz. Float32 throughout, as the spec recommends
  * for a reference implementation (§2.5 "Numerics"). */
 #include "delta_rule.h"
+#include "tf32.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -288,7 +289,9 @@ void delta_prefill(const delta_kind *kd, const mixer_cfg *c, float *state, const
             k = kv, v = kv + nk;
         }
     }
-    if (ok) ok = delta_chunk_forward(c, state, T, x->in[IN_Q], k, v, g, x->in[IN_BETA], o) == 0;
+    if (ok) /* arith=tf32: fla's chunk kernels with their TF32 products (delta_tf32.c) */
+        ok = (c->arith == MIXER_ARITH_TF32 ? delta_chunk_forward_tf32 : delta_chunk_forward)(
+                 c, state, T, x->in[IN_Q], k, v, g, x->in[IN_BETA], o) == 0;
     free(kv);
     if (ok) return;
     /* Out of memory for the scratch: the recurrence gives the same function. */
@@ -314,6 +317,7 @@ int delta_configure(mixer_cfg *c, opts *o, int kaczmarz, err *e) {
         return err_set(e, "scale=%g: must be a positive float", scale);
     c->chunk = (int)chunk;
     c->scale = (float)scale;
+    if (arith_configure(c, o, e)) return -1;
     if (kaczmarz) {
         if (opts_float(o, "eps", 1e-6, &eps, e)) return -1;
         /* eps = 0 would divide by zero on a zero key; hard Kaczmarz is eps -> 0, e.g. 1e-12 */

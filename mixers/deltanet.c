@@ -48,7 +48,7 @@ static void deltanet_prefill(const mixer_cfg *c, float *state, const mixer_seq *
 const mixer_ops mixer_deltanet = {
     .name = "deltanet",
     .summary = "DeltaNet core: delta rule without decay, chunked WY/UT prefill",
-    .options = "chunk=16|32|64 scale=1/sqrt(dk)",
+    .options = "chunk=16|32|64 scale=1/sqrt(dk) arith=fp32|tf32",
     .inputs = deltanet_inputs,
     .ninputs = (int)(sizeof deltanet_inputs / sizeof deltanet_inputs[0]),
     .probes = deltanet_probes,

@@ -47,7 +47,7 @@ static void gdn_prefill(const mixer_cfg *c, float *state, const mixer_seq *x, in
 const mixer_ops mixer_gdn = {
     .name = "gdn",
     .summary = "Gated DeltaNet core: decayed delta rule, chunked WY/UT prefill",
-    .options = "chunk=16|32|64 scale=1/sqrt(dk)",
+    .options = "chunk=16|32|64 scale=1/sqrt(dk) arith=fp32|tf32",
     .inputs = gdn_inputs,
     .ninputs = (int)(sizeof gdn_inputs / sizeof gdn_inputs[0]),
     .probes = gdn_probes,

@@ -49,7 +49,7 @@ static void kaczmarz_prefill(const mixer_cfg *c, float *state, const mixer_seq *
 const mixer_ops mixer_kaczmarz = {
     .name = "kaczmarz",
     .summary = "Kaczmarz linear attention core: raw keys, beta = eta/(|k|^2+eps), chunked prefill",
-    .options = "chunk=16|32|64 scale=1/sqrt(dk) eps=1e-6",
+    .options = "chunk=16|32|64 scale=1/sqrt(dk) eps=1e-6 arith=fp32|tf32",
     .inputs = kaczmarz_inputs,
     .ninputs = (int)(sizeof kaczmarz_inputs / sizeof kaczmarz_inputs[0]),
     .probes = kaczmarz_probes,

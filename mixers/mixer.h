@@ -88,6 +88,7 @@ typedef struct mixer_cfg {
     int rope;     /* softmax / parallax: apply RoPE to q, k (and r) inside the core */
     float rope_theta;
     int window;   /* softmax / parallax sliding window, 0 = off */
+    int arith;    /* 0 exact float32; 1 TF32 products where fla's GPU kernels have them (tf32.h) */
     const float *params[MIXER_MAX_PARAMS]; /* static parameters, borrowed, per param_def */
 } mixer_cfg;
 

@@ -39,7 +39,7 @@ const mixer_ops mixer_parallax = {
     .name = "parallax",
     .summary = "Parallax: softmax attention minus the covariance correction Cov_p(r.k, v)",
     .options = "chunk=16|32|64 scale=1/sqrt(dk) rope=0|1 theta=10000 window=0 max_t=4096 "
-               "merge=raw|welford",
+               "merge=raw|welford arith=fp32|tf32",
     .inputs = parallax_inputs,
     .ninputs = 4,
     .params = NULL,

@@ -33,7 +33,8 @@ static void softmax_prefill(const mixer_cfg *c, float *state, const mixer_seq *x
 const mixer_ops mixer_softmax = {
     .name = "softmax",
     .summary = "causal softmax attention over a KV cache (RoPE, sliding window, flash prefill)",
-    .options = "chunk=16|32|64 scale=1/sqrt(dk) rope=0|1 theta=10000 window=0 max_t=4096",
+    .options = "chunk=16|32|64 scale=1/sqrt(dk) rope=0|1 theta=10000 window=0 max_t=4096 "
+               "arith=fp32|tf32",
     .inputs = softmax_inputs,
     .ninputs = 3,
     .params = NULL,

@@ -598,7 +598,8 @@ static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *log
             blk_rmsnorm(m->xn, X + t * C, L->attn_norm, c->hidden, c->norm_eps);
             f->prep(m, L, m->xn, m->pos + t, in, AUX + t * m->aux_floats, m->h1);
         }
-        if (m->gpu && gpu_mixer_supported(L->mx, GPU_PREFILL)) {
+        /* arith=tf32 (fla's chunk arithmetic) exists on the CPU only: the GPU kernels are exact */
+        if (m->gpu && !L->mc.arith && gpu_mixer_supported(L->mx, GPU_PREFILL)) {
             if (gpu_mixer_run(L->mx, &L->mc, L->state, &seq, m->pos, O, NULL, GPU_PREFILL, GPU_F32,
                               e)) {
                 err_prefix(e, "layer %d (%s on the gpu)", li, L->mx->name);
