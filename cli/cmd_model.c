@@ -13,6 +13,8 @@
 #include "../core/opts.h"
 #include "../export/sha256.h"
 #include "../core/safetensors.h"
+#include "../mixers/tf32.h"
+#include "../models/arith.h"
 #include "../models/model.h"
 #include "../models/tokenizer.h"
 #include "../viz/recall.h"
@@ -123,30 +125,52 @@ static void weights_digest(const char *path, char hex[65]) {
 }
 
 static int run_load(session *s, int argc, char **argv, const char *rest, err *e) {
-    (void)argc, (void)rest;
+    (void)rest;
+    /* arith=tf32: fla's GPU arithmetic where fla's forward has TF32 products (models/arith.h) */
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return -1;
+    const char *a = opts_str(&o, "arith", "fp32");
+    int tf32 = !strcmp(a, "tf32"), rc = opts_check_unused(&o, e);
+    if (!rc && !tf32 && strcmp(a, "fp32"))
+        rc = err_set(e, "load: arith=%.20s: must be fp32 or tf32", a);
+    opts_free(&o);
+    if (rc) return -1;
     model *m;
     if (model_load(&m, argv[1], e)) return -1;
     if (set_model(s, m, e)) return -1;
     weights_digest(argv[1], s->ckpt_sha256);
     print_model_line(s, "loaded");
+    if (!tf32) return 0;
+    int n = model_set_arith(m, MIXER_ARITH_TF32, e);
+    if (n < 0) return -1;
+    if (n == 0)
+        fprintf(s->out, "arith tf32: fla's forward of this model has no TF32 products\n");
+    else
+        fprintf(s->out, "arith tf32: fla's TF32 products in %d of %d layers%s\n", n, m->c.layers,
+                model_arith_chunked(m) ? " (run: chunked form for more than 64 tokens, as fla)"
+                                       : "");
     return 0;
 }
 
 const command cmd_load = {
     "load",
-    "PATH",
+    "PATH [arith=fp32|tf32]",
     "load a checkpoint (config.json + model.safetensors, as fla saves them)",
     "PATH is a folder with config.json and model.safetensors (or a sharded\n"
     "model.safetensors.index.json), or a .safetensors file with config.json beside it.\n"
     "Model types: gated_deltanet, delta_net, gla, mamba2, transformer, parallax (fla's) and\n"
     "kaczmarz_deltanet, kalman, kata (docs/models.md). F32, BF16 and F16 weights. A missing,\n"
     "extra or misshapen tensor, NaN/Inf, or a config the weights disagree with is refused with\n"
-    "one line naming the tensor or key.",
+    "one line naming the tensor or key.\n"
+    "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward computes with TF32\n"
+    "products: the delta-rule cores of gated_deltanet / delta_net / kaczmarz_deltanet layers\n"
+    "(unless attn_mode is fused_recurrent) and the cores of parallax layers. `run` then uses the\n"
+    "chunked form for more than 64 tokens, as fla's layer does. Default fp32: exact float32.",
     1,
-    1,
+    2,
     run_load,
     COMPLETE_FILE,
-    NULL};
+    "arith"};
 
 static int run_save(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)rest;
@@ -451,14 +475,20 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
     int from = m->pos, left = s->ntokens - from;
     if (left <= 0) return err_set(e, "all %d tokens have run (reset to start again)", s->ntokens);
     m->gpu = s->device == DEVICE_GPU;
-    if (prefill) {
+    /* a delta-rule core with arith=tf32 (load ... arith=tf32): fla's layer runs its chunk kernels
+     * for more than 64 tokens and its exact recurrent kernel otherwise; run follows it */
+    int chunked = argc == 1 && left > 64 && model_arith_chunked(m);
+    if (prefill || chunked) {
         if (model_prefill(m, s->tokens + from, left, s->logits + (size_t)from * m->c.vocab, e))
             return -1;
     } else if (step_tokens(s, left, 1, e)) {
         return -1;
     }
     fprintf(s->out, "ran tokens %d..%d (%s), next-token loss %.4f nats\n", from, m->pos - 1,
-            prefill ? "prefill, no probes" : "step", mean_nll(s, m->pos));
+            prefill   ? "prefill, no probes"
+            : chunked ? "prefill as fla's chunk mode under arith=tf32, no probes"
+                      : "step",
+            mean_nll(s, m->pos));
     return 0;
 }
 
@@ -467,7 +497,8 @@ const command cmd_run = {
     "[prefill]",
     "run every remaining token",
     "Steps every remaining token, recording probes. `run prefill` uses the cores' parallel forms\n"
-    "instead: the same logits (to rounding), no probes.",
+    "instead: the same logits (to rounding), no probes. After `load PATH arith=tf32` on a\n"
+    "delta-rule model, more than 64 remaining tokens run as prefill (fla's chunk mode).",
     0,
     1,
     run_run,
