@@ -61,6 +61,7 @@ static int size_logits(session *s, err *e) {
 }
 
 static int set_model(session *s, model *m, err *e) {
+    if (raw_leave) raw_leave(s); /* a model takes over from raw-mixer mode */
     model_free(s->model);
     s->model = m;
     trace_restart(s);
@@ -413,6 +414,7 @@ static int step_tokens(session *s, int n, int quiet, err *e) {
         m->layer_hook = NULL, m->layer_hook_ctx = NULL;
         if (r) return -1;
         if (rc.failed) return err_set(e, "%s", rc.e.msg);
+        if (session_progress) session_progress(s, i + 1, n);
         if (!quiet) {
             float p;
             char a[16], b[16];
@@ -440,6 +442,7 @@ static double mean_nll(const session *s, int pos) {
 
 static int run_step(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
+    if (raw_active && raw_active(s)) return raw_step(s, argc, argv, e); /* cli/cmd_stream.c */
     if (need_tokens(s, e)) return -1;
     long n = 1;
     if (argc == 2) {
@@ -468,6 +471,7 @@ const command cmd_step = {
 
 static int run_run(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
+    if (raw_active && raw_active(s)) return raw_run(s, argc, argv, e);
     if (need_tokens(s, e)) return -1;
     int prefill = argc == 2 && strcmp(argv[1], "prefill") == 0;
     if (argc == 2 && !prefill) return err_set(e, "run: expected nothing or 'prefill'");
@@ -507,6 +511,7 @@ const command cmd_run = {
 
 static int run_reset(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)argv, (void)rest;
+    if (raw_active && raw_active(s)) return raw_reset(s, e);
     if (need_model(s, e) || rewind_model(s, e)) return -1;
     fprintf(s->out, "position 0\n");
     return 0;
@@ -525,6 +530,7 @@ static int run_info(session *s, int argc, char **argv, const char *rest, err *e)
         fprintf(s->out, "model: none\n");
     fprintf(s->out, "tokens: %d\n", s->ntokens);
     fprintf(s->out, "trace: %lld tokens, %d probe series\n", (long long)s->tr.T, s->tr.nseries);
+    if (raw_info) raw_info(s); /* raw-mixer mode, task, memory (cli/cmd_stream.c) */
     return 0;
 }
 

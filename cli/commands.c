@@ -13,6 +13,7 @@
 CMD(cmd_help);
 CMD(cmd_quit);
 CMD(cmd_source);
+CMD(cmd_echo);
 CMD(cmd_set);
 CMD(cmd_device);
 CMD(cmd_info);
@@ -32,14 +33,15 @@ CMD(cmd_show);
 CMD(cmd_compare);
 CMD(cmd_view);
 CMD(cmd_export);
+CMD(cmd_figure);
 CMD(cmd_tui);
 CMD(cmd_diagnose);
 
 const command *const command_table[] = {
-    &cmd_help,    &cmd_quit,   &cmd_source, &cmd_set,    &cmd_device, &cmd_info,
-    &cmd_load,    &cmd_save,   &cmd_model,  &cmd_swap,   &cmd_tokens, &cmd_prompt,
-    &cmd_mixer,   &cmd_stream, &cmd_step,   &cmd_run,    &cmd_reset,  &cmd_show,
-    &cmd_compare, &cmd_replay, &cmd_view,   &cmd_export, &cmd_tui,    &cmd_diagnose,
+    &cmd_help,   &cmd_quit,   &cmd_source, &cmd_echo,  &cmd_set,      &cmd_device,  &cmd_info,
+    &cmd_load,   &cmd_save,   &cmd_model,  &cmd_swap,  &cmd_tokens,   &cmd_prompt,  &cmd_mixer,
+    &cmd_stream, &cmd_step,   &cmd_run,    &cmd_reset, &cmd_show,     &cmd_compare, &cmd_replay,
+    &cmd_view,   &cmd_export, &cmd_figure, &cmd_tui,   &cmd_diagnose,
 };
 const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
 
@@ -121,7 +123,22 @@ int command_split(const char *line, char ***argv_out, char **buf_out, err *e) {
     return argc;
 }
 
+/* $NAME expansion of session settings ($outdir, $seed, ...), cli/cmd_set.c; weak: none until it
+ * is linked. Sets *out to a malloc'd line when something was expanded. */
+extern int session_expand(struct session *s, const char *line, char **out, err *e)
+    __attribute__((weak));
+
+static int command_exec_line(struct session *s, const char *line, err *e);
+
 int command_exec(struct session *s, const char *line, err *e) {
+    char *expanded = NULL;
+    if (session_expand && session_expand(s, line, &expanded, e)) return -1;
+    int rc = command_exec_line(s, expanded ? expanded : line, e);
+    free(expanded);
+    return rc;
+}
+
+static int command_exec_line(struct session *s, const char *line, err *e) {
     char **argv, *buf;
     int argc = command_split(line, &argv, &buf, e);
     if (argc < 0) return -1;

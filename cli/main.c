@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/fileio.h"
 #include "command.h"
@@ -16,7 +17,8 @@ static const char USAGE[] =
     "    mixscope - an interactive lab for linear-attention sequence mixers\n"
     "\n"
     "SYNOPSIS\n"
-    "    mixscope                      the REPL (windows open when a display is present)\n"
+    "    mixscope                      the guided tour (scenes/tour.scene), then the REPL\n"
+    "    mixscope --no-tour            the REPL alone (windows open when a display is present)\n"
     "    mixscope FILE.scene ...       run the scripts, then exit\n"
     "    mixscope -c 'CMD; CMD; ...'   run the commands, then exit\n"
     "    mixscope --tui                the ncurses dashboard\n"
@@ -51,7 +53,22 @@ static const char USAGE[] =
     "ENVIRONMENT\n"
     "    XDG_STATE_HOME  the REPL history goes to $XDG_STATE_HOME/mixscope/history\n"
     "    NO_COLOR        monochrome dashboard\n"
-    "    DISPLAY         windows open only when set\n";
+    "    DISPLAY         windows open only when set\n"
+    "    MIXSCOPE_NO_TOUR  set: no tour before the REPL\n";
+
+/* The guided tour: scenes/tour.scene embedded by scenes/tour.c; weak until it is linked. */
+extern const char *scene_tour(void) __attribute__((weak));
+
+/* Runs the tour as the REPL would run typed commands (errors printed, the tour goes on; figures
+ * open as windows on a display, otherwise they are written and their paths printed). */
+static void tour_run(session *s) {
+    err e = {{0}};
+    s->interactive = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    if (command_exec_script(s, scene_tour(), "tour.scene", 0, &e) && session_interrupted(s))
+        fprintf(stderr, "mixscope: the tour was interrupted; the session is kept\n");
+    session_sigint = 0;
+    fflush(s->out);
+}
 
 int main(int argc, char **argv) {
     session s;
@@ -79,6 +96,8 @@ int main(int argc, char **argv) {
         }
     } else if (argc >= 2 && !strcmp(argv[1], "--tui")) {
         rc = command_exec(&s, "tui", &e) ? (fprintf(stderr, "mixscope: %s\n", e.msg), 1) : 0;
+    } else if (argc == 2 && !strcmp(argv[1], "--no-tour")) {
+        rc = repl_run(&s);
     } else if (argc >= 2 && argv[1][0] == '-') {
         fprintf(stderr, "mixscope: unknown option '%s' (see mixscope --help)\n", argv[1]);
         rc = 2;
@@ -98,7 +117,8 @@ int main(int argc, char **argv) {
             free(text);
         }
     } else {
-        rc = repl_run(&s);
+        if (scene_tour && !getenv("MIXSCOPE_NO_TOUR")) tour_run(&s);
+        rc = s.quit ? 0 : repl_run(&s);
     }
     fflush(stdout);
     session_free(&s);

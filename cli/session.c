@@ -26,6 +26,7 @@ int session_init(session *s, err *e) {
 }
 
 void session_free(session *s) {
+    if (session_raw_free) session_raw_free(s); /* raw-mixer mode (cli/cmd_stream.c) */
     session_model_free(s);
     memset(s, 0, sizeof *s);
 }
