@@ -164,8 +164,8 @@ const command cmd_load = {
     "extra or misshapen tensor, NaN/Inf, or a config the weights disagree with is refused with\n"
     "one line naming the tensor or key.\n"
     "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward computes with TF32\n"
-    "products: the delta-rule cores of gated_deltanet / delta_net / kaczmarz_deltanet layers\n"
-    "(unless attn_mode is fused_recurrent) and the cores of parallax layers. `run` then uses the\n"
+    "products: the delta-rule cores of gated_deltanet and kaczmarz_deltanet layers (unless\n"
+    "attn_mode is fused_recurrent) and the cores of parallax layers. `run` then uses the\n"
     "chunked form for more than 64 tokens, as fla's layer does. Default fp32: exact float32.",
     1,
     2,

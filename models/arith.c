@@ -2,8 +2,10 @@
  *
  * What fla's forward pass computes with TF32 products on a Hopper GPU, per model type, and how
  * this was established (docs/models.md, "fla's GPU arithmetic"):
- *   gated_deltanet, delta_net, kaczmarz_deltanet: the chunk kernels (attn_mode "chunk", fla's
- *       default, for more than 64 tokens); attn_mode "fused_recurrent" is exact float32.
+ *   gated_deltanet, kaczmarz_deltanet: the chunk kernels (attn_mode "chunk", fla's default, for
+ *       more than 64 tokens); attn_mode "fused_recurrent" is exact float32.
+ *   delta_net: exact. fla's DeltaNet chunk kernel refuses float32 inputs (chunk_delta_rule:
+ *       "does not support float32"), so a float32 forward is always the recurrent kernel.
  *   parallax: naive_parallax, whose einsums ran with TF32.
  *   transformer: exact (its reference logits agree with exact float32 to 3e-7; TF32 products
  *       would move them by 5e-4).
@@ -37,7 +39,6 @@ static int fla_uses_tf32(const model *m, err *e, int *out) {
         *out = 1;
         return 0;
     case MK_GATED_DELTANET:
-    case MK_DELTA_NET:
     case MK_KACZMARZ_DELTANET: {
         /* fla's layer: fused_recurrent for <= 64 tokens, else attn_mode (default "chunk") */
         config cfg;

@@ -7,10 +7,11 @@
 #include "model.h"
 
 /* Sets arith (MIXER_ARITH_FP32 or MIXER_ARITH_TF32) on the cores of the layers where fla computes
- * with TF32: the delta-rule cores of gated_deltanet, delta_net and kaczmarz_deltanet layers unless
- * config.json says attn_mode "fused_recurrent" (fla's chunk kernels), and the attention cores of
- * parallax layers (naive_parallax's einsums). transformer layers stay exact (fla's attention is
- * exact float32 there), and cores without the option (gla, mamba2, kalman, kata) are left alone.
+ * with TF32: the delta-rule cores of gated_deltanet and kaczmarz_deltanet layers unless config.json
+ * says attn_mode "fused_recurrent" (fla's chunk kernels), and the attention cores of parallax
+ * layers (naive_parallax's einsums). delta_net and transformer layers stay exact (fla's float32
+ * forward is exact there), and cores without the option (gla, mamba2, kalman, kata) are left
+ * alone.
  * MIXER_ARITH_FP32 resets every core that has the option. The model goes back to position 0.
  * Returns the number of layers set, or -1 with a message. */
 int model_set_arith(model *m, int arith, err *e);

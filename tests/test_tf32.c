@@ -188,7 +188,19 @@ static void test_cli_messages(void **st) {
     assert_int_equal(run_mixscope(&out, "-c 'load %s arith=tf32; prompt hello; run'", ref), 0);
     assert_non_null(strstr(out, "(step)"));
     free(out);
-    ref_path(ref, sizeof ref, "delta_net"); /* attn_mode fused_recurrent: exact in fla */
+    /* a gated_deltanet config with attn_mode fused_recurrent: fla's forward is exact */
+    char *dir = test_tmpdir(), cmd[1600];
+    snprintf(cmd, sizeof cmd,
+             "cp %s/model.safetensors %s/ && sed 's/\"attn_mode\": \"chunk\"/\"attn_mode\": "
+             "\"fused_recurrent\"/' %s/config.json > %s/config.json && grep -q fused_recurrent "
+             "%s/config.json",
+             ref, dir, ref, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(run_mixscope(&out, "-c 'load %s arith=tf32'", dir), 0);
+    assert_non_null(strstr(out, "no TF32 products"));
+    free(out);
+    test_rmdir(dir);
+    ref_path(ref, sizeof ref, "delta_net"); /* fla's float32 DeltaNet: the recurrent kernel */
     assert_int_equal(run_mixscope(&out, "-c 'load %s arith=tf32'", ref), 0);
     assert_non_null(strstr(out, "no TF32 products"));
     free(out);
