@@ -13,6 +13,7 @@
 #include "../core/opts.h"
 #include "../export/sha256.h"
 #include "../core/safetensors.h"
+#include "../diag/diag.h"
 #include "../mixers/tf32.h"
 #include "../models/arith.h"
 #include "../models/model.h"
@@ -125,12 +126,34 @@ static void weights_digest(const char *path, char hex[65]) {
     free(w);
 }
 
+/* fla's GPU arithmetic (tf32) or exact float32 on the model's cores (models/arith.h). */
+static int apply_arith(session *s, int tf32, err *e) {
+    model *m = s->model;
+    int n = model_set_arith(m, tf32 ? MIXER_ARITH_TF32 : MIXER_ARITH_FP32, e);
+    if (n < 0 || rewind_model(s, e)) return -1;
+    if (!tf32)
+        fprintf(s->out, "arith fp32: exact float32 in every core (position back to 0)\n");
+    else if (n == 0)
+        fprintf(s->out, "arith tf32: fla's forward of this model has no TF32 products\n");
+    else
+        fprintf(s->out, "arith tf32: fla's TF32 products in %d of %d layers%s\n", n, m->c.layers,
+                model_arith_chunked(m) ? " (run: chunked form for more than 64 tokens, as fla)"
+                                       : "");
+    return 0;
+}
+
+int session_set_arith(session *s, int tf32, err *e) {
+    s->set_arith = tf32;
+    return s->model ? apply_arith(s, tf32, e) : 0;
+}
+
 static int run_load(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
-    /* arith=tf32: fla's GPU arithmetic where fla's forward has TF32 products (models/arith.h) */
+    /* arith=tf32: fla's GPU arithmetic where fla's forward has TF32 products (models/arith.h);
+     * without the option, the session's `set arith` */
     opts o;
     if (opts_parse(&o, argc - 2, argv + 2, e)) return -1;
-    const char *a = opts_str(&o, "arith", "fp32");
+    const char *a = opts_str(&o, "arith", s->set_arith ? "tf32" : "fp32");
     int tf32 = !strcmp(a, "tf32"), rc = opts_check_unused(&o, e);
     if (!rc && !tf32 && strcmp(a, "fp32"))
         rc = err_set(e, "load: arith=%.20s: must be fp32 or tf32", a);
@@ -141,16 +164,7 @@ static int run_load(session *s, int argc, char **argv, const char *rest, err *e)
     if (set_model(s, m, e)) return -1;
     weights_digest(argv[1], s->ckpt_sha256);
     print_model_line(s, "loaded");
-    if (!tf32) return 0;
-    int n = model_set_arith(m, MIXER_ARITH_TF32, e);
-    if (n < 0) return -1;
-    if (n == 0)
-        fprintf(s->out, "arith tf32: fla's forward of this model has no TF32 products\n");
-    else
-        fprintf(s->out, "arith tf32: fla's TF32 products in %d of %d layers%s\n", n, m->c.layers,
-                model_arith_chunked(m) ? " (run: chunked form for more than 64 tokens, as fla)"
-                                       : "");
-    return 0;
+    return tf32 ? apply_arith(s, 1, e) : 0;
 }
 
 const command cmd_load = {
@@ -166,7 +180,8 @@ const command cmd_load = {
     "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward computes with TF32\n"
     "products: the delta-rule cores of gated_deltanet and kaczmarz_deltanet layers (unless\n"
     "attn_mode is fused_recurrent) and the cores of parallax layers. `run` then uses the\n"
-    "chunked form for more than 64 tokens, as fla's layer does. Default fp32: exact float32.",
+    "chunked form for more than 64 tokens, as fla's layer does. Default: `set arith` (fp32, exact\n"
+    "float32).",
     1,
     2,
     run_load,
@@ -370,12 +385,14 @@ typedef struct recall_ctx {
     session *s;
     err e;
     int failed;
+    diag_nf nf; /* the first NaN / Inf (diag/nonfinite.c): step and run stop there */
 } recall_ctx;
 
 static void record_layer(void *ctx, const model *m, int li, const mixer_tok *in,
                          const float *state) {
     recall_ctx *rc = ctx;
     const layer *L = &m->layers[li];
+    diag_nf_scan_layer(&rc->nf, m, li, in, state);
     if (rc->failed || !in->in[IN_K] || !in->in[IN_V]) return;
     state_part parts[MIXER_MAX_STATE_PARTS];
     int np = L->mx->state_parts ? L->mx->state_parts(&L->mc, parts) : 0, keymajor = 0;
@@ -409,11 +426,17 @@ static int step_tokens(session *s, int n, int quiet, err *e) {
         float *lg = s->logits + (size_t)pos * V;
         m->gpu = s->device == DEVICE_GPU;
         recall_ctx rc = {.s = s};
+        diag_nf_clear(&rc.nf);
         m->layer_hook = record_layer, m->layer_hook_ctx = &rc;
         int r = model_step(m, s->tokens[pos], lg, &s->tr, e);
         m->layer_hook = NULL, m->layer_hook_ctx = NULL;
         if (r) return -1;
         if (rc.failed) return err_set(e, "%s", rc.e.msg);
+        if (diag_nf_scan_end(&rc.nf, m, lg)) {
+            char b[ERR_MSG_MAX];
+            return err_set(e, "stopped after token %d: %s", pos,
+                           diag_nf_message(&rc.nf, b, sizeof b));
+        }
         if (session_progress) session_progress(s, i + 1, n);
         if (!quiet) {
             float p;

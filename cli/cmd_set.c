@@ -66,6 +66,7 @@ static const char *setting_text(const session *s, const char *key, char *buf, si
     if (!strcmp(key, "progress"))
         return s->set_progress > 0 ? "on" : s->set_progress < 0 ? "off" : "auto";
     if (!strcmp(key, "device")) return s->device == DEVICE_GPU ? "gpu" : "cpu";
+    if (!strcmp(key, "arith")) return s->set_arith ? "tf32" : "fp32";
     return NULL;
 }
 
@@ -79,6 +80,7 @@ static const struct {
     {"blowup", "state norm that run reports as a blow-up"},
     {"progress", "tokens/s line on long runs: auto (on a terminal), on, off"},
     {"device", "cpu or gpu (as the device command)"},
+    {"arith", "fp32 (exact) or tf32: fla's GPU arithmetic on loaded models (docs/models.md)"},
 };
 enum { NSETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
 
@@ -157,6 +159,10 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
         char cmd[64];
         snprintf(cmd, sizeof cmd, "device %.40s", v);
         return command_exec(s, cmd, e);
+    } else if (!strcmp(key, "arith")) { /* the model now and every later load (cmd_model.c) */
+        if (strcmp(v, "fp32") && strcmp(v, "tf32"))
+            return err_set(e, "set arith: expected fp32 or tf32, got '%.40s'", v);
+        if (session_set_arith(s, !strcmp(v, "tf32"), e)) return -1;
     }
     fprintf(s->out, "%s %s\n", key, setting_text(s, key, buf, sizeof buf));
     return 0;
@@ -165,7 +171,8 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
 const command cmd_set = {
     "set",
     "[KEY [VALUE]]",
-    "show or change a session setting (outdir, seed, rows, chunk, blowup, progress, device)",
+    "show or change a session setting (outdir, seed, rows, chunk, blowup, progress, device,\n"
+    "arith)",
     "  set                 every setting with its value\n"
     "  set KEY             one value\n"
     "  set KEY VALUE       change it\n"
@@ -179,6 +186,8 @@ const command cmd_set = {
     "  progress auto|on|off     the tokens/s line of runs longer than a second (auto: on a\n"
     "                  terminal)\n"
     "  device cpu|gpu  the backend (same as the device command)\n"
+    "  arith fp32|tf32 tf32: fla's GPU arithmetic (TF32 products) on the loaded model and later\n"
+    "                  loads, where fla's forward has them; fp32 (default): exact float32\n"
     "Example: set outdir /tmp/figs; export png kaczmarz $outdir/k.png",
     0,
     2,

@@ -38,6 +38,7 @@ typedef struct session {
     long set_seed;            /* `set seed`: the seed generators use when seed= is not given */
     double set_blowup;        /* `set blowup`: state norm that counts as blown up, 0 = 1e3 */
     char set_outdir[256];     /* `set outdir`: where scenes write figures ($outdir), "" = default */
+    int set_arith;            /* `set arith`: 1 tf32, fla's GPU arithmetic on models (arith.h) */
     double progress_t0, progress_last; /* progress lines on long runs (seconds, monotonic) */
 } session;
 
@@ -48,6 +49,8 @@ void session_free(session *s);
  * model's vocabulary, position back to 0), e.g. from a prompt generator. */
 void session_model_free(session *s);
 int session_set_tokens(session *s, const int32_t *ids, int n, err *e);
+/* `set arith fp32|tf32` (cli/cmd_model.c): the setting, applied to the model now and on load. */
+int session_set_arith(session *s, int tf32, err *e);
 
 /* raw-mixer mode (cli/cmd_stream.c, weak where others call it): frees the raw block and the
  * task; raw_active: a mixer is selected, so step / run / reset / info act on it. */

@@ -1,17 +1,18 @@
 /* test_tf32.c: arith=tf32, fla's GPU arithmetic (mixers/tf32.h, mixers/delta_tf32.c, the naive row
- * of mixers/attention.c, models/arith.c, `load PATH arith=tf32`).
+ * of mixers/attention.c, models/arith.c, `load PATH arith=tf32`, `set arith`).
  *
  *  - tf32() is the rounding the reference doubles of tests/test_models.c use (low 13 mantissa
  *    bits cleared), checked against an arithmetic definition (11 significant bits, toward zero);
  *  - through the scripting contract: the gated_deltanet and parallax checkpoints, whose logits fla
- *    computed with TF32 products, meet 1e-4 under `load PATH arith=tf32` and `run`; the default is
- *    unchanged (exact float32: run == run prefill, the same numbers as before, arith=fp32 the same
- *    bits), and the four checkpoints fla computed exactly are left alone by arith=tf32;
+ *    computed with TF32 products, meet 1e-4 under `load PATH arith=tf32` (or `set arith tf32`)
+ *    and `run`; the default is unchanged (exact float32: run == run prefill, the same numbers as
+ *    before, arith=fp32 the same bits), and the four checkpoints fla computed exactly are left
+ *    alone by arith=tf32;
  *  - the delta-rule core against fla's own Triton chunk kernel outputs (refs ops-seed11/12
  *    gdr.o_chunk_gpu, gdr.hT_chunk_gpu) through `replay gdn ... arith=tf32`;
  *  - the cores directly: steps of the delta family stay exact, the TF32 prefill is the same
- * function to TF32 accuracy for every chunk size and length, the attention cores equal a naive TF32
- * double written here, step == prefill bit for bit, and bad values are refused. */
+ *    function to TF32 accuracy for every chunk size and length, the attention cores equal a naive
+ *    TF32 double written here, step == prefill bit for bit, and bad values are refused. */
 #include "testutil.h"
 
 #include <float.h>
@@ -169,6 +170,43 @@ static void test_default_unchanged(void **st) {
         assert_true(rel_err(l1, ref, (size_t)n) < 1e-5);
         free(l0), free(l1), free(ref);
     }
+    test_rmdir(dir);
+}
+
+/* `set arith tf32` is the session's setting: the same numbers as `load ... arith=tf32` on a later
+ * load, and `set arith fp32` on a loaded model goes back to the exact bits. */
+static void test_set_arith(void **st) {
+    (void)st;
+    char *dir = test_tmpdir();
+    int64_t n, n1, n2, n3;
+    float *lt = model_logits(dir, "gated_deltanet", "arith=tf32", "run", &n);
+    float *l0 = model_logits(dir, "gated_deltanet", "", "run", &n1);
+    char ref[512], out[600], *log = NULL;
+    ref_path(ref, sizeof ref, "gated_deltanet");
+    snprintf(out, sizeof out, "%s/set.safetensors", dir);
+    assert_int_equal(run_mixscope(&log,
+                                  "-c 'set arith tf32; load %s; tokens %s/expected.safetensors; "
+                                  "run; export logits %s'",
+                                  ref, ref, out),
+                     0);
+    assert_non_null(strstr(log, "fla's TF32 products in 2 of 2 layers"));
+    free(log);
+    float *ls = read_logits(out, "logits", &n2);
+    assert_int_equal(run_mixscope(&log,
+                                  "-c 'load %s arith=tf32; set arith fp32; tokens "
+                                  "%s/expected.safetensors; run; export logits %s'",
+                                  ref, ref, out),
+                     0);
+    free(log);
+    float *lf = read_logits(out, "logits", &n3);
+    assert_int_equal(n1, n), assert_int_equal(n2, n), assert_int_equal(n3, n);
+    assert_true(bits_equal(ls, lt, n));
+    assert_true(bits_equal(lf, l0, n));
+    assert_false(bits_equal(lt, l0, n));
+    assert_int_not_equal(run_mixscope(&log, "-c 'set arith tf64'"), 0);
+    assert_non_null(strstr(log, "set arith: expected fp32 or tf32"));
+    free(log);
+    free(lt), free(l0), free(ls), free(lf);
     test_rmdir(dir);
 }
 
@@ -459,10 +497,15 @@ static void test_option(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tf32_rounding), cmocka_unit_test(test_ref_gated_deltanet),
-        cmocka_unit_test(test_ref_parallax),  cmocka_unit_test(test_default_unchanged),
-        cmocka_unit_test(test_cli_messages),  cmocka_unit_test(test_gdn_core_vs_fla_chunk_kernel),
-        cmocka_unit_test(test_delta_cores),   cmocka_unit_test(test_attention_cores),
+        cmocka_unit_test(test_tf32_rounding),
+        cmocka_unit_test(test_ref_gated_deltanet),
+        cmocka_unit_test(test_ref_parallax),
+        cmocka_unit_test(test_default_unchanged),
+        cmocka_unit_test(test_set_arith),
+        cmocka_unit_test(test_cli_messages),
+        cmocka_unit_test(test_gdn_core_vs_fla_chunk_kernel),
+        cmocka_unit_test(test_delta_cores),
+        cmocka_unit_test(test_attention_cores),
         cmocka_unit_test(test_option),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
