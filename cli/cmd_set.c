@@ -171,8 +171,7 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
 const command cmd_set = {
     "set",
     "[KEY [VALUE]]",
-    "show or change a session setting (outdir, seed, rows, chunk, blowup, progress, device,\n"
-    "arith)",
+    "show or change session settings (outdir seed rows chunk blowup progress device arith)",
     "  set                 every setting with its value\n"
     "  set KEY             one value\n"
     "  set KEY VALUE       change it\n"

@@ -140,9 +140,12 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
             snprintf(hdr[nc], sizeof hdr[nc], "[%d]", i);
         }
     }
-    fprintf(s->out, "%s (%s", se->name, se->source);
-    if (!by_layer) fprintf(s->out, ", layer %d %s", L0, raw_layer_label(s, L0, lab, sizeof lab));
-    if (se->width > 1 || head >= 0) fprintf(s->out, ", head %d", H0);
+    if (by_layer)
+        fprintf(s->out, "%s (layers side by side, head %d", se->name, H0);
+    else
+        fprintf(s->out, "%s (%s, layer %d %s", se->name, se->source, L0,
+                raw_layer_label(s, L0, lab, sizeof lab));
+    if (!by_layer && (se->width > 1 || head >= 0)) fprintf(s->out, ", head %d", H0);
     if (se->width > 1)
         fprintf(s->out, ", elements %ld..%d of %d", index, (int)index + nc - 1, se->width);
     fprintf(s->out, "): %s\n", se->meaning);

@@ -530,7 +530,7 @@ const command cmd_mixer = {
     "  mixer gdn kaczmarz dk=16 dv=16            the Kaczmarz view's pair on one stream\n"
     "  mixer kata:variant=m1 kata:variant=linear dk=8 dv=8\n"
     "  mixer kalman dk=8 dv=8 a=0.95 p=0.01 lambda_v=4",
-    1,
+    0,
     -1,
     run_mixer,
     COMPLETE_MIXER,

@@ -345,7 +345,7 @@ static void test_scene_kaczmarz_vs_gdn(void **state) {
     assert_int_equal(row(out, "loss_after mean (writes)", 0, v, 8), 2);
     assert_true(v[1] < 1e-8);
     /* show: the first tokens side by side; rho of kaczmarz is 1 on each */
-    t = find_line(out, "rho (gdn)", 0);
+    t = find_line(out, "rho (layers side by side, head 0)", 0);
     assert_non_null(t);
     t = next_line(next_line(t));
     assert_int_equal(numbers(t, 0, v, 8), 3);
