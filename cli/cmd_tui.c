@@ -161,12 +161,13 @@ static void draw_status(tui *u) {
     if (s->model)
         snprintf(model, sizeof model, "%s %dL", model_kind_name(s->model->c.kind),
                  s->model->c.layers);
+    /* what changes first, so a narrow terminal still shows it */
     snprintf(line, sizeof line,
-             " mixscope | model: %s | mixer: %s%s | device: %s | t=%lld/%d | layer %d/%d head "
-             "%d/%d | probe %s",
-             model, mix, raw_active(s) ? " (raw)" : "", s->device == DEVICE_GPU ? "gpu" : "cpu",
+             " mixscope | t=%lld/%d | layer %d/%d head %d/%d | probe %s | model: %s | mixer: "
+             "%s%s | device: %s",
              (long long)s->tr.T, total_tokens(s), u->layer, n_layers(u) - 1, u->head,
-             n_heads(u) - 1, u->probe[0] ? u->probe : "-");
+             n_heads(u) - 1, u->probe[0] ? u->probe : "-", model, mix,
+             raw_active(s) ? " (raw)" : "", s->device == DEVICE_GPU ? "gpu" : "cpu");
     if (u->colour) attron(COLOR_PAIR(PAIR_STATUS));
     attron(A_REVERSE * !u->colour | A_BOLD);
     mvhline(0, 0, ' ', COLS);
