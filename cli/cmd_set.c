@@ -216,39 +216,40 @@ const command cmd_echo = {
 int session_expand(session *s, const char *line, char **out, err *e) {
     *out = NULL;
     if (!strchr(line, '$')) return 0;
-    size_t cap = strlen(line) + 1024, o = 0;
+    size_t cap = strlen(line) + 256, o = 0;
     char *buf = malloc(cap);
     if (!buf) return err_set(e, "out of memory");
     int changed = 0;
     for (const char *p = line; *p;) {
+        const char *v = NULL, *next = p + 1;
+        char vb[64];
         if (*p == '$') {
             int brace = p[1] == '{';
             const char *nm = p + 1 + brace, *end = nm;
             while (isalnum((unsigned char)*end) || *end == '_') end++;
-            char key[32], vb[64];
+            char key[32];
             size_t n = (size_t)(end - nm);
-            const char *v = NULL;
             if (n && n < sizeof key && (!brace || *end == '}')) {
                 memcpy(key, nm, n), key[n] = '\0';
-                v = setting_text(s, key, vb, sizeof vb);
-            }
-            if (v) {
-                size_t vl = strlen(v);
-                if (o + vl + strlen(end) + 2 > cap) {
-                    free(buf);
-                    return err_set(e, "line too long after expanding $%s", key);
-                }
-                memcpy(buf + o, v, vl), o += vl;
-                p = end + brace;
-                changed = 1;
-                continue;
+                if ((v = setting_text(s, key, vb, sizeof vb))) next = end + brace, changed = 1;
             }
         }
-        if (o + 2 > cap) {
-            free(buf);
-            return err_set(e, "line too long");
+        size_t add = v ? strlen(v) : 1;
+        if (o + add + 1 > cap) { /* grow: the value may be longer than the name */
+            size_t nc = (o + add + 1) * 2;
+            char *nb = nc > ((size_t)1 << 26) ? NULL : realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                return err_set(e, "line too long after expanding settings");
+            }
+            buf = nb, cap = nc;
         }
-        buf[o++] = *p++;
+        if (v)
+            memcpy(buf + o, v, add);
+        else
+            buf[o] = *p;
+        o += add;
+        p = next;
     }
     buf[o] = '\0';
     if (!changed) {

@@ -655,6 +655,8 @@ int prompt_generate(session *s, int argc, char **argv, err *e) {
     int dv = s->model ? s->model->c.vocab : 256;
     int rc =
         opts_int(&o, "seed", setting_seed(s), &seed, e) || opts_int(&o, "vocab", dv, &vocab, e);
+    if (!rc && (vocab < 1 || vocab > 1 << 24))
+        rc = err_set(e, "vocab=%ld must lie in 1..%d", vocab, 1 << 24);
     task_prompt *p = calloc(1, sizeof *p);
     if (!p) rc = err_set(e, "out of memory");
     if (!rc && !strcmp(g, "mqar")) {

@@ -99,7 +99,8 @@ int task_mqar(task_prompt *p, int pairs, int queries, int vocab, uint64_t seed, 
 }
 
 int task_niah(task_prompt *p, int len, int vocab, double depth, uint64_t seed, err *e) {
-    if (vocab < 8) return err_set(e, "niah: vocab=%d is too small (at least 8)", vocab);
+    /* needle ids [1, V/4) must hold two distinct ids */
+    if (vocab < 12) return err_set(e, "niah: vocab=%d is too small (at least 12)", vocab);
     if (len < 6) return err_set(e, "niah: len=%d is too short (at least 6)", len);
     srng r = srng_seed(seed);
     if (depth < 0) depth = srng_uniform(&r); /* not given: a random depth */

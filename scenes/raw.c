@@ -144,8 +144,10 @@ int raw_lane_build(raw_lane *L, const char *spec, const char *shared, int H, int
             parts[i].shape[2] == dv)
             L->keymajor = 1;
     size_t sf = L->m->state_floats(&L->c);
-    if (sf > ((size_t)1 << 28))
-        return err_set(e, "%s: a state of %zu floats is too large", spec, sf);
+    /* raw mode is for looking at a memory, not for benchmarks: 64 MiB of state per lane */
+    if (sf > RAW_MAX_STATE_FLOATS)
+        return err_set(e, "%s: a state of %zu floats is more than raw mode holds (%d)", spec, sf,
+                       RAW_MAX_STATE_FLOATS);
     L->state = malloc((sf ? sf : 1) * sizeof *L->state);
     L->probes = malloc((mixer_probe_floats(L->m, &L->c) + 1) * sizeof *L->probes);
     L->o = calloc((size_t)H * dv, sizeof *L->o);

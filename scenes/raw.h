@@ -23,8 +23,9 @@
 #include "../mixers/mixer.h"
 #include "stream.h"
 
-#define RAW_MAX_LANES 12
-#define RAW_GATE_KEYS "decay beta eta lambda_v a p rscale"
+#define RAW_MAX_LANES        12
+#define RAW_MAX_STATE_FLOATS (1 << 24) /* per lane */
+#define RAW_GATE_KEYS        "decay beta eta lambda_v a p rscale"
 
 typedef struct raw_gates {
     double decay; /* alpha in (0, 1] per write token: g = log(decay) (gdn, kaczmarz, gla, mamba2) */

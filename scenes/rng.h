@@ -32,6 +32,7 @@ static inline double srng_uniform(srng *r) {
 
 /* uniform integer in [0, n) (n >= 1); the modulo bias is below 2^-40 for the sizes used here */
 static inline int srng_below(srng *r, int n) {
+    if (n <= 1) return 0;
     return (int)(srng_next(r) % (uint64_t)n);
 }
 

@@ -22,7 +22,7 @@ static int stream_alloc(raw_stream *s, const char *kind, int T, int H, int dk, i
     if (H < 1 || dk < 1 || dv < 1 || H > 64 || dk > 1024 || dv > 1024)
         return err_set(e, "stream %s: heads=%d dk=%d dv=%d out of range (64, 1024, 1024)", kind, H,
                        dk, dv);
-    if ((double)T * H * (2.0 * dk + dv) > (double)(1 << 28))
+    if ((double)T * H * (2.0 * dk + dv) > (double)(1 << 26)) /* 256 MiB */
         return err_set(e, "stream %s: %d tokens x %d heads is too large", kind, T, H);
     if (!(lo > 0) || !(hi >= lo) || hi > 1e6)
         return err_set(e, "stream %s: norms=%g..%g must satisfy 0 < LO <= HI <= 1e6", kind, lo, hi);
