@@ -409,8 +409,13 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
     return rc;
 }
 
+/* `compare device ...`: the same input on the CPU and the GPU (cli/cmd_diagnose.c). */
+extern int diag_compare_device(session *s, int argc, char **argv, err *e);
+
 static int run_compare(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
+    if (argc >= 2 && strcmp(argv[1], "device") == 0)
+        return diag_compare_device(s, argc - 2, argv + 2, e);
     char *specs[MAXCMP], *kv[OPTS_MAX];
     int ns = 0, nk = 0;
     for (int i = 1; i < argc; i++) {
@@ -457,7 +462,9 @@ const command cmd_compare = {
     "Examples:\n"
     "  compare gdn kaczmarz probe=rho,r_norm by=key_norm\n"
     "  compare kata:variant=m1 kata:variant=linear deltanet\n"
-    "  compare gdn kaczmarz deltanet            (a gated_deltanet model and prompt mqar)",
+    "  compare gdn kaczmarz deltanet            (a gated_deltanet model and prompt mqar)\n"
+    "compare device [tol=1e-4] [tokens=N] [mode=step|prefill]: the same input on the CPU and the\n"
+    "GPU, the first token where they differ (help diagnose).",
     1,
     -1,
     run_compare,

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../diag/diag.h"
 #include "../mixers/replay.h"
 #include "command.h"
 #include "session.h"
@@ -28,6 +29,12 @@ static int run_replay(session *s, int argc, char **argv, const char *rest, err *
     if (opts_parse(&o, argc - 3, argv + 3, e)) return err_prefix(e, "replay");
     const char *prefix = opts_str(&o, "prefix", "");
     const char *out = opts_str(&o, "out", NULL);
+    const char *layer = opts_str(&o, "layer", NULL), *layers = opts_str(&o, "layers", NULL);
+    if (layer || layers) { /* every layer's dump in one file: diag/replay_layers.c */
+        int lr = diag_replay_layers(s->out, m, argv[2], prefix, layer ? layer : layers, out, &o, e);
+        opts_free(&o);
+        return lr;
+    }
     replay_result r;
     int rc = replay_run(m, argv[2], prefix, out, &o, &r, e);
     if (rc) {
@@ -62,9 +69,11 @@ const command cmd_replay = {
     "  kata      q k v; variant=m1|m2|sigma2|delta (beta for delta) -> o\n"
     "  parallax  q r k v -> o\n"
     "  softmax   q k v -> o\n"
-    "A missing tensor, a wrong shape or a non-float dtype is an error naming the tensor.",
+    "A missing tensor, a wrong shape or a non-float dtype is an error naming the tensor.\n"
+    "layer=N or layers=all: per-layer dumps (P + layers.N.q, ...; docs/diagnose.md), one line\n"
+    "per layer with its first non-finite value; out= gets layers.N.o, layers.N.hT, ...",
     2,
     -1,
     run_replay,
     COMPLETE_MIXER | COMPLETE_FILE,
-    "prefix out eps scale chunk variant"};
+    "prefix out eps scale chunk variant layer layers"};

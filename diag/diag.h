@@ -106,10 +106,11 @@ typedef struct diag_prec {
 
 /* Runs tokens [0, T) from position 0 in the four variants in lockstep (the model's weights are
  * shared; each variant has its own states). The fp32 run records its probes into tr when tr is
- * not NULL (registered and pushed here, as `run` would), and the model is left at position T with
- * the fp32 state, as after `run`. */
+ * not NULL (its series registered by the caller; tokens pushed here) and its logits into
+ * logits [T, vocab] when not NULL; the model is left at position T with the fp32 state, as after
+ * `run`. */
 int diag_precision_run(struct model *m, const int32_t *tokens, int T, double threshold, trace *tr,
-                       diag_prec *r, err *e);
+                       float *logits, diag_prec *r, err *e);
 void diag_precision_free(diag_prec *r);
 /* Adds the divergences to a trace that holds T tokens: series prec_<variant> [layers][H][1] (state
  * divergence per layer and head) and prec_logits [1][DIAG_PREC_N][1] (head = variant). */

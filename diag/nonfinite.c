@@ -22,6 +22,7 @@
 
 #include "../models/model.h"
 #include "diag.h"
+#include "internal.h"
 
 void diag_nf_clear(diag_nf *r) {
     memset(r, 0, sizeof *r);
@@ -95,15 +96,21 @@ static void set_found(diag_nf *r, const char *what, const char *desc, int64_t to
     r->cause[0] = '\0';
 }
 
-/* Per-head slices of the state: the parts whose leading dimension is H. Returns the count. */
-static int head_parts(const mixer_ops *mx, const mixer_cfg *c, state_part *parts) {
+int diag_state_grows(const mixer_ops *mx, const mixer_cfg *c) {
+    mixer_cfg one = *c, two = *c;
+    one.max_t = 1, two.max_t = 2;
+    return mx->state_floats(&one) != mx->state_floats(&two);
+}
+
+int diag_head_parts(const mixer_ops *mx, const mixer_cfg *c, state_part *parts) {
+    if (diag_state_grows(mx, c)) return 0;
     int n = mx->state_parts ? mx->state_parts(c, parts) : 0, k = 0;
     for (int i = 0; i < n; i++)
         if (parts[i].ndim >= 2 && parts[i].shape[0] == c->H) parts[k++] = parts[i];
     return k;
 }
 
-static size_t part_head_floats(const state_part *p) {
+size_t diag_part_head_floats(const state_part *p) {
     size_t n = 1;
     for (int j = 1; j < p->ndim; j++) n *= (size_t)p->shape[j];
     return n;
@@ -112,12 +119,30 @@ static size_t part_head_floats(const state_part *p) {
 /* 1 when head h's state (every per-head part) holds a non-finite value; *v gets it. */
 static int state_bad(const state_part *parts, int np, const float *state, int h, float *v) {
     for (int p = 0; p < np; p++) {
-        size_t n = part_head_floats(&parts[p]);
+        size_t n = diag_part_head_floats(&parts[p]);
         const float *s = state + parts[p].offset + (size_t)h * n;
         long i = first_bad(s, n);
         if (i >= 0) return *v = s[i], 1;
     }
     return 0;
+}
+
+/* The head's key norm, write strength and rho at this token, as context for a state or output
+ * that went non-finite with finite inputs (the usual story: |k| or rho out of range). */
+static void context(diag_nf *r, const mixer_ops *mx, const mixer_cfg *c, const float *probes,
+                    int h) {
+    static const char *const NAMES[] = {"k_norm", "beta", "eta", "rho", "alpha", "den"};
+    size_t o = 0;
+    for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0] && probes; k++) {
+        int pi = mixer_probe_index(mx, NAMES[k]);
+        if (pi < 0 || mx->probes[pi].width != W_1) continue;
+        float v = probes[mixer_probe_offset(mx, c, pi) + (size_t)h];
+        if (!isfinite(v)) continue;
+        int w = snprintf(r->cause + o, sizeof r->cause - o, "%s%s = %.3g",
+                         o ? ", " : "at this token ", NAMES[k], (double)v);
+        if (w < 0 || (size_t)w >= sizeof r->cause - o) break;
+        o += (size_t)w;
+    }
 }
 
 int diag_nf_scan_core(diag_nf *r, const mixer_ops *mx, const mixer_cfg *c, const mixer_tok *in,
@@ -145,10 +170,7 @@ int diag_nf_scan_core(diag_nf *r, const mixer_ops *mx, const mixer_cfg *c, const
     }
     /* 3, 4. the state and the output; the probes name the step inside the recurrence */
     state_part parts[MIXER_MAX_STATE_PARTS];
-    mixer_cfg one = *c;
-    one.max_t = 1;
-    int grows = mx->state_floats(&one) != mx->state_floats(c);
-    int np = grows || !state ? 0 : head_parts(mx, c, parts);
+    int np = state ? diag_head_parts(mx, c, parts) : 0;
     int first = -1, nh = 0, bad_state = 0;
     float v = 0;
     for (int h = 0; h < H; h++) {
@@ -171,11 +193,13 @@ int diag_nf_scan_core(diag_nf *r, const mixer_ops *mx, const mixer_cfg *c, const
                     strcmp(DERIVED[k], "beta") == 0)
                     continue;
                 set_found(r, DERIVED[k], NULL, token, layer, first, nh, p[first]);
+                context(r, mx, c, probes, first);
                 return 1;
             }
         }
     }
     set_found(r, bad_state ? "state" : "o", NULL, token, layer, first, nh, v);
+    context(r, mx, c, probes, first);
     return 1;
 }
 
