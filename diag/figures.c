@@ -164,7 +164,9 @@ void diag_figures_from_trace(diag_ckpt *ck, const trace *tr, const mixer_ops *co
             if (sb >= 0 && (n = gather(tr, sb, l, h, T, buf, 0)) > 0)
                 SET(DF_BETA, quantile(buf, n, 0.5));
             int sgate = se >= 0 ? se : sb;
-            if (sgate >= 0 && (n = gather(tr, sgate, l, h, T, buf, 0)) > 0) {
+            /* a gate that never moves was set, not learned (a raw stream's beta=): no figure */
+            if (sgate >= 0 && (n = gather(tr, sgate, l, h, T, buf, 0)) > 0 &&
+                vmin(buf, n) != vmax(buf, n)) {
                 float top = vmax(buf, n) > 1.001f ? 2.0f : 1.0f, sat = 0;
                 for (int i = 0; i < n; i++) sat += buf[i] < 0.01f * top || buf[i] > 0.99f * top;
                 SET(DF_BETA_SAT, sat / n);

@@ -207,7 +207,7 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
     plot pl;
     range xr, yr;
     range_init(&xr), range_init(&yr);
-    int series = r->n > 1, layers = 0;
+    int series = r->n > 1, layers = 0, has_inf = 0;
     for (int i = 0; i < r->n; i++)
         if (r->ck[i].ok && r->ck[i].layers > layers) layers = r->ck[i].layers;
     for (int i = 0; i < r->n; i++) {
@@ -216,9 +216,12 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
         for (int l = 0; l < ck->layers; l++)
             for (int h = 0; h < (series || diag_figs[f].per_layer ? 1 : ck->H); h++) {
                 float v = series ? fig_layer(ck, f, l) : *diag_fig_at(ck, f, l, h);
-                if (isnan(v) || isinf(v)) continue;
-                range_add(&yr, v, 0);
+                if (isnan(v)) continue;
                 range_add(&xr, series ? (ck->step >= 0 ? ck->step : i) : l * ck->H + h, 0);
+                if (isinf(v))
+                    has_inf = 1;
+                else
+                    range_add(&yr, v, 0);
             }
     }
     if (!series) range_add(&xr, -0.5, 0), range_add(&xr, layers * r->ck[0].H - 0.5, 0);
@@ -234,6 +237,13 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
                 }
         }
     }
+    /* an infinite value is drawn on a line above the finite ones, labelled inf */
+    double inf_y = NAN;
+    if (has_inf) {
+        if (yr.n == 0) ylog = 0, range_add(&yr, 0, 0), range_add(&yr, 0.9, 0);
+        inf_y = ylog ? yr.hi * 10 : yr.hi + fmax(0.15 * (yr.hi - yr.lo), 0.3 * fabs(yr.hi)) + 1e-30;
+        range_add(&yr, inf_y, ylog);
+    }
     axis ax = axis_fit(&xr, 0, 0, series ? "step" : "layer x heads + head");
     ax.integer = 1;
     axis ay = axis_fit(&yr, ylog, 0, NULL);
@@ -241,6 +251,7 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
     snprintf(title, sizeof title, "%s%s", diag_figs[f].name,
              series ? (diag_figs[f].per_layer ? "" : " (worst head per layer)") : "");
     plot_begin(&pl, c, b.x, b.y, b.w, b.h, title, ax, ay, 0);
+    if (has_inf) plot_hline(&pl, inf_y, rgb(170, 30, 30), STYLE_DASHED, "inf");
     if (series) {
         legend_item items[8];
         char lab[8][16];
@@ -254,7 +265,7 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
                 float v = fig_layer(ck, f, l);
                 if (isnan(v)) continue;
                 xs[n] = ck->step >= 0 ? ck->step : i;
-                ys[n++] = isinf(v) ? (v > 0 ? ay.hi : ay.lo) : v;
+                ys[n++] = isinf(v) ? inf_y : v;
             }
             plot_xy(&pl, xs, ys, n, STYLE_LINE, 1.6f, palette(l));
             plot_xy(&pl, xs, ys, n, STYLE_MARKERS, 3.0f, palette(l));
@@ -273,7 +284,7 @@ static void panel(canvas *c, rect b, const diag_report *r, int f) {
             for (int h = 0; h < (diag_figs[f].per_layer ? 1 : ck->H) && n < 4096; h++) {
                 float v = *diag_fig_at(ck, f, l, h);
                 if (isnan(v)) continue;
-                xs[n] = l * ck->H + h, ys[n++] = isinf(v) ? (v > 0 ? ay.hi : ay.lo) : v;
+                xs[n] = l * ck->H + h, ys[n++] = isinf(v) ? inf_y : v;
             }
             plot_xy(&pl, xs, ys, n, STYLE_MARKERS, 4.0f, palette(l));
         }
@@ -288,8 +299,11 @@ int diag_report_png(const diag_report *r, const char *path, const char *command,
     canvas_clear(&c, theme_bg());
     char line[512];
     int y = 10;
-    snprintf(line, sizeof line, "diagnose: %d checkpoint%s%s%s", r->n, r->n == 1 ? "" : "s",
-             r->n ? ", first " : "", r->n ? r->ck[0].label : "");
+    if (r->n > 1)
+        snprintf(line, sizeof line, "diagnose: %d checkpoints, %s .. %s", r->n, r->ck[0].label,
+                 r->ck[r->n - 1].label);
+    else
+        snprintf(line, sizeof line, "diagnose: %s", r->n ? r->ck[0].label : "nothing");
     canvas_text_fit(&c, 14, y, line, FONT_LARGE, ALIGN_LEFT, theme_ink(), W - 28);
     y += canvas_text_height(FONT_LARGE) + 2;
     canvas_text_fit(&c, 14, y, r->prompt_desc, FONT_SMALL, ALIGN_LEFT, theme_faint(), W - 28);

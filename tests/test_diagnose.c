@@ -533,12 +533,47 @@ static void test_session_raw(void **state) {
     ts_close(&t);
 }
 
+/* ---- the scene, through the binary ---- */
+
+static void test_scene_unstable_run(void **state) {
+    (void)state;
+    char *dir = test_tmpdir(), *out = NULL;
+    int rc = run_mixscope(&out, "-c 'set outdir %s; source scenes/unstable-run.scene'", dir);
+    if (rc != 0) fail_msg("scene failed (%d): %s", rc, out);
+    /* raw keys with beta = 1: the expansion and the growth, with the numbers */
+    const char *p = strstr(out, "layer 0 head 0: the transition expands: alpha*|1 - rho| reaches ");
+    assert_non_null(p);
+    double sp = 0;
+    assert_int_equal(
+        sscanf(p, "layer 0 head 0: the transition expands: alpha*|1 - rho| reaches %lf", &sp), 1);
+    assert_true(sp > 4 && sp < 6); /* |k| <= 2.5: rho - 1 <= 5.25 */
+    assert_non_null(strstr(out, "layer 0 head 0: state norm grows x1e+"));
+    /* the series: healthy at 100, the first Inf at 200 named with its quantity and rho */
+    assert_non_null(strstr(out, "== checkpoint-100 (step 100): delta_net, 2 layers, 256 tokens\n"
+                                "  no NaN or Inf in the run"));
+    assert_non_null(strstr(out, "first checkpoint with a NaN or Inf: checkpoint-200: first Inf at "
+                                "token "));
+    assert_non_null(strstr(out, "rho = "));
+    assert_non_null(strstr(out, "fp16 state"));
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/unstable-run/diagnose.png", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    snprintf(path, sizeof path, "%s/unstable-run/precision.png", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    snprintf(path, sizeof path, "%s/unstable-run/diagnose.csv", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    free(out);
+    test_rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_step_names),     cmocka_unit_test(test_scan_core),
-        cmocka_unit_test(test_run_stops),      cmocka_unit_test(test_series),
-        cmocka_unit_test(test_precision),      cmocka_unit_test(test_replay_layers),
-        cmocka_unit_test(test_compare_device), cmocka_unit_test(test_session_raw),
+        cmocka_unit_test(test_step_names),         cmocka_unit_test(test_scan_core),
+        cmocka_unit_test(test_run_stops),          cmocka_unit_test(test_series),
+        cmocka_unit_test(test_precision),          cmocka_unit_test(test_replay_layers),
+        cmocka_unit_test(test_compare_device),     cmocka_unit_test(test_session_raw),
+        cmocka_unit_test(test_scene_unstable_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
