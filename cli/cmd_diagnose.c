@@ -104,12 +104,17 @@ static int diagnose_path(session *s, const char *path, opts *o, const char *cmd,
     if (opts_int(o, "len", 512, &len, e) || opts_int(o, "seed", 0, &seed, e)) return -1;
     if (len < 1 || len > (1 << 20)) return err_set(e, "diagnose: len=%ld must lie in 1..2^20", len);
     dopt.len = (int)len, dopt.seed = (uint64_t)seed, dopt.prompt = opts_str(o, "prompt", NULL);
+    if (dopt.prompt && !*dopt.prompt) return err_set(e, "diagnose: prompt= is empty");
     const char *csv = opts_str(o, "csv", NULL), *png = opts_str(o, "png", NULL);
     if (opts_check_unused(o, e)) return -1;
     diag_report r;
     if (diag_run_path(&r, path, &dopt, s->interactive ? stderr : NULL, e)) return -1;
     diag_report_print(&r, s->out);
-    int rc = write_outputs(s, &r, csv, png, cmd, e);
+    int rc = write_outputs(s, &r, csv, png, cmd, e), ok = 0;
+    for (int i = 0; i < r.n; i++) ok += r.ck[i].ok;
+    if (!rc && ok == 0)
+        rc = err_set(e, "diagnose: none of the %d checkpoint%s under %s could be run", r.n,
+                     r.n == 1 ? "" : "s", path);
     diag_report_free(&r);
     return rc;
 }
@@ -196,6 +201,7 @@ int diag_compare_device(session *s, int argc, char **argv, err *e) {
     int gmode = strcmp(mode, "prefill") == 0 ? GPU_PREFILL : GPU_STEP;
     opts_free(&o);
     if (rc) return -1;
+    if (!(tol > 0)) return err_set(e, "compare device: tol must be > 0");
     char why[256];
     if (!gpu_available(why, sizeof why))
         return err_set(e, "compare device: no GPU here (%s); nothing was compared", why);

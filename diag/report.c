@@ -111,11 +111,13 @@ void diag_report_print(const diag_report *r, FILE *out) {
             for (int k = 0; k < ck->nfind; k++) fprintf(out, "  - %s\n", ck->find[k].text);
         }
     }
-    if (r->n < 2) return;
-    /* across the series */
-    int layers = 0;
-    for (int i = 0; i < r->n; i++)
+    /* across the series (of the checkpoints that ran) */
+    int layers = 0, ran = 0;
+    for (int i = 0; i < r->n; i++) {
+        ran += r->ck[i].ok;
         if (r->ck[i].ok && r->ck[i].layers > layers) layers = r->ck[i].layers;
+    }
+    if (r->n < 2 || ran == 0) return;
     fprintf(out, "== across the series (per layer: the worst head, or the median head for "
                  "neutral figures)\n");
     char b[32];
