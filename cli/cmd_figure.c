@@ -366,3 +366,12 @@ const command cmd_view = {
     run_view,
     COMPLETE_VIEW,
     "layer head from to index probe dim seed width height"};
+
+/* Tab completion's list of view names (cli/repl.c asks for it). */
+const char *const *view_names(void) {
+    static const char *names[64];
+    int n = 0;
+    for (int i = 0; i < view_count && n < 63; i++) names[n++] = view_all[i]->name;
+    names[n] = NULL;
+    return names;
+}
