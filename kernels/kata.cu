@@ -1,0 +1,650 @@
+// kata.cu: KATA on the GPU (spec kata-parallax.md Part A), the normalised variants (m1, mg,
+// sigma, orthant, lorentz, linear). Twin of mixers/kata.c: tests/gpu checks it against the CPU.
+//
+//   S_t = S_{t-1} + psi(k_t) v_t^T,  z_t = z_{t-1} + psi(k_t),
+//   o_t = S_t^T psi(q_t) / max(z_t^T psi(q_t), eps) = sum_{s<=t} kappa_ts v_s / sum_{s<=t}
+//   kappa_ts.
+// Layout: q, k [B, T, H, dk]; v [B, T, H, dv]; state S [B, H, D, dv] then z [B, H, D] (fp32, psi
+// packed as svec, kata_features.h); o [B, T, H, dv] fp32.
+//
+// Two forms:
+//   flash (§A.6)    kata_attend over every key s <= t: kappa from group dot products, psi never
+//                   formed; a given state is read by kata_state (no update) first.
+//   chunked (§A.7, A.8)  kata_state walks the chunks in order, one block per (feature slice,
+//                   value slice, head) holding its slice of [S | z] in shared memory: per chunk it
+//                   reads psi(Q)^T [S | z] (the carried exclusive prefix of the chunk states,
+//                   built directly, never inclusive-minus-own) into o and den with atomics (the
+//                   feature slices of one output add up there), then adds psi(K)^T [V | 1] to its
+//                   slice. The scan over chunk states is this running sum, parallel over
+//                   D x dv x heads. kata_attend then adds the chunk-local kappa terms and divides.
+// All arithmetic is fp32 (inputs may be bf16).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "../mixers/kata.h"
+#include "gpu.h"
+#include "gpu_common.cuh"
+
+#define KA_NT    256 // threads of every kata block
+#define KA_VS    32  // value columns of a kata_state block
+#define KA_KT    64  // features of a psi tile
+#define KA_BQ    64  // query rows of a kata_attend block
+#define KA_BK    64  // keys of a kata_attend tile
+#define KA_SQRT2 1.41421356237309504880f
+
+struct kfeat {
+    int kind;    // kata_feat_kind
+    int d, M, E; // input width, groups, group width
+    float s, rs; // scale and sqrt(scale)
+};
+
+static kfeat kfeat_of(int variant, int dk, int groups, float scale) {
+    kfeat f;
+    f.d = dk, f.M = 1, f.s = scale, f.rs = sqrtf(scale);
+    switch (variant) {
+    case KATA_MG:
+        f.kind = KATA_FEAT_PSD_CONCAT, f.M = groups;
+        break;
+    case KATA_SIGMA:
+        f.kind = KATA_FEAT_PSD_SUM, f.M = groups;
+        break;
+    case KATA_ORTHANT:
+        f.kind = KATA_FEAT_ORTHANT;
+        break;
+    case KATA_LORENTZ:
+        f.kind = KATA_FEAT_LORENTZ;
+        break;
+    case KATA_LINEAR:
+        f.kind = KATA_FEAT_LINEAR;
+        break;
+    default:
+        f.kind = KATA_FEAT_PSD_CONCAT;
+        break; // m1
+    }
+    f.E = dk / f.M;
+    return f;
+}
+
+static size_t kfeat_dim(const kfeat &f) {
+    const size_t P = (size_t)f.E * (f.E + 1) / 2;
+    return f.kind == KATA_FEAT_PSD_CONCAT ? (size_t)f.M * P
+           : f.kind == KATA_FEAT_PSD_SUM  ? P
+                                          : (size_t)f.d;
+}
+
+// Feature r's code: (m << 20) | (i << 10) | j for the PSD maps (group m, entry (i, j), i >= j, in
+// svec order: the diagonal first, then the strictly lower entries row by row); r for the others.
+__global__ void kata_index_kernel(kfeat f, int D, int *idx) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= D) return;
+    if (f.kind != KATA_FEAT_PSD_CONCAT && f.kind != KATA_FEAT_PSD_SUM) {
+        idx[r] = r;
+        return;
+    }
+    const int P = f.E * (f.E + 1) / 2, m = r / P, l = r % P;
+    int i, j;
+    if (l < f.E) {
+        i = j = l;
+    } else {
+        const int rr = l - f.E; // row a >= 1 holds rr in [a (a-1)/2, a (a+1)/2)
+        int a = (int)((1.0 + sqrt(1.0 + 8.0 * (double)rr)) / 2.0);
+        while (a > 1 && a * (a - 1) / 2 > rr) a--;
+        while (a * (a + 1) / 2 <= rr) a++;
+        i = a, j = rr - a * (a - 1) / 2;
+    }
+    idx[r] = (m << 20) | (i << 10) | j;
+}
+
+// psi(x)_r from x [d] (shared memory); xn = |x_{1:d-1}| for Lorentz.
+__device__ __forceinline__ float kata_psi(const kfeat &f, const float *x, float xn, int code) {
+    switch (f.kind) {
+    case KATA_FEAT_PSD_CONCAT: {
+        const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
+        const float *xm = x + m * f.E;
+        return (i == j ? f.s : f.s * KA_SQRT2) * xm[i] * xm[j];
+    }
+    case KATA_FEAT_PSD_SUM: {
+        const int i = (code >> 10) & 1023, j = code & 1023;
+        float acc = 0.0f;
+        for (int m = 0; m < f.M; m++) acc += x[m * f.E + i] * x[m * f.E + j];
+        return (i == j ? f.s : f.s * KA_SQRT2) * acc;
+    }
+    case KATA_FEAT_ORTHANT: {
+        const float y = f.rs * x[code];
+        return (y > 0.0f ? y : 0.0f) + KATA_ORTHANT_EPS;
+    }
+    case KATA_FEAT_LORENTZ: {
+        if (code + 1 < f.d) return f.rs * x[code];
+        const float xd = f.rs * x[f.d - 1];
+        return f.rs * xn * (1.0f + xd * xd);
+    }
+    default:
+        return f.rs * x[code];
+    }
+}
+
+// kappa(x, y) = <psi(x), psi(y)> from group dot products (kata_fmap_kernel). x, y [d] with the
+// strides sx, sy between consecutive entries.
+__device__ __forceinline__ float kata_kappa(const kfeat &f, const float *x, const float *y) {
+    switch (f.kind) {
+    case KATA_FEAT_PSD_CONCAT: {
+        float acc = 0.0f;
+        for (int m = 0; m < f.M; m++) {
+            float c = 0.0f;
+            for (int i = 0; i < f.E; i++) c += x[m * f.E + i] * y[m * f.E + i];
+            c *= f.s;
+            acc += c * c;
+        }
+        return acc;
+    }
+    case KATA_FEAT_PSD_SUM: {
+        float acc = 0.0f;
+        for (int m = 0; m < f.M; m++)
+            for (int n = 0; n < f.M; n++) {
+                float c = 0.0f;
+                for (int i = 0; i < f.E; i++) c += x[m * f.E + i] * y[n * f.E + i];
+                c *= f.s;
+                acc += c * c;
+            }
+        return acc;
+    }
+    case KATA_FEAT_ORTHANT: {
+        float acc = 0.0f;
+        for (int i = 0; i < f.d; i++) {
+            const float a = f.rs * x[i], b = f.rs * y[i];
+            acc += ((a > 0.0f ? a : 0.0f) + KATA_ORTHANT_EPS) *
+                   ((b > 0.0f ? b : 0.0f) + KATA_ORTHANT_EPS);
+        }
+        return acc;
+    }
+    case KATA_FEAT_LORENTZ: {
+        float xy = 0.0f, xx = 0.0f, yy = 0.0f;
+        for (int i = 0; i + 1 < f.d; i++) xy += x[i] * y[i], xx += x[i] * x[i], yy += y[i] * y[i];
+        const float a = x[f.d - 1], b = y[f.d - 1];
+        return f.s * xy + f.s * sqrtf(xx) * sqrtf(yy) * (1.0f + f.s * a * a) * (1.0f + f.s * b * b);
+    }
+    default: {
+        float acc = 0.0f;
+        for (int i = 0; i < f.d; i++) acc += x[i] * y[i];
+        return f.s * acc;
+    }
+    }
+}
+
+// ---------------------------------------------------------------- the chunked state pass
+
+// grid (nfs, ceil(dv / KA_VS), N). Block (fs, cs, n) owns features [fs FR, fs FR + FR) and value
+// columns [cs KA_VS, cs KA_VS + KA_VS) of head n, and z's features when cs == 0. Shared:
+// S [FR][KA_VS], z [FR], Q and K of the chunk [C][dk+1], their Lorentz norms [C] each,
+// V [C][KA_VS], one psi tile [KA_KT][C+4], the read's partial sums [G][C][KA_VS] and [G][C]
+// (G C = 128). update = 0: read the state for every chunk, never
+// write it (the flash form's initial-state term).
+template <typename T>
+__global__ void __launch_bounds__(KA_NT)
+    kata_state_kernel(kfeat f, int T_, int H, int dv, int C, int D, int FR, int update,
+                      const int *idx, const T *q, const T *k, const T *v, float *Sg, float *zg,
+                      float *o, float *den) {
+    extern __shared__ __align__(16) float sm[];
+    const int dk = f.d, ldx = dk + 1, ldp = C + 1, ldq = C + 4;
+    float *sS = sm, *sz = sS + (size_t)FR * KA_VS, *sQ = sz + FR, *sK = sQ + C * ldx;
+    float *nQ = sK + C * ldx, *nK = nQ + C, *sV = nK + C, *sP = sV + C * KA_VS;
+    float *sRed = sP + KA_KT * (C + 4), *sDred = sRed + KA_NT * 16; // the read's partial sums
+    const int fs = blockIdx.x, cs = blockIdx.y, n = blockIdx.z, b = n / H, h = n % H;
+    const int tid = threadIdx.x, r0 = fs * FR, j0 = cs * KA_VS, jw = min(KA_VS, dv - j0);
+    const int zb = cs == 0; // this block also carries z
+    const size_t tok_k = (size_t)H * dk, tok_v = (size_t)H * dv;
+    float *S = Sg + (size_t)n * D * dv, *z = zg + (size_t)n * D;
+    for (int x = tid; x < FR * KA_VS; x += KA_NT) {
+        const int r = x / KA_VS, j = x % KA_VS;
+        sS[x] = r0 + r < D && j < jw ? S[(size_t)(r0 + r) * dv + j0 + j] : 0.0f;
+    }
+    for (int r = tid; r < FR; r += KA_NT) sz[r] = zb && r0 + r < D ? z[r0 + r] : 0.0f;
+    // The read's thread tile: tokens 4 tt .. 4 tt + 3, columns 4 cg .. 4 cg + 3. The C x KA_VS
+    // outputs make ntile tiles; the block's threads form G = KA_NT / ntile groups, group grp taking
+    // every G-th feature of a psi tile, and the groups' partial sums meet in shared memory.
+    const int ntile = (C / 4) * (KA_VS / 4), G = KA_NT / ntile, grp = tid / ntile;
+    const int tt = (tid % ntile) / (KA_VS / 4), cg = tid % (KA_VS / 4);
+    const int nchunks = (T_ + C - 1) / C;
+    for (int c = 0; c < nchunks; c++) {
+        const int t0 = c * C, L = min(C, T_ - t0);
+        const T *qb = q + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+        const T *kb = k + ((size_t)b * T_ + t0) * tok_k + (size_t)h * dk;
+        const T *vb = v + ((size_t)b * T_ + t0) * tok_v + (size_t)h * dv + j0;
+        __syncthreads(); // the previous chunk is done with every buffer
+        for (int x = tid; x < C * dk; x += KA_NT) {
+            const int i = x / dk, d = x % dk;
+            sQ[i * ldx + d] = i < L ? ld(qb + (size_t)i * tok_k + d) : 0.0f;
+            sK[i * ldx + d] = i < L ? ld(kb + (size_t)i * tok_k + d) : 0.0f;
+        }
+        for (int x = tid; x < C * KA_VS; x += KA_NT) {
+            const int i = x / KA_VS, j = x % KA_VS;
+            sV[x] = i < L && j < jw ? ld(vb + (size_t)i * tok_v + j) : 0.0f;
+        }
+        __syncthreads();
+        if (f.kind == KATA_FEAT_LORENTZ)
+            for (int i = tid; i < 2 * C; i += KA_NT) {
+                const float *x = i < C ? sQ + i * ldx : sK + (i - C) * ldx;
+                float nn = 0.0f;
+                for (int d = 0; d + 1 < dk; d++) nn += x[d] * x[d];
+                (i < C ? nQ[i] : nK[i - C]) = sqrtf(nn);
+            }
+        // read: o[t] += psi(q_t)^T S[:, cols], den[t] += psi(q_t)^T z over this feature slice
+        float acc[4][4] = {}, dacc[4] = {};
+        for (int kt = 0; kt < FR; kt += KA_KT) {
+            __syncthreads();
+            for (int x = tid; x < KA_KT * C; x += KA_NT) {
+                const int fr = x / C, t = x % C, r = r0 + kt + fr;
+                sP[fr * ldq + t] = r < D && t < L ? kata_psi(f, sQ + t * ldx, nQ[t], idx[r]) : 0.0f;
+            }
+            __syncthreads();
+            for (int fr = grp; fr < KA_KT; fr += G) {
+                const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldq + 4 * tt);
+                const float4 s4 =
+                    *reinterpret_cast<const float4 *>(sS + (kt + fr) * KA_VS + 4 * cg);
+                const float zz = sz[kt + fr], a[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    acc[u][0] += a[u] * s4.x, acc[u][1] += a[u] * s4.y;
+                    acc[u][2] += a[u] * s4.z, acc[u][3] += a[u] * s4.w;
+                    dacc[u] += a[u] * zz;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            *reinterpret_cast<float4 *>(sRed + (grp * C + 4 * tt + u) * KA_VS + 4 * cg) =
+                make_float4(acc[u][0], acc[u][1], acc[u][2], acc[u][3]);
+            if (cg == 0) sDred[grp * C + 4 * tt + u] = dacc[u];
+        }
+        __syncthreads();
+        for (int x = tid; x < C * KA_VS; x += KA_NT) {
+            const int t = x / KA_VS, j = x % KA_VS;
+            if (t >= L || j >= jw) continue;
+            float sum = 0.0f;
+            for (int g = 0; g < G; g++) sum += sRed[(g * C + t) * KA_VS + j];
+            atomicAdd(o + (((size_t)b * T_ + t0 + t) * H + h) * dv + j0 + j, sum);
+        }
+        if (zb)
+            for (int t = tid; t < L; t += KA_NT) {
+                float sum = 0.0f;
+                for (int g = 0; g < G; g++) sum += sDred[g * C + t];
+                atomicAdd(den + ((size_t)b * T_ + t0 + t) * H + h, sum);
+            }
+        if (!update) continue;
+        // write: S[rows, cols] += psi(K)^T V, z += psi(K)^T 1. Thread (fr, cg): tile rows fr and
+        // fr + KA_KT / 2, columns 4 cg .. 4 cg + 3.
+        const int fr = tid / (KA_VS / 4);
+        for (int kt = 0; kt < FR; kt += KA_KT) {
+            __syncthreads(); // every read of the old S and of sP is done
+            for (int x = tid; x < KA_KT * C; x += KA_NT) {
+                const int ff = x / C, t = x % C, r = r0 + kt + ff;
+                sP[ff * ldp + t] = r < D && t < L ? kata_psi(f, sK + t * ldx, nK[t], idx[r]) : 0.0f;
+            }
+            __syncthreads();
+            if (fr < KA_KT / 2) {
+                float4 *s0 = reinterpret_cast<float4 *>(sS + (kt + fr) * KA_VS + 4 * cg);
+                float4 *s1 =
+                    reinterpret_cast<float4 *>(sS + (kt + fr + KA_KT / 2) * KA_VS + 4 * cg);
+                float4 a = *s0, bq = *s1;
+                float z0 = 0.0f, z1 = 0.0f;
+                for (int t = 0; t < L; t++) {
+                    const float p0 = sP[fr * ldp + t], p1 = sP[(fr + KA_KT / 2) * ldp + t];
+                    const float4 v4 = *reinterpret_cast<const float4 *>(sV + t * KA_VS + 4 * cg);
+                    a.x += p0 * v4.x, a.y += p0 * v4.y, a.z += p0 * v4.z, a.w += p0 * v4.w;
+                    bq.x += p1 * v4.x, bq.y += p1 * v4.y, bq.z += p1 * v4.z, bq.w += p1 * v4.w;
+                    z0 += p0, z1 += p1;
+                }
+                *s0 = a, *s1 = bq;
+                if (zb && cg == 0) sz[kt + fr] += z0, sz[kt + fr + KA_KT / 2] += z1;
+            }
+        }
+    }
+    if (!update) return;
+    __syncthreads();
+    for (int x = tid; x < FR * KA_VS; x += KA_NT) {
+        const int r = x / KA_VS, j = x % KA_VS;
+        if (r0 + r < D && j < jw) S[(size_t)(r0 + r) * dv + j0 + j] = sS[x];
+    }
+    if (zb)
+        for (int r = tid; r < FR; r += KA_NT)
+            if (r0 + r < D) z[r0 + r] = sz[r];
+}
+
+// ---------------------------------------------------------------- the attend pass
+
+// grid (ceil(T / KA_BQ), N). Query row t sees the keys s in [first(t), t], first(t) = 0 (flash,
+// local = 0) or the start of t's chunk of `local` tokens (the chunk-local part of the chunked
+// form). Adds sum kappa_ts v_s to o[t] and sum kappa_ts to den[t] (which hold the state read, or
+// 0), then o[t] /= max(den, eps). Shared: Q [KA_BQ][dk+1], K [KA_BK][dk+1], V [KA_BK][dv],
+// A [KA_BQ][KA_BK+1], num [KA_BQ][dv], den [KA_BQ].
+template <typename T>
+__global__ void __launch_bounds__(KA_NT)
+    kata_attend_kernel(kfeat f, int T_, int H, int dv, int local, float eps, const T *q, const T *k,
+                       const T *v, float *o, const float *den) {
+    extern __shared__ __align__(16) float sm[];
+    const int dk = f.d, ldx = dk + 1, lda = KA_BK + 1;
+    float *sQ = sm, *sK = sQ + KA_BQ * ldx, *sV = sK + KA_BK * ldx, *sA = sV + KA_BK * dv;
+    float *sN = sA + KA_BQ * lda, *sD = sN + KA_BQ * dv;
+    const int q0 = blockIdx.x * KA_BQ, n = blockIdx.y, b = n / H, h = n % H, tid = threadIdx.x;
+    const int nq = min(KA_BQ, T_ - q0);
+    for (int x = tid; x < KA_BQ * dk; x += KA_NT) {
+        const int i = x / dk, d = x % dk;
+        sQ[i * ldx + d] = i < nq ? ld(q + (((size_t)b * T_ + q0 + i) * H + h) * dk + d) : 0.0f;
+    }
+    for (int x = tid; x < KA_BQ * dv; x += KA_NT) sN[x] = 0.0f;
+    for (int i = tid; i < KA_BQ; i += KA_NT) sD[i] = 0.0f;
+    const int kfirst = local ? q0 / local * local : 0, klast = q0 + nq - 1;
+    for (int k0 = kfirst; k0 <= klast; k0 += KA_BK) {
+        const int nk = min(KA_BK, klast + 1 - k0);
+        __syncthreads(); // the previous tile is done with sK, sV, sA
+        for (int x = tid; x < KA_BK * dk; x += KA_NT) {
+            const int j = x / dk, d = x % dk;
+            sK[j * ldx + d] = j < nk ? ld(k + (((size_t)b * T_ + k0 + j) * H + h) * dk + d) : 0.0f;
+        }
+        for (int x = tid; x < KA_BK * dv; x += KA_NT) {
+            const int j = x / dv, d = x % dv;
+            sV[x] = j < nk ? ld(v + (((size_t)b * T_ + k0 + j) * H + h) * dv + d) : 0.0f;
+        }
+        __syncthreads();
+        for (int x = tid; x < KA_BQ * KA_BK; x += KA_NT) {
+            const int i = x / KA_BK, j = x % KA_BK, t = q0 + i, s = k0 + j;
+            const int first = local ? t / local * local : 0;
+            sA[i * lda + j] = i < nq && j < nk && s <= t && s >= first
+                                  ? kata_kappa(f, sQ + i * ldx, sK + j * ldx)
+                                  : 0.0f;
+        }
+        __syncthreads();
+        for (int x = tid; x < KA_BQ * dv; x += KA_NT) {
+            const int i = x / dv, d = x % dv;
+            float acc = 0.0f;
+            for (int j = 0; j < nk; j++) acc += sA[i * lda + j] * sV[j * dv + d];
+            sN[x] += acc;
+        }
+        for (int i = tid; i < KA_BQ; i += KA_NT) {
+            float acc = 0.0f;
+            for (int j = 0; j < nk; j++) acc += sA[i * lda + j];
+            sD[i] += acc;
+        }
+    }
+    __syncthreads();
+    for (int x = tid; x < nq * dv; x += KA_NT) {
+        const int i = x / dv, d = x % dv;
+        const size_t row = ((size_t)b * T_ + q0 + i) * H + h;
+        const float dn = fmaxf(den[row] + sD[i], eps);
+        o[row * dv + d] = (o[row * dv + d] + sN[x]) / dn;
+    }
+}
+
+// ---------------------------------------------------------------- one exact step
+
+// psi(x)_r rounded as kata_features.c rounds it (no fused multiply-add): the probes' step matches
+// the CPU's state bit for bit, which the probes that divide by a small denominator need.
+__device__ __forceinline__ float kata_psi_exact(const kfeat &f, const float *x, float xn,
+                                                int code) {
+    switch (f.kind) {
+    case KATA_FEAT_PSD_CONCAT: {
+        const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
+        const float *xm = x + m * f.E, c = i == j ? f.s : f.s * KA_SQRT2;
+        return __fmul_rn(__fmul_rn(c, xm[i]), xm[j]);
+    }
+    case KATA_FEAT_PSD_SUM: {
+        const int i = (code >> 10) & 1023, j = code & 1023;
+        float acc = 0.0f;
+        for (int m = 0; m < f.M; m++)
+            acc = __fadd_rn(acc, __fmul_rn(x[m * f.E + i], x[m * f.E + j]));
+        return __fmul_rn(i == j ? f.s : f.s * KA_SQRT2, acc);
+    }
+    case KATA_FEAT_ORTHANT: {
+        const float y = __fmul_rn(f.rs, x[code]);
+        return __fadd_rn(y > 0.0f ? y : 0.0f, KATA_ORTHANT_EPS);
+    }
+    case KATA_FEAT_LORENTZ: {
+        if (code + 1 < f.d) return __fmul_rn(f.rs, x[code]);
+        const float xd = __fmul_rn(f.rs, x[f.d - 1]);
+        return __fmul_rn(__fmul_rn(f.rs, xn), __fadd_rn(1.0f, __fmul_rn(xd, xd)));
+    }
+    default:
+        return __fmul_rn(f.rs, x[code]);
+    }
+}
+
+// One token for H heads (batch 1) in the CPU's order and rounding: o [H, dv] = S_{t-1}^T psi(q),
+// den [H] = z_{t-1}.psi(q), then z += psi(k), S += psi(k) v^T. grid (H), KA_NT threads; shared
+// q, k [dk], v [dv].
+__global__ void __launch_bounds__(KA_NT)
+    kata_step_exact(kfeat f, int dv, int D, const int *idx, const float *q, const float *k,
+                    const float *v, float *S, float *z, float *o, float *den) {
+    extern __shared__ float sm[];
+    __shared__ float nrm[2];
+    const int h = blockIdx.x, tid = threadIdx.x, dk = f.d;
+    float *sq = sm, *sk = sq + dk, *sv = sk + dk;
+    for (int d = tid; d < dk; d += KA_NT)
+        sq[d] = q[(size_t)h * dk + d], sk[d] = k[(size_t)h * dk + d];
+    for (int j = tid; j < dv; j += KA_NT) sv[j] = v[(size_t)h * dv + j];
+    __syncthreads();
+    if (tid < 2) {
+        const float *x = tid ? sk : sq;
+        float nn = 0.0f;
+        for (int d = 0; d + 1 < dk; d++) nn = __fadd_rn(nn, __fmul_rn(x[d], x[d]));
+        nrm[tid] = sqrtf(nn);
+    }
+    __syncthreads();
+    float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
+    for (int j = tid; j <= dv; j += KA_NT) {
+        float acc = 0.0f;
+        if (j < dv) {
+            for (int r = 0; r < D; r++)
+                acc = __fadd_rn(
+                    acc, __fmul_rn(kata_psi_exact(f, sq, nrm[0], idx[r]), Sh[(size_t)r * dv + j]));
+            o[(size_t)h * dv + j] = acc;
+        } else {
+            for (int r = 0; r < D; r++) {
+                acc = __fadd_rn(acc, __fmul_rn(kata_psi_exact(f, sq, nrm[0], idx[r]), zh[r]));
+                zh[r] = __fadd_rn(zh[r], kata_psi_exact(f, sk, nrm[1], idx[r]));
+            }
+            den[h] = acc;
+        }
+    }
+    __syncthreads(); // every read of the old S is done
+    for (size_t x = tid; x < (size_t)D * dv; x += KA_NT) {
+        const int r = (int)(x / dv), j = (int)(x % dv);
+        Sh[x] = __fadd_rn(Sh[x], __fmul_rn(kata_psi_exact(f, sk, nrm[1], idx[r]), sv[j]));
+    }
+}
+
+// ---------------------------------------------------------------- one step with probes
+
+// After kata_step_exact of one token (batch 1): o [H, dv] holds S_{t-1}^T psi(q),
+// den [H] holds z_{t-1}.psi(q), S and z are S_t and z_t. grid (H), KA_NT threads: finishes o and
+// writes every probe of mixers/kata.c in its layout: g [H], o_hat [H, dv], den, kappa, o_norm,
+// state_norm, z_norm, psi_k_norm, beta (NaN), e_norm, e_after (NaN), [H] each.
+__global__ void __launch_bounds__(KA_NT)
+    kata_probe_kernel(kfeat f, int H, int dv, int D, float eps, const int *idx, const float *q,
+                      const float *k, const float *v, const float *S, const float *z, float *o,
+                      const float *den, float *probes) {
+    const int h = blockIdx.x, tid = threadIdx.x, dk = f.d;
+    const float *qh = q + (size_t)h * dk, *kh = k + (size_t)h * dk, *vh = v + (size_t)h * dv;
+    const float kqk = kata_kappa(f, qh, kh), dprev = den[h], dn = fmaxf(dprev + kqk, eps);
+    float *ohat = probes + H + (size_t)h * dv, *oh = o + (size_t)h * dv;
+    for (int j = tid; j < dv; j += KA_NT) {
+        const float rq = oh[j];
+        oh[j] = (rq + kqk * vh[j]) / dn;
+        ohat[j] = rq / fmaxf(dprev, eps);
+    }
+    __syncthreads();
+    if (tid != 0) return;
+    // The norms as mixers/kata.c sums them, one float at a time in its order (a sum over a
+    // million entries in float carries its own rounding, which the probes then agree on).
+    float o2 = 0.0f, e2 = 0.0f, s2 = 0.0f, z2 = 0.0f, pk2 = 0.0f;
+    for (int j = 0; j < dv; j++) {
+        const float ee = __fsub_rn(vh[j], ohat[j]);
+        e2 = __fadd_rn(e2, __fmul_rn(ee, ee));
+        o2 = __fadd_rn(o2, __fmul_rn(oh[j], oh[j]));
+    }
+    const float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
+    for (int j0 = 0; j0 < dv; j0 += 32) // the CPU's tiles of 32 value columns
+        for (int r = 0; r < D; r++)
+            for (int j = j0; j < j0 + 32 && j < dv; j++)
+                s2 = __fadd_rn(s2, __fmul_rn(Sh[(size_t)r * dv + j], Sh[(size_t)r * dv + j]));
+    float nn = 0.0f;
+    for (int d = 0; d + 1 < dk; d++) nn = __fadd_rn(nn, __fmul_rn(kh[d], kh[d]));
+    const float kn = sqrtf(nn);
+    for (int r = 0; r < D; r++) {
+        z2 = __fadd_rn(z2, __fmul_rn(zh[r], zh[r]));
+        const float pk = kata_psi_exact(f, kh, kn, idx[r]);
+        pk2 = __fadd_rn(pk2, __fmul_rn(pk, pk));
+    }
+    float *P = probes + h, *Q = probes + H + (size_t)H * dv + h; // after g and o_hat
+    P[0] = kqk / dn;                                             // g
+    Q[0 * H] = dprev;                                            // den
+    Q[1 * H] = kqk;                                              // kappa
+    Q[2 * H] = sqrtf(o2);                                        // o_norm
+    Q[3 * H] = sqrtf(s2);                                        // state_norm
+    Q[4 * H] = sqrtf(z2);                                        // z_norm
+    Q[5 * H] = sqrtf(pk2);                                       // psi_k_norm
+    Q[6 * H] = NAN;                                              // beta (delta only)
+    Q[7 * H] = sqrtf(e2);                                        // e_norm
+    Q[8 * H] = NAN;                                              // e_after (delta only)
+}
+
+// ---------------------------------------------------------------- host side
+
+extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
+                                         int groups) {
+    (void)dv;
+    const kfeat f = kfeat_of(variant, dk, groups, 1.0f);
+    return kfeat_dim(f) * sizeof(int) + 256 + (size_t)B * T * H * sizeof(float);
+}
+
+static int kata_check(int variant, int dk, int groups, err *e) {
+    if (variant == KATA_DELTA) return err_set(e, "gpu kata: variant delta has no GPU kernels");
+    if (variant < 0 || variant >= KATA_NVARIANTS)
+        return err_set(e, "gpu kata: unknown variant %d", variant);
+    if ((variant == KATA_MG || variant == KATA_SIGMA) && (groups < 1 || dk % groups))
+        return err_set(e, "gpu kata: %d groups do not divide dk=%d", groups, dk);
+    if (dk > 1023) return err_set(e, "gpu kata: dk=%d above 1023", dk);
+    return 0;
+}
+
+static size_t kata_state_smem(int FR, int dk, int C) {
+    return ((size_t)FR * KA_VS + FR + 2 * (size_t)C * (dk + 1) + 2 * (size_t)C + (size_t)C * KA_VS +
+            (size_t)KA_KT * (C + 4) + KA_NT * 16 + 128) *
+           sizeof(float);
+}
+
+// The state pass: reads into o (zeroed here) and den (zeroed here); update = 0 leaves S, z alone.
+template <typename T>
+static int kata_launch_state(const kfeat &f, int B, int T_, int H, int dv, int C, int update,
+                             const int *idx, const void *q, const void *k, const void *v,
+                             float *state, float *o, float *den, cudaStream_t st, err *e) {
+    const int N = B * H, D = (int)kfeat_dim(f), ncs = (dv + KA_VS - 1) / KA_VS;
+    // feature slices: small enough for two blocks per multiprocessor and enough blocks to fill
+    // the GPU, but as few as possible (each slice adds its share of every output by an atomic)
+    int nfs = 1, FR = (D + KA_KT - 1) / KA_KT * KA_KT;
+    while (FR > KA_KT &&
+           (kata_state_smem(FR, f.d, C) > 100 * 1024 || (size_t)nfs * ncs * N < 264)) {
+        nfs++;
+        FR = ((D + nfs - 1) / nfs + KA_KT - 1) / KA_KT * KA_KT;
+    }
+    nfs = (D + FR - 1) / FR;
+    const size_t smem = kata_state_smem(FR, f.d, C);
+    if (smem > 227 * 1024)
+        return err_set(e, "gpu kata: dk=%d with chunk %d needs too much shared memory", f.d, C);
+    CUDA_TRY(cudaMemsetAsync(o, 0, (size_t)B * T_ * H * dv * sizeof(float), st), "gpu kata");
+    CUDA_TRY(cudaMemsetAsync(den, 0, (size_t)B * T_ * H * sizeof(float), st), "gpu kata");
+    if (!state) return 0;
+    CUDA_TRY(cudaFuncSetAttribute(kata_state_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)smem),
+             "gpu kata: shared memory (state pass)");
+    kata_state_kernel<T><<<dim3(nfs, ncs, N), KA_NT, smem, st>>>(
+        f, T_, H, dv, C, D, FR, update, idx, (const T *)q, (const T *)k, (const T *)v, state,
+        state + (size_t)N * D * dv, o, den);
+    CUDA_LAUNCHED("gpu kata: state pass");
+    return 0;
+}
+
+template <typename T>
+static int kata_launch_attend(const kfeat &f, int B, int T_, int H, int dv, int local, float eps,
+                              const void *q, const void *k, const void *v, float *o,
+                              const float *den, cudaStream_t st, err *e) {
+    const size_t smem =
+        ((size_t)KA_BQ * (f.d + 1) + (size_t)KA_BK * (f.d + 1) + (size_t)KA_BK * dv +
+         (size_t)KA_BQ * (KA_BK + 1) + (size_t)KA_BQ * dv + KA_BQ) *
+        sizeof(float);
+    if (smem > 227 * 1024) return err_set(e, "gpu kata: dk=%d dv=%d too wide", f.d, dv);
+    CUDA_TRY(cudaFuncSetAttribute(kata_attend_kernel<T>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+             "gpu kata: shared memory (attend)");
+    kata_attend_kernel<T><<<dim3((T_ + KA_BQ - 1) / KA_BQ, B * H), KA_NT, smem, st>>>(
+        f, T_, H, dv, local, eps, (const T *)q, (const T *)k, (const T *)v, o, den);
+    CUDA_LAUNCHED("gpu kata: attend");
+    return 0;
+}
+
+template <typename T>
+static int kata_run(int flash, int B, int T_, int H, int dk, int dv, int variant, int groups,
+                    int chunk, float scale, float eps, const void *q, const void *k, const void *v,
+                    float *state, float *o, void *scratch, cudaStream_t st, err *e) {
+    const kfeat f = kfeat_of(variant, dk, groups, scale);
+    const int D = (int)kfeat_dim(f);
+    int *idx = (int *)scratch;
+    float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
+    kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
+    CUDA_LAUNCHED("gpu kata: feature index");
+    if (kata_launch_state<T>(f, B, T_, H, dv, chunk, !flash, idx, q, k, v, state, o, den, st, e))
+        return -1;
+    return kata_launch_attend<T>(f, B, T_, H, dv, flash ? 0 : chunk, eps, q, k, v, o, den, st, e);
+}
+
+extern "C" int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups,
+                                int chunk, float scale, float eps, int bf16, const void *q,
+                                const void *k, const void *v, float *state, float *o, void *scratch,
+                                void *stream, err *e) {
+    if (kata_check(variant, dk, groups, e)) return -1;
+    if (chunk != 16 && chunk != 32 && chunk != 64)
+        return err_set(e, "gpu kata: chunk %d (16, 32 or 64)", chunk);
+    if (T < 1) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    return bf16 ? kata_run<__nv_bfloat16>(0, B, T, H, dk, dv, variant, groups, chunk, scale, eps, q,
+                                          k, v, state, o, scratch, st, e)
+                : kata_run<float>(0, B, T, H, dk, dv, variant, groups, chunk, scale, eps, q, k, v,
+                                  state, o, scratch, st, e);
+}
+
+extern "C" int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, int groups,
+                              float scale, float eps, int bf16, const void *q, const void *k,
+                              const void *v, const float *state0, float *o, void *scratch,
+                              void *stream, err *e) {
+    if (kata_check(variant, dk, groups, e)) return -1;
+    if (T < 1) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    float *s0 = (float *)state0; // read only: the state pass runs with update = 0
+    return bf16 ? kata_run<__nv_bfloat16>(1, B, T, H, dk, dv, variant, groups, 64, scale, eps, q, k,
+                                          v, s0, o, scratch, st, e)
+                : kata_run<float>(1, B, T, H, dk, dv, variant, groups, 64, scale, eps, q, k, v, s0,
+                                  o, scratch, st, e);
+}
+
+// One fp32 decode step for H heads (batch 1) with every probe (probes: the mixer's layout, see
+// kata_probe_kernel). scratch: gpu_kata_scratch_bytes(1, 1, ...).
+extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
+                                    float eps, const float *q, const float *k, const float *v,
+                                    float *state, float *o, float *probes, void *scratch,
+                                    void *stream, err *e) {
+    if (kata_check(variant, dk, groups, e)) return -1;
+    cudaStream_t st = (cudaStream_t)stream;
+    const kfeat f = kfeat_of(variant, dk, groups, scale);
+    const int D = (int)kfeat_dim(f);
+    int *idx = (int *)scratch;
+    float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
+    kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
+    CUDA_LAUNCHED("gpu kata: feature index");
+    kata_step_exact<<<H, KA_NT, (2 * (size_t)dk + dv) * sizeof(float), st>>>(
+        f, dv, D, idx, q, k, v, state, state + (size_t)H * D * dv, o, den);
+    CUDA_LAUNCHED("gpu kata: exact step");
+    kata_probe_kernel<<<H, KA_NT, 0, st>>>(f, H, dv, D, eps, idx, q, k, v, state,
+                                           state + (size_t)H * D * dv, o, den, probes);
+    CUDA_LAUNCHED("gpu kata: probes");
+    return 0;
+}
