@@ -4,7 +4,8 @@
  * Two levels:
  *   - gpu_mixer_run: host arrays in, host arrays out (copies both ways). What the session, the
  *     tests and `compare device` use: the same contract as the CPU mixer's step / prefill.
- *   - gpu_delta_* with device pointers: what the benchmarks time.
+ *   - gpu_delta_*, gpu_ld_*, gpu_kalman_*, gpu_kata_*, gpu_attn_* with device pointers: what the
+ *     benchmarks time.
  * Every CUDA call is checked; a failure becomes an err message, never an exit. */
 #ifndef MIXSCOPE_GPU_H
 #define MIXSCOPE_GPU_H
@@ -50,6 +51,58 @@ int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk, float scal
 int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
                    const void *k, const void *v, const float *g, const float *beta, float *state,
                    float *o, void *stream, err *e);
+
+/* gla (per_key = 1: g [B, T, H, dk]) and mamba2 (per_key = 0: g [B, T, H]), decayed linear
+ * attention S = diag(exp(g)) S + k v^T, o = scale S^T q (kernels/linear_decay.cu): q, k
+ * [B, T, H, dk], v [B, T, H, dv], state [B, H, dk, dv] fp32 in/out, o [B, T, H, dv] fp32; bf16:
+ * q, k, v are __nv_bfloat16. chunk 16, 32 or 64; scratch from gpu_ld_scratch_bytes. */
+size_t gpu_ld_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk);
+int gpu_ld_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
+                   int per_key, const void *q, const void *k, const void *v, const float *g,
+                   float *state, float *o, void *scratch, void *stream, err *e);
+/* One decode step for B sequences: q, k [B, H, dk], v [B, H, dv], g [B, H, dk] or [B, H]. */
+int gpu_ld_step(int B, int H, int dk, int dv, float scale, int bf16, int per_key, const void *q,
+                const void *k, const void *v, const float *g, float *state, float *o,
+                void *stream, err *e);
+
+/* Kalman linear attention (kernels/kalman.cu), S states per channel and M channels (the mixer's dk
+ * and dv): q, k [B, T, H, S], v [B, T, H, M] (bf16 when bf16), lambda_v [B, T, H, M] fp32 or NULL
+ * (1), a, p [H, M, S] fp32 or NULL (0.9, 0.05), state lambda [B, H, M, S] then eta [B, H, M, S],
+ * o [B, T, H, M] fp32. prior: decode_from_prior. walk: one thread per lane walks the tokens;
+ * scan: the Mobius + affine block scan over time. */
+int gpu_kalman_walk(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
+                    const void *q, const void *k, const void *v, const float *lv, const float *a,
+                    const float *p, float *state, float *o, void *stream, err *e);
+int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
+                    const void *q, const void *k, const void *v, const float *lv, const float *a,
+                    const float *p, float *state, float *o, void *stream, err *e);
+
+/* KATA, normalised variants (variant: mixers/kata.h; delta is not on the GPU) (kernels/kata.cu):
+ * q, k [B, T, H, dk], v [B, T, H, dv], state S [B, H, D, dv] then z [B, H, D], o [B, T, H, dv]
+ * fp32. chunked: the chunked state form, state updated. flash: the quadratic form, state0 NULL or
+ * read only. scratch from gpu_kata_scratch_bytes. */
+size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups);
+int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups, int chunk,
+                     float scale, float eps, int bf16, const void *q, const void *k,
+                     const void *v, float *state, float *o, void *scratch, void *stream, err *e);
+int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, int groups, float scale,
+                   float eps, int bf16, const void *q, const void *k, const void *v,
+                   const float *state0, float *o, void *scratch, void *stream, err *e);
+
+/* Causal softmax attention (r NULL) or Parallax (r given), flash forward (kernels/attention.cu):
+ * q, r [B, Tq, H, dk], k [B, Tk, H, dk], v [B, Tk, H, dv]; query i sits at position pos0 + i and
+ * sees the keys j <= pos0 + i (and pos0 + i - j < window when window > 0); o [B, Tq, H, dv] fp32.
+ * bf16: all inputs bf16, on the tensor cores when dk = dv = 64 or 128. */
+int gpu_attn_forward(int B, int Tq, int Tk, int H, int dk, int dv, int pos0, int window,
+                     float scale, int bf16, const void *q, const void *r, const void *k,
+                     const void *v, float *o, void *stream, err *e);
+/* One decode step (batch 1) at position pos over a KV cache: q, r [H, dk] fp32 (r NULL: softmax),
+ * cache K [max_t, H, dk] then V [max_t, H, dv] fp32 holding slots 0..pos, o [H, dv]. probes: NULL
+ * or attention.h's probes [5 or 14][H]. scratch from gpu_attn_decode_scratch_bytes. */
+size_t gpu_attn_decode_scratch_bytes(int H, int dv, int max_t);
+int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int window, float scale,
+                    const float *q, const float *r, const float *cache, float *o, float *probes,
+                    void *scratch, void *stream, err *e);
 
 /* Y [T, out] = X [T, in] W^T (+ b), W as nn.Linear stores it ([out, in]), host arrays; weights are
  * kept on the device after their first use (keyed by host address). fp32, no TF32. */

@@ -1,12 +1,15 @@
 // gpu_mixers.cu: gpu_mixer_run, the host-array entry point that mirrors a CPU mixer's step and
-// prefill. It uploads the inputs (rounding q/k/v to bf16 when asked), runs the mixer's kernels,
-// and downloads the output and the state. Each mixer family's kernels live in their own .cu file.
+// prefill. It uploads the inputs (rounding q/k/v, and Parallax's r, to bf16 when asked), runs the
+// mixer's kernels, and downloads the output, the state and the probes. Each mixer family's kernels
+// live in their own .cu file: delta.cu (gdn, deltanet, kaczmarz), linear_decay.cu (gla, mamba2),
+// kalman.cu, kata.cu, attention.cu (softmax, parallax).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mixers/kata.h"
 #include "gpu.h"
 #include "gpu_common.cuh"
 
@@ -15,10 +18,30 @@ extern "C" int gpu_delta_run_probed(const mixer_ops *m, const mixer_cfg *c, floa
 extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
                                     const void *k, const void *v, void *k_out, void *v_out,
                                     void *stream, err *e);
+extern "C" int gpu_ld_step_probes(int N, int dk, int dv, float scale, int per_key, const float *q,
+                                  const float *k, const float *v, const float *g, float *state,
+                                  float *o, float *acc, float *probes, void *stream, err *e);
+extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
+                                      const float *k, const float *v, const float *lv,
+                                      const float *a, const float *p, float *state, float *o,
+                                      float *probes, void *stream, err *e);
+extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16,
+                               const void *q, const void *k, const void *v, const float *lv,
+                               const float *a, const float *p, float *state, float *o,
+                               void *stream, err *e);
+extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
+                                    float eps, const float *q, const float *k, const float *v,
+                                    float *state, float *o, float *probes, void *scratch,
+                                    void *stream, err *e);
+extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
+                             int max_t, int bf16, const void *q, const void *r, const void *k,
+                             const void *v, float *cache, float *qo, float *ro, void *stream,
+                             err *e);
+extern "C" int gpu_attn_to_bf16(size_t n, const float *x, void *y, void *stream, err *e);
 
 // Device buffers of one run, freed together.
 struct dev_bufs {
-    void *p[16];
+    void *p[32];
     int n;
     dev_bufs() : n(0) {}
     ~dev_bufs() {
@@ -59,9 +82,18 @@ static int is_delta(const char *name) {
     return !strcmp(name, "gdn") || !strcmp(name, "deltanet") || !strcmp(name, "kaczmarz");
 }
 
+static int is_ld(const char *name) {
+    return !strcmp(name, "gla") || !strcmp(name, "mamba2");
+}
+
+static int is_attn(const char *name) {
+    return !strcmp(name, "softmax") || !strcmp(name, "parallax");
+}
+
 extern "C" int gpu_mixer_supported(const mixer_ops *m, int mode) {
     (void)mode;
-    return m && is_delta(m->name);
+    return m && (is_delta(m->name) || is_ld(m->name) || is_attn(m->name) ||
+                 !strcmp(m->name, "kalman") || !strcmp(m->name, "kata"));
 }
 
 // gdn, deltanet, kaczmarz: one kernel family (kaczmarz through its rescaled form, spec §8.5).
@@ -108,14 +140,230 @@ static int run_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const
     return 0;
 }
 
+// Downloads n floats of a device buffer into a host array.
+static int download(float *h, const float *d, size_t n, err *e) {
+    return n ? gpu_copy_to_host(h, d, n * sizeof(float), e) : 0;
+}
+
+// gla, mamba2: the chunk form for prefill, the decode step token by token (with the probes on
+// the GPU when asked, fp32).
+static int run_ld(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                  float *o, float *probes, int mode, int bf16, err *e) {
+    const int T = x->T, H = c->H, dk = c->dk, dv = c->dv, per_key = !strcmp(m->name, "gla");
+    const int gw = per_key ? dk : 1;
+    const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ns = (size_t)H * dk * dv;
+    const float *g = x->in[per_key ? IN_GK : IN_G];
+    if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V] || !g)
+        return err_set(e, "gpu %s: missing input", m->name);
+    if (probes && bf16) return err_set(e, "gpu %s: probes need fp32 inputs", m->name);
+    dev_bufs b;
+    int fail = 0;
+    void *dq = upload(b, x->in[IN_Q], nk, bf16, e, &fail);
+    void *dk_ = upload(b, x->in[IN_K], nk, bf16, e, &fail);
+    void *dv_ = upload(b, x->in[IN_V], nv, bf16, e, &fail);
+    float *dg = (float *)upload(b, g, (size_t)T * H * gw, 0, e, &fail);
+    float *ds = (float *)upload(b, state, ns, 0, e, &fail);
+    float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
+    if (fail || !dout) return -1;
+    const size_t es = bf16 ? 2 : 4, np = mixer_probe_floats(m, c);
+    float *dp = NULL, *acc = NULL;
+    if (probes && (!(dp = (float *)b.alloc((size_t)T * np * 4, e)) ||
+                   !(acc = (float *)b.alloc((size_t)H * (8 + dk) * 4, e))))
+        return -1;
+    if (mode == GPU_PREFILL) {
+        void *scratch = b.alloc(gpu_ld_scratch_bytes(1, T, H, dk, dv, c->chunk), e);
+        if (!scratch || gpu_ld_prefill(1, T, H, dk, dv, c->chunk, c->scale, bf16, per_key, dq, dk_,
+                                       dv_, dg, ds, dout, scratch, NULL, e))
+            return -1;
+    } else {
+        for (int t = 0; t < T; t++) {
+            const size_t ok = (size_t)t * H * dk, ov = (size_t)t * H * dv, og = (size_t)t * H * gw;
+            int rc = probes ? gpu_ld_step_probes(H, dk, dv, c->scale, per_key, (float *)dq + ok,
+                                                 (float *)dk_ + ok, (float *)dv_ + ov, dg + og, ds,
+                                                 dout + ov, acc, dp + (size_t)t * np, NULL, e)
+                            : gpu_ld_step(1, H, dk, dv, c->scale, bf16, per_key,
+                                          (char *)dq + ok * es, (char *)dk_ + ok * es,
+                                          (char *)dv_ + ov * es, dg + og, ds, dout + ov, NULL, e);
+            if (rc) return -1;
+        }
+    }
+    if (gpu_sync(e) || download(o, dout, nv, e) || download(state, ds, ns, e)) return -1;
+    return probes ? download(probes, dp, (size_t)T * np, e) : 0;
+}
+
+// kalman: the Mobius + affine scan for prefill, the lane walk token by token for the step (in
+// the CPU's exact arithmetic: the step reproduces mixers/kalman.c's state and probes).
+static int run_kalman(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                      float *o, float *probes, int mode, int bf16, err *e) {
+    const int T = x->T, H = c->H, S = c->dk, M = c->dv, prior = (c->variant & 2) != 0;
+    const size_t nk = (size_t)T * H * S, nv = (size_t)T * H * M, lanes = (size_t)H * M * S;
+    if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V])
+        return err_set(e, "gpu %s: missing input", m->name);
+    if (probes && bf16) return err_set(e, "gpu %s: probes need fp32 inputs", m->name);
+    dev_bufs b;
+    int fail = 0;
+    void *dq = upload(b, x->in[IN_Q], nk, bf16, e, &fail);
+    void *dk_ = upload(b, x->in[IN_K], nk, bf16, e, &fail);
+    void *dv_ = upload(b, x->in[IN_V], nv, bf16, e, &fail);
+    float *dlv = (float *)upload(b, x->in[IN_LV], nv, 0, e, &fail);
+    float *da = (float *)upload(b, c->params[0], lanes, 0, e, &fail);
+    float *dpp = (float *)upload(b, c->params[1], lanes, 0, e, &fail);
+    float *ds = (float *)upload(b, state, 2 * lanes, 0, e, &fail);
+    float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
+    if (fail || !dout) return -1;
+    const size_t es = bf16 ? 2 : 4, np = mixer_probe_floats(m, c);
+    float *dp = NULL;
+    if (probes && !(dp = (float *)b.alloc((size_t)T * np * 4, e))) return -1;
+    if (mode == GPU_PREFILL) {
+        if (gpu_kalman_scan(1, T, H, M, S, c->scale, prior, bf16, dq, dk_, dv_, dlv, da, dpp, ds,
+                            dout, NULL, e))
+            return -1;
+    } else {
+        for (int t = 0; t < T; t++) {
+            const size_t ok = (size_t)t * H * S, ov = (size_t)t * H * M;
+            const float *lvt = dlv ? dlv + ov : NULL;
+            int rc = probes ? gpu_kalman_step_probes(H, M, S, c->scale, prior, (float *)dq + ok,
+                                                     (float *)dk_ + ok, (float *)dv_ + ov, lvt, da,
+                                                     dpp, ds, dout + ov, dp + (size_t)t * np, NULL,
+                                                     e)
+                            : gpu_kalman_step(H, M, S, c->scale, prior, bf16,
+                                              (char *)dq + ok * es, (char *)dk_ + ok * es,
+                                              (char *)dv_ + ov * es, lvt, da, dpp, ds, dout + ov,
+                                              NULL, e);
+            if (rc) return -1;
+        }
+    }
+    if (gpu_sync(e) || download(o, dout, nv, e) || download(state, ds, 2 * lanes, e)) return -1;
+    return probes ? download(probes, dp, (size_t)T * np, e) : 0;
+}
+
+// kata: the chunked state form for prefill; the step is the same kernels on one token.
+static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                    float *o, float *probes, int mode, int bf16, err *e) {
+    const int T = x->T, H = c->H, dk = c->dk, dv = c->dv;
+    const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ns = m->state_floats(c);
+    if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V])
+        return err_set(e, "gpu %s: missing input", m->name);
+    if (probes && bf16) return err_set(e, "gpu %s: probes need fp32 inputs", m->name);
+    dev_bufs b;
+    int fail = 0;
+    void *dq = upload(b, x->in[IN_Q], nk, bf16, e, &fail);
+    void *dk_ = upload(b, x->in[IN_K], nk, bf16, e, &fail);
+    void *dv_ = upload(b, x->in[IN_V], nv, bf16, e, &fail);
+    float *ds = (float *)upload(b, state, ns, 0, e, &fail);
+    float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
+    if (fail || !dout) return -1;
+    const int chunk = mode == GPU_PREFILL ? c->chunk : 16, Tk = mode == GPU_PREFILL ? T : 1;
+    void *scratch = b.alloc(gpu_kata_scratch_bytes(1, Tk, H, dk, dv, c->variant, c->groups), e);
+    if (!scratch) return -1;
+    const size_t es = bf16 ? 2 : 4, np = mixer_probe_floats(m, c);
+    float *dp = NULL;
+    if (probes && !(dp = (float *)b.alloc((size_t)T * np * 4, e))) return -1;
+    if (mode == GPU_PREFILL) {
+        if (gpu_kata_chunked(1, T, H, dk, dv, c->variant, c->groups, chunk, c->scale, c->eps, bf16,
+                             dq, dk_, dv_, ds, dout, scratch, NULL, e))
+            return -1;
+    } else {
+        for (int t = 0; t < T; t++) {
+            const size_t ok = (size_t)t * H * dk, ov = (size_t)t * H * dv;
+            int rc = probes ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale,
+                                                   c->eps, (float *)dq + ok, (float *)dk_ + ok,
+                                                   (float *)dv_ + ov, ds, dout + ov,
+                                                   dp + (size_t)t * np, scratch, NULL, e)
+                            : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, chunk,
+                                               c->scale, c->eps, bf16, (char *)dq + ok * es,
+                                               (char *)dk_ + ok * es, (char *)dv_ + ov * es, ds,
+                                               dout + ov, scratch, NULL, e);
+            if (rc) return -1;
+        }
+    }
+    if (gpu_sync(e) || download(o, dout, nv, e) || download(state, ds, ns, e)) return -1;
+    return probes ? download(probes, dp, (size_t)T * np, e) : 0;
+}
+
+// softmax, parallax: RoPE and the cache write for all tokens first (a row never reads a later
+// slot), then the flash forward (prefill) or the decode step token by token. Positions past the
+// cache answer zeros, as the CPU does.
+static int run_attn(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                    int pos0, float *o, float *probes, int mode, int bf16, err *e) {
+    const int T = x->T, H = c->H, dk = c->dk, dv = c->dv, max_t = c->max_t;
+    const int plx = !strcmp(m->name, "parallax");
+    int Tv = pos0 < 0 ? 0 : max_t - pos0 < T ? max_t - pos0 : T;
+    if (Tv < 0) Tv = 0;
+    const size_t np = mixer_probe_floats(m, c);
+    memset(o + (size_t)Tv * H * dv, 0, (size_t)(T - Tv) * H * dv * sizeof(float));
+    if (probes) memset(probes + (size_t)Tv * np, 0, (size_t)(T - Tv) * np * sizeof(float));
+    if (Tv == 0) return 0;
+    if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V] || (plx && !x->in[IN_R]))
+        return err_set(e, "gpu %s: missing input", m->name);
+    const size_t nk = (size_t)Tv * H * dk, nv = (size_t)Tv * H * dv, ns = m->state_floats(c);
+    dev_bufs b;
+    int fail = 0;
+    void *dq = upload(b, x->in[IN_Q], nk, bf16, e, &fail);
+    void *dk_ = upload(b, x->in[IN_K], nk, bf16, e, &fail);
+    void *dv_ = upload(b, x->in[IN_V], nv, bf16, e, &fail);
+    void *dr = plx ? upload(b, x->in[IN_R], nk, bf16, e, &fail) : NULL;
+    float *cache = (float *)upload(b, state, ns, 0, e, &fail);
+    float *qr = fail ? NULL : (float *)b.alloc(nk * 4, e);
+    float *rr = fail || !plx ? NULL : (float *)b.alloc(nk * 4, e);
+    float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
+    if (fail || !qr || !dout || (plx && !rr)) return -1;
+    if (gpu_attn_prep(Tv, H, dk, dv, pos0, c->rope, c->rope_theta, max_t, bf16, dq, dr, dk_, dv_,
+                      cache, qr, rr, NULL, e))
+        return -1;
+    const float *cK = cache, *cV = cache + (size_t)max_t * H * dk;
+    const int Tk = pos0 + Tv;
+    float *dp = NULL;
+    if (probes && !(dp = (float *)b.alloc((size_t)Tv * np * 4, e))) return -1;
+    if (mode == GPU_PREFILL) {
+        if (bf16 && dk == dv && (dk == 64 || dk == 128)) { // the tensor-core kernel reads bf16
+            void *qb = b.alloc(nk * 2, e), *rb = plx ? b.alloc(nk * 2, e) : NULL;
+            void *kb = b.alloc((size_t)Tk * H * dk * 2, e), *vb = b.alloc((size_t)Tk * H * dv * 2, e);
+            if (!qb || !kb || !vb || (plx && !rb) || gpu_attn_to_bf16(nk, qr, qb, NULL, e) ||
+                (plx && gpu_attn_to_bf16(nk, rr, rb, NULL, e)) ||
+                gpu_attn_to_bf16((size_t)Tk * H * dk, cK, kb, NULL, e) ||
+                gpu_attn_to_bf16((size_t)Tk * H * dv, cV, vb, NULL, e) ||
+                gpu_attn_forward(1, Tv, Tk, H, dk, dv, pos0, c->window, c->scale, 1, qb, rb, kb, vb,
+                                 dout, NULL, e))
+                return -1;
+        } else if (gpu_attn_forward(1, Tv, Tk, H, dk, dv, pos0, c->window, c->scale, 0, qr, rr, cK,
+                                    cV, dout, NULL, e)) {
+            return -1;
+        }
+    } else {
+        void *scratch = b.alloc(gpu_attn_decode_scratch_bytes(H, dv, max_t), e);
+        if (!scratch) return -1;
+        for (int t = 0; t < Tv; t++)
+            if (gpu_attn_decode(H, dk, dv, max_t, pos0 + t, c->window, c->scale,
+                                qr + (size_t)t * H * dk, plx ? rr + (size_t)t * H * dk : NULL,
+                                cache, dout + (size_t)t * H * dv, dp ? dp + (size_t)t * np : NULL,
+                                scratch, NULL, e))
+                return -1;
+    }
+    if (gpu_sync(e) || download(o, dout, nv, e) || download(state, cache, ns, e)) return -1;
+    return probes ? download(probes, dp, (size_t)Tv * np, e) : 0;
+}
+
 extern "C" int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *state,
                              const mixer_seq *x, int pos0, float *o, float *probes, int mode,
                              int precision, err *e) {
-    (void)pos0;
     char why[256];
     if (!gpu_available(why, sizeof why)) return err_set(e, "%s", why);
+    const int bf16 = precision == GPU_BF16;
     if (is_delta(m->name) && mode == GPU_STEP && probes && precision == GPU_F32)
         return gpu_delta_run_probed(m, c, state, x, o, probes, e); // probes computed on the GPU
-    if (is_delta(m->name)) return run_delta(m, c, state, x, o, mode, precision == GPU_BF16, e);
+    if (is_delta(m->name)) return run_delta(m, c, state, x, o, mode, bf16, e);
+    if (x->T < 1) return 0;
+    if (is_ld(m->name)) return run_ld(m, c, state, x, o, probes, mode, bf16, e);
+    if (!strcmp(m->name, "kalman")) return run_kalman(m, c, state, x, o, probes, mode, bf16, e);
+    if (!strcmp(m->name, "kata")) {
+        if (c->variant == KATA_DELTA) { // DeltaKATA has no GPU kernels: the CPU reference runs it
+            if (mode == GPU_PREFILL && !probes) m->prefill(c, state, x, pos0, o);
+            else mixer_run_steps(m, c, state, x, pos0, o, probes);
+            return 0;
+        }
+        return run_kata(m, c, state, x, o, probes, mode, bf16, e);
+    }
+    if (is_attn(m->name)) return run_attn(m, c, state, x, pos0, o, probes, mode, bf16, e);
     return err_set(e, "gpu: no kernels for mixer '%s' yet", m->name);
 }

@@ -75,3 +75,84 @@ int gpu_linear(float *y, const float *x, const float *W, const float *b, int T, 
 
 void gpu_release_weights(void) {
 }
+
+size_t gpu_ld_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)chunk;
+    return 0;
+}
+
+int gpu_ld_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
+                   int per_key, const void *q, const void *k, const void *v, const float *g,
+                   float *state, float *o, void *scratch, void *stream, err *e) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)chunk, (void)scale, (void)bf16;
+    (void)per_key, (void)q, (void)k, (void)v, (void)g, (void)state, (void)o, (void)scratch;
+    (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+int gpu_ld_step(int B, int H, int dk, int dv, float scale, int bf16, int per_key, const void *q,
+                const void *k, const void *v, const float *g, float *state, float *o,
+                void *stream, err *e) {
+    (void)B, (void)H, (void)dk, (void)dv, (void)scale, (void)bf16, (void)per_key, (void)q;
+    (void)k, (void)v, (void)g, (void)state, (void)o, (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+int gpu_kalman_walk(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
+                    const void *q, const void *k, const void *v, const float *lv, const float *a,
+                    const float *p, float *state, float *o, void *stream, err *e) {
+    (void)B, (void)T, (void)H, (void)M, (void)S, (void)scale, (void)prior, (void)bf16, (void)q;
+    (void)k, (void)v, (void)lv, (void)a, (void)p, (void)state, (void)o, (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
+                    const void *q, const void *k, const void *v, const float *lv, const float *a,
+                    const float *p, float *state, float *o, void *stream, err *e) {
+    return gpu_kalman_walk(B, T, H, M, S, scale, prior, bf16, q, k, v, lv, a, p, state, o, stream,
+                           e);
+}
+
+size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups;
+    return 0;
+}
+
+int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups, int chunk,
+                     float scale, float eps, int bf16, const void *q, const void *k,
+                     const void *v, float *state, float *o, void *scratch, void *stream, err *e) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups, (void)chunk;
+    (void)scale, (void)eps, (void)bf16, (void)q, (void)k, (void)v, (void)state, (void)o;
+    (void)scratch, (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, int groups, float scale,
+                   float eps, int bf16, const void *q, const void *k, const void *v,
+                   const float *state0, float *o, void *scratch, void *stream, err *e) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups, (void)scale;
+    (void)eps, (void)bf16, (void)q, (void)k, (void)v, (void)state0, (void)o, (void)scratch;
+    (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+int gpu_attn_forward(int B, int Tq, int Tk, int H, int dk, int dv, int pos0, int window,
+                     float scale, int bf16, const void *q, const void *r, const void *k,
+                     const void *v, float *o, void *stream, err *e) {
+    (void)B, (void)Tq, (void)Tk, (void)H, (void)dk, (void)dv, (void)pos0, (void)window;
+    (void)scale, (void)bf16, (void)q, (void)r, (void)k, (void)v, (void)o, (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
+size_t gpu_attn_decode_scratch_bytes(int H, int dv, int max_t) {
+    (void)H, (void)dv, (void)max_t;
+    return 0;
+}
+
+int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int window, float scale,
+                    const float *q, const float *r, const float *cache, float *o, float *probes,
+                    void *scratch, void *stream, err *e) {
+    (void)H, (void)dk, (void)dv, (void)max_t, (void)pos, (void)window, (void)scale, (void)q;
+    (void)r, (void)cache, (void)o, (void)probes, (void)scratch, (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
