@@ -1,7 +1,9 @@
 /* bench_gpu.c: medians of mixscope's GPU kernels at B = 1, H = 16, d = 128, bf16 inputs, beside
  * the peer (flash-linear-attention 0.5.2 on an H200, numbers from the issue) and PyTorch SDPA
  * timed in the same run (bench/gpu/sdpa.py). Each row also states the kernel's floor: the fewest
- * bytes it must move over the measured copy bandwidth. */
+ * bytes it must move over the measured copy bandwidth; the compute-bound rows (attention, kata,
+ * kalman) also give their achieved arithmetic rate. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +84,184 @@ static void teardown(delta_ctx *c) {
     gpu_free(c->state), gpu_free(c->o), gpu_free(c->k2), gpu_free(c->v2), gpu_free(c->scratch);
 }
 
+/* ---- softmax / parallax forward, kata, kalman ---------------------------------------------- */
+
+typedef struct other_ctx {
+    int T, plx, S, scan;
+    void *q, *k, *v, *r, *scratch;
+    float *state, *o;
+} other_ctx;
+
+static int run_attn(void *p, err *e) {
+    other_ctx *c = p;
+    return gpu_attn_forward(1, c->T, c->T, H, D, D, 0, 0, 0.0883883f, 1, c->q, c->plx ? c->r : NULL,
+                            c->k, c->v, c->o, NULL, e);
+}
+
+#define KATA_VARIANT_M1 0 /* mixers/kata.h: KATA_M1 */
+
+static int run_kata_chunked(void *p, err *e) {
+    other_ctx *c = p;
+    return gpu_kata_chunked(1, c->T, H, D, D, KATA_VARIANT_M1, 1, 32, 1.0f, 1e-6f, 1, c->q, c->k,
+                            c->v, c->state, c->o, c->scratch, NULL, e);
+}
+
+static int run_kata_flash(void *p, err *e) {
+    other_ctx *c = p;
+    return gpu_kata_flash(1, c->T, H, D, D, KATA_VARIANT_M1, 1, 1.0f, 1e-6f, 1, c->q, c->k, c->v,
+                          NULL, c->o, c->scratch, NULL, e);
+}
+
+static int run_kalman(void *p, err *e) {
+    other_ctx *c = p;
+    return (c->scan ? gpu_kalman_scan : gpu_kalman_walk)(1, c->T, H, D, c->S, 1.0f, 0, 1, c->q, c->k,
+                                                        c->v, NULL, NULL, NULL, c->state, c->o,
+                                                        NULL, e);
+}
+
+static void other_free(other_ctx *c) {
+    gpu_free(c->q), gpu_free(c->k), gpu_free(c->v), gpu_free(c->r), gpu_free(c->scratch);
+    gpu_free(c->state), gpu_free(c->o);
+}
+
+static void row(const char *name, double ms, double peer, double sd, double floor_ms,
+                double tflops) {
+    char p[32] = "-", s[32] = "-", x[32] = "-";
+    if (peer > 0) snprintf(p, sizeof p, "%.2f", peer), snprintf(x, sizeof x, "%.2fx", peer / ms);
+    if (sd > 0) snprintf(s, sizeof s, "%.3f", sd);
+    printf("%-28s %10.3f %10s %10s %8s %10.3f", name, ms, p, s, x, floor_ms);
+    if (tflops > 0) printf("   %.1f TFLOP/s", tflops);
+    if (sd > 0) printf("   %.2fx SDPA", ms / sd);
+    printf("\n");
+}
+
+/* Relative error ||a - b|| / ||b|| of two device arrays of n floats. */
+static double dev_rel(const float *a, const float *b, size_t n, err *e) {
+    float *ha = malloc(n * 4), *hb = malloc(n * 4);
+    double num = 0, den = 0;
+    if (ha && hb && !gpu_copy_to_host(ha, a, n * 4, e) && !gpu_copy_to_host(hb, b, n * 4, e))
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)ha[i] - hb[i];
+            num += d * d, den += (double)hb[i] * hb[i];
+        }
+    else
+        num = NAN;
+    free(ha), free(hb);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void bench_others(double bw, err *e) {
+    const int Ts[2] = {4096, 16384};
+    const double peer_plx[2] = {0.61, 8.02};
+    for (int plx = 0; plx <= 1; plx++)
+        for (int i = 0; i < 2; i++) {
+            other_ctx c = {.T = Ts[i], .plx = plx};
+            size_t n = (size_t)Ts[i] * H * D;
+            c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
+            c.r = dalloc(n * 2, e), c.o = dalloc(n * 4, e);
+            double ms;
+            if (gpu_fill_uniform(c.q, n, 1, 1.0f, 0, 11, e) || gpu_fill_uniform(c.k, n, 1, 1.0f, 0, 12, e) ||
+                gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 13, e) || gpu_fill_uniform(c.r, n, 1, 0.1f, 0, 14, e) ||
+                gpu_time_median(run_attn, &c, 2, 20, &ms, e)) {
+                printf("%s\n", e->msg);
+                other_free(&c);
+                continue;
+            }
+            /* floor: read q, k, v (and r), write o (fp32); FLOPs of the causal half: 4 d (softmax)
+             * or 8 d (parallax) per query-key pair */
+            double bytes = (double)n * ((plx ? 4 : 3) * 2 + 4);
+            double flops = (plx ? 8.0 : 4.0) * D * H * (double)Ts[i] * (Ts[i] + 1) / 2;
+            char name[64];
+            snprintf(name, sizeof name, "%s forward T=%dK", plx ? "parallax" : "softmax", Ts[i] / 1024);
+            row(name, ms, plx ? peer_plx[i] : -1, sdpa_ms(Ts[i]), bytes / (bw * 1e9) * 1e3,
+                flops / (ms * 1e-3) / 1e12);
+            other_free(&c);
+        }
+
+    /* kata m1 (D = d (d+1)/2 = 8256 features), chunk 32: the chunked state form at 128K; the
+     * flash form at 4K, checked against the chunked form from a zero state */
+    {
+        const int D_feat = D * (D + 1) / 2;
+        const int Tk[2] = {4096, 131072};
+        for (int i = 0; i < 2; i++) {
+            other_ctx c = {.T = Tk[i]};
+            size_t n = (size_t)Tk[i] * H * D, ns = (size_t)H * D_feat * (D + 1);
+            c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
+            c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
+            c.scratch = dalloc(gpu_kata_scratch_bytes(1, Tk[i], H, D, D, KATA_VARIANT_M1, 1), e);
+            double ms;
+            if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) || gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
+                gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 23, e) ||
+                gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
+                gpu_time_median(run_kata_chunked, &c, 1, i ? 3 : 10, &ms, e)) {
+                printf("%s\n", e->msg);
+                other_free(&c);
+                continue;
+            }
+            /* floor: q, k, v (bf16) in, o (fp32) out, the state in and out once; FLOPs: the
+             * state read psi(Q) S and write psi(K)^T V, 2 D dv each per token and head */
+            double bytes = (double)n * (3 * 2 + 4) + 2.0 * ns * 4;
+            double flops = 4.0 * D_feat * D * H * (double)Tk[i];
+            char name[64];
+            snprintf(name, sizeof name, "kata m1 chunked T=%dK", Tk[i] / 1024);
+            row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, flops / (ms * 1e-3) / 1e12);
+            if (i == 0) {
+                float *chunked = c.o;
+                c.o = dalloc(n * 4, e);
+                if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
+                    run_kata_chunked(&c, e) || gpu_sync(e)) {
+                    printf("%s\n", e->msg);
+                } else {
+                    float *tmp = c.o;
+                    c.o = chunked, chunked = tmp; /* c.o: chunked from a zero state */
+                    if (gpu_time_median(run_kata_flash, &c, 1, 5, &ms, e) || gpu_sync(e)) {
+                        printf("%s\n", e->msg);
+                    } else {
+                        double fl = 2.0 * (2.0 * D + D) * H * (double)Tk[i] * (Tk[i] + 1) / 2;
+                        row("kata m1 flash T=4K", ms, -1, -1, bytes / (bw * 1e9) * 1e3,
+                            fl / (ms * 1e-3) / 1e12);
+                        printf("  kata m1 flash vs chunked at T=4K: rel err %.2e\n",
+                               dev_rel(c.o, chunked, n, e));
+                    }
+                }
+                gpu_free(chunked);
+            }
+            other_free(&c);
+        }
+    }
+
+    /* kalman at 64K: H = 16 heads of M = 128 channels, S = 16 (the KLA default d_state) and
+     * S = 128 states per channel; lambda_v = 1, default a, p */
+    const int Ss[2] = {16, 128};
+    for (int i = 0; i < 2; i++)
+        for (int scan = 0; scan <= 1; scan++) {
+            const int T = 65536, S = Ss[i];
+            other_ctx c = {.T = T, .S = S, .scan = scan};
+            size_t nk = (size_t)T * H * S, nv = (size_t)T * H * D, lanes = (size_t)H * D * S;
+            c.q = dalloc(nk * 2, e), c.k = dalloc(nk * 2, e), c.v = dalloc(nv * 2, e);
+            c.o = dalloc(nv * 4, e), c.state = dalloc(2 * lanes * 4, e);
+            double ms;
+            if (gpu_fill_uniform(c.q, nk, 1, 0.3f, 0, 31, e) || gpu_fill_uniform(c.k, nk, 1, 0.3f, 0, 32, e) ||
+                gpu_fill_uniform(c.v, nv, 1, 1.0f, 0, 33, e) ||
+                gpu_fill_uniform(c.state, lanes, 0, 0.0f, 1.0f, 34, e) ||
+                gpu_fill_uniform(c.state + lanes, lanes, 0, 0.0f, 0.0f, 35, e) ||
+                gpu_time_median(run_kalman, &c, 1, 5, &ms, e)) {
+                printf("%s\n", e->msg);
+                other_free(&c);
+                continue;
+            }
+            /* floor: q, k (bf16 [T, H, S]), v (bf16 [T, H, M]) in, o (fp32) out, state in and out;
+             * about 30 FLOPs per lane and token (the filter, the readout; the scan composes too) */
+            double bytes = (double)nk * 4 + (double)nv * (2 + 4) + 4.0 * lanes * 4;
+            char name[64];
+            snprintf(name, sizeof name, "kalman %s T=64K S=%d", scan ? "scan" : "walk", S);
+            row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, 0);
+            printf("  %.0f%% of copy bandwidth; %.2f G lane-steps/s\n",
+                   100.0 * bytes / (ms * 1e-3) / (bw * 1e9), (double)lanes * T / (ms * 1e-3) / 1e9);
+            other_free(&c);
+        }
+}
+
 int main(void) {
     char why[256];
     err e = {{0}};
@@ -137,6 +317,7 @@ int main(void) {
                bytes / (bw * 1e9) * 1e3);
         teardown(&c);
     }
+    bench_others(bw, &e);
     printf("\nfloor = fewest bytes the kernel must move / measured copy bandwidth\n");
     return 0;
 }
