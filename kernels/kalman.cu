@@ -71,12 +71,12 @@ __device__ static double kalman_lambda_star(double a2, double p, double phi) {
 // as mixers/kalman.c's (no fused multiply-add, IEEE division), so a decode step reproduces the
 // CPU's state bit for bit and the probes that divide by small differences (memory = 1 / (1 - f))
 // agree; otherwise fast reciprocals and fused multiply-adds (prefill, benchmarks).
-template <typename T, bool EXACT, int U>
+template <typename T, bool EXACT>
 __global__ void __launch_bounds__(KW_NT)
     kalman_walk_kernel(int B, int T_, int H, int M, int S, float scale, int prior, int mode,
                        const T *q, const T *k, const T *v, const float *lv, const float *a_,
                        const float *p_, float *lam_st, float *eta_st, float *o, float *lp) {
-    __shared__ float red[KW_NT / 32][U];
+    __shared__ float red[KW_NT / 32][KW_U];
     const size_t lanes = (size_t)B * H * M * S;
     const size_t L = (size_t)blockIdx.x * KW_NT + threadIdx.x;
     const int live = L < lanes;
@@ -86,17 +86,17 @@ __global__ void __launch_bounds__(KW_NT)
     float a, a2, p;
     kalman_params(a_, p_, ((size_t)h * M + m) * S + s, &a, &a2, &p);
     float lam = live ? lam_st[L] : 1.0f, eta = live ? eta_st[L] : 0.0f;
-    for (int t0 = 0; t0 < T_; t0 += U) {
-        // the next U tokens' inputs first, so that their loads overlap
-        float kk[U], qq[U], lvm[U], vv[U];
+    for (int t0 = 0; t0 < T_; t0 += KW_U) {
+        // the next KW_U tokens' inputs first, so that their loads overlap
+        float kk[KW_U], qq[KW_U], lvm[KW_U], vv[KW_U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < KW_U; u++) {
             const size_t tk = ((size_t)b * T_ + min(t0 + u, T_ - 1)) * H + h;
             kk[u] = ld(k + tk * S + s), qq[u] = ld(q + tk * S + s);
             lvm[u] = lv ? lv[tk * M + m] : 1.0f, vv[u] = ld(v + tk * M + m);
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < KW_U; u++) {
             if (t0 + u >= T_) break; // uniform over the block
             const size_t tk = ((size_t)b * T_ + t0 + u) * H + h;
             const float lam0 = lam, eta0 = eta;
@@ -160,8 +160,8 @@ __global__ void __launch_bounds__(KW_NT)
         if (mode == 1) { // a channel's S / 32 warps meet in shared memory: no atomics
             __syncthreads();
             const int wpc = S / 32, nch = KW_NT / S;
-            for (int x = threadIdx.x; x < nch * U; x += KW_NT) {
-                const int c = x / U, u = x % U;
+            for (int x = threadIdx.x; x < nch * KW_U; x += KW_NT) {
+                const int c = x / KW_U, u = x % KW_U;
                 const size_t L0 = (size_t)blockIdx.x * KW_NT + (size_t)c * S; // lane s = 0
                 if (L0 >= lanes || t0 + u >= T_) continue;
                 float y = 0.0f;
@@ -177,10 +177,9 @@ __global__ void __launch_bounds__(KW_NT)
 }
 
 // How the walk sums a channel's S lanes: 0 warp segments (S divides 32), 1 whole warps met in
-// shared memory (S a multiple of 32 that divides KW_NT; tokens in batches), 2 an atomic per lane,
-// 3 whole warps, an atomic per warp (one token at a time).
-static int kalman_mode(int S, int batched) {
-    return S <= 32 && 32 % S == 0 ? 0 : S % 32 != 0 ? 2 : batched && KW_NT % S == 0 ? 1 : 3;
+// shared memory (S a multiple of 32 that divides KW_NT), 2 an atomic per lane.
+static int kalman_mode(int S) {
+    return S <= 32 && 32 % S == 0 ? 0 : S % 32 == 0 && KW_NT % S == 0 ? 1 : 2;
 }
 
 template <typename T, bool EXACT>
@@ -189,23 +188,13 @@ static int kalman_launch_walk(int B, int T_, int H, int M, int S, float scale, i
                               const float *a, const float *p, float *state, float *o, float *lp,
                               cudaStream_t st, err *e) {
     const size_t lanes = (size_t)B * H * M * S;
-    // Few lanes leave most of the GPU idle: each thread then loads KW_U tokens at a time to have
-    // more loads in flight. Many lanes hide the latency by themselves, and the fewer registers of
-    // one token at a time keep more of them resident.
-    const int batched = lanes < (size_t)132 * 1024;
-    const int mode = kalman_mode(S, batched);
-    if (mode >= 2)
+    const int mode = kalman_mode(S);
+    if (mode == 2)
         CUDA_TRY(cudaMemsetAsync(o, 0, (size_t)B * T_ * H * M * sizeof(float), st),
                  "gpu kalman walk");
-    const unsigned grid = (unsigned)((lanes + KW_NT - 1) / KW_NT);
-    if (batched)
-        kalman_walk_kernel<T, EXACT, KW_U>
-            <<<grid, KW_NT, 0, st>>>(B, T_, H, M, S, scale, prior, mode, (const T *)q, (const T *)k,
-                                     (const T *)v, lv, a, p, state, state + lanes, o, lp);
-    else
-        kalman_walk_kernel<T, EXACT, 1>
-            <<<grid, KW_NT, 0, st>>>(B, T_, H, M, S, scale, prior, mode, (const T *)q, (const T *)k,
-                                     (const T *)v, lv, a, p, state, state + lanes, o, lp);
+    kalman_walk_kernel<T, EXACT><<<(unsigned)((lanes + KW_NT - 1) / KW_NT), KW_NT, 0, st>>>(
+        B, T_, H, M, S, scale, prior, mode, (const T *)q, (const T *)k, (const T *)v, lv, a, p,
+        state, state + lanes, o, lp);
     CUDA_LAUNCHED("gpu kalman walk");
     return 0;
 }

@@ -178,7 +178,7 @@ __device__ __forceinline__ float kata_kappa(const kfeat &f, const float *x, cons
 // columns [cs KA_VS, cs KA_VS + KA_VS) of head n, and z's features when cs == 0. Shared:
 // S [FR][KA_VS], z [FR], Q and K of the chunk [C][dk+1], their Lorentz norms [C] each,
 // V [C][KA_VS], one psi tile [KA_KT][C+4], the read's partial sums [G][C][KA_VS] and [G][C]
-// (G C = 128), the slice's feature codes [FR]. update = 0: read the state for every chunk, never
+// (G C = 128). update = 0: read the state for every chunk, never
 // write it (the flash form's initial-state term).
 template <typename T>
 __global__ void __launch_bounds__(KA_NT)
@@ -190,7 +190,6 @@ __global__ void __launch_bounds__(KA_NT)
     float *sS = sm, *sz = sS + (size_t)FR * KA_VS, *sQ = sz + FR, *sK = sQ + C * ldx;
     float *nQ = sK + C * ldx, *nK = nQ + C, *sV = nK + C, *sP = sV + C * KA_VS;
     float *sRed = sP + KA_KT * (C + 4), *sDred = sRed + KA_NT * 16; // the read's partial sums
-    int *sIdx = reinterpret_cast<int *>(sDred + 128);               // [FR] this slice's codes
     const int fs = blockIdx.x, cs = blockIdx.y, n = blockIdx.z, b = n / H, h = n % H;
     const int tid = threadIdx.x, r0 = fs * FR, j0 = cs * KA_VS, jw = min(KA_VS, dv - j0);
     const int zb = cs == 0; // this block also carries z
@@ -200,10 +199,7 @@ __global__ void __launch_bounds__(KA_NT)
         const int r = x / KA_VS, j = x % KA_VS;
         sS[x] = r0 + r < D && j < jw ? S[(size_t)(r0 + r) * dv + j0 + j] : 0.0f;
     }
-    for (int r = tid; r < FR; r += KA_NT) {
-        sz[r] = zb && r0 + r < D ? z[r0 + r] : 0.0f;
-        sIdx[r] = r0 + r < D ? idx[r0 + r] : 0;
-    }
+    for (int r = tid; r < FR; r += KA_NT) sz[r] = zb && r0 + r < D ? z[r0 + r] : 0.0f;
     // The read's thread tile: tokens 4 tt .. 4 tt + 3, columns 4 cg .. 4 cg + 3. The C x KA_VS
     // outputs make ntile tiles; the block's threads form G = KA_NT / ntile groups, group grp taking
     // every G-th feature of a psi tile, and the groups' partial sums meet in shared memory.
@@ -239,8 +235,7 @@ __global__ void __launch_bounds__(KA_NT)
             __syncthreads();
             for (int x = tid; x < KA_KT * C; x += KA_NT) {
                 const int fr = x / C, t = x % C, r = r0 + kt + fr;
-                sP[fr * ldq + t] =
-                    r < D && t < L ? kata_psi(f, sQ + t * ldx, nQ[t], sIdx[kt + fr]) : 0.0f;
+                sP[fr * ldq + t] = r < D && t < L ? kata_psi(f, sQ + t * ldx, nQ[t], idx[r]) : 0.0f;
             }
             __syncthreads();
             for (int fr = grp; fr < KA_KT; fr += G) {
@@ -284,8 +279,7 @@ __global__ void __launch_bounds__(KA_NT)
             __syncthreads(); // every read of the old S and of sP is done
             for (int x = tid; x < KA_KT * C; x += KA_NT) {
                 const int ff = x / C, t = x % C, r = r0 + kt + ff;
-                sP[ff * ldp + t] =
-                    r < D && t < L ? kata_psi(f, sK + t * ldx, nK[t], sIdx[kt + ff]) : 0.0f;
+                sP[ff * ldp + t] = r < D && t < L ? kata_psi(f, sK + t * ldx, nK[t], idx[r]) : 0.0f;
             }
             __syncthreads();
             if (fr < KA_KT / 2) {
