@@ -69,6 +69,11 @@ static void make_inputs(const mixer_ops *m, const mixer_cfg *c, int T, float **i
             }
             if (in[IN_G]) in[IN_G][th] = (float)(-urand() * 0.5);
             if (in[IN_BETA]) in[IN_BETA][th] = (float)(0.05 + 0.9 * urand());
+            /* per-key log-decays are <= 0 and observation precisions > 0, as a layer makes them */
+            for (int d = 0; in[IN_GK] && d < c->dk; d++)
+                in[IN_GK][th * c->dk + d] = (float)(-urand() * 0.5);
+            for (int d = 0; in[IN_LV] && d < c->dv; d++)
+                in[IN_LV][th * c->dv + d] = (float)(0.25 + 2.0 * urand());
         }
 }
 
@@ -90,8 +95,21 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     size_t sf = m->state_floats(&c), on = (size_t)T * H * dv;
     float *s0 = malloc(sf * 4), *s_cpu = malloc(sf * 4), *s_gpu = malloc(sf * 4);
     float *o_cpu = malloc(on * 4), *o_gpu = malloc(on * 4);
+    /* A non-zero initial state the mixer can reach: the state after 17 warm-up tokens (random
+     * noise would leave KATA's cone or Kalman's positive precisions). Mixers whose state is a KV
+     * cache (no state parts) start empty: their cache is tied to positions. */
     m->state_init(&c, s0);
-    for (size_t i = 0; i < sf; i++) s0[i] += (float)(0.1 * nrand()); /* a non-zero initial state */
+    state_part parts[MIXER_MAX_STATE_PARTS];
+    if (m->state_parts && m->state_parts(&c, parts) > 0) {
+        float *win[IN_COUNT];
+        make_inputs(m, &c, 17, win);
+        mixer_seq wseq = {.T = 17};
+        for (int i = 0; i < IN_COUNT; i++) wseq.in[i] = win[i];
+        float *wo = malloc((size_t)17 * H * dv * 4);
+        mixer_run_steps(m, &c, s0, &wseq, 0, wo, NULL);
+        free(wo);
+        for (int i = 0; i < IN_COUNT; i++) free(win[i]);
+    }
     memcpy(s_cpu, s0, sf * 4);
     m->prefill(&c, s_cpu, &seq, 0, o_cpu);
     const char *mode_name[2] = {"step", "prefill"}, *prec_name[2] = {"fp32", "bf16"};
