@@ -360,7 +360,7 @@ const command cmd_view = {
     "[ and ] the index (Kalman lane, element of a wide probe), s saves a PNG with provenance,\n"
     "q or Escape closes it. In scripts (-c, .scene files) the script waits until the windows\n"
     "are closed. Without a display, view says so: use 'export png NAME FILE.png' instead.\n"
-    "Views: kaczmarz kalman kata parallax state recall probes (docs/views.md).",
+    "Views: kaczmarz kalman kata parallax state recall probes precision (docs/views.md).",
     1,
     -1,
     run_view,

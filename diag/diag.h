@@ -116,7 +116,8 @@ void diag_precision_free(diag_prec *r);
  * divergence per layer and head) and prec_logits [1][DIAG_PREC_N][1] (head = variant). */
 int diag_precision_record(const diag_prec *r, trace *tr, err *e);
 void diag_precision_print(const diag_prec *r, FILE *out);
-/* The `precision` view: divergence per variant over tokens (trace series above). */
+/* The `precision` view (viz/view_precision.c, in the view table): divergence per variant over
+ * tokens, read from the trace series above. */
 struct view;
 extern const struct view view_precision;
 

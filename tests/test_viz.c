@@ -3,7 +3,8 @@
  * Golden images: every view is rendered from a demo trace (viz/demo.h: the committed mixers run on
  * a seeded random stream) and compared byte for byte with tests/golden/VIEW.png; any change fails
  * and leaves the new render and a diff image in /tmp. `make golden` (MIXSCOPE_GOLDEN=1) rewrites
- * the goldens on purpose. The window test starts its own Xvfb, opens every view, steps it with a
+ * the goldens on purpose; MIXSCOPE_GOLDEN=VIEW rewrites only that view's (the others are still
+ * compared). The window test starts its own Xvfb, opens every view, steps it with a
  * space key and changes the head with an arrow key, then reads the window back through SDL and
  * through xwd and compares with an offscreen render of the same trace; it skips when Xvfb is
  * missing. */
@@ -437,10 +438,11 @@ static void render_golden(const view *v, canvas *c, view_params *p) {
 
 static void test_golden_images(void **st) {
     (void)st;
-    int write = getenv("MIXSCOPE_GOLDEN") && !strcmp(getenv("MIXSCOPE_GOLDEN"), "1");
+    const char *golden = getenv("MIXSCOPE_GOLDEN");
     int failed = 0;
     for (int i = 0; i < view_count; i++) {
         const view *v = view_all[i];
+        int write = golden && (!strcmp(golden, "1") || !strcmp(golden, v->name));
         canvas c;
         view_params p;
         render_golden(v, &c, &p);
@@ -508,6 +510,149 @@ static void test_views_deterministic(void **st) {
         assert_string_equal(pa.crange, pb.crange);
         canvas_free(&a), canvas_free(&b);
     }
+}
+
+/* The precision demo: the four variants of diag/precision.c on the demo's two cores. The fp32
+ * run against itself is exactly 0; the state variants leave token 0's outputs exact (the state is
+ * rounded after the step that made them); fp16 keeps 3 more mantissa bits than bf16 (11 against
+ * 8), so its state divergence is about 2^-3 of bf16's. */
+static void test_precision_demo(void **st) {
+    (void)st;
+    trace tr;
+    demo(&tr, "precision", GOLDEN_T);
+    int s[4], sl = trace_find(&tr, "prec_logits");
+    const char *names[4] = {"prec_fp32", "prec_bf16_state", "prec_fp16_state", "prec_bf16_inputs"};
+    for (int v = 0; v < 4; v++) {
+        s[v] = trace_find(&tr, names[v]);
+        assert_true(s[v] >= 0);
+        assert_int_equal(tr.series[s[v]].layers, 2), assert_int_equal(tr.series[s[v]].heads, 2);
+    }
+    assert_true(sl >= 0);
+    assert_int_equal(tr.series[sl].layers, 1), assert_int_equal(tr.series[sl].heads, 4);
+    assert_int_equal(tr.T, GOLDEN_T);
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 2; h++) {
+            double sum[4] = {0}, mx[4] = {0};
+            for (int64_t t = 0; t < tr.T; t++)
+                for (int v = 0; v < 4; v++) {
+                    float x = *trace_at_lh(&tr, s[v], t, l, h);
+                    assert_true(isfinite(x) && x >= 0);
+                    sum[v] += x, mx[v] = x > mx[v] ? x : mx[v];
+                }
+            assert_true(mx[0] == 0);
+            double bf = sum[1] / tr.T, fp = sum[2] / tr.T, in = sum[3] / tr.T;
+            printf("precision demo layer %d head %d: mean bf16 state %.3g, fp16 state %.3g "
+                   "(ratio %.3f), bf16 inputs %.3g; max %.3g %.3g %.3g\n",
+                   l, h, bf, fp, fp / bf, in, mx[1], mx[2], mx[3]);
+            assert_in_range((long)(bf * 1e5), 100, 1000); /* 1e-3 .. 1e-2 */
+            assert_in_range((long)(fp * 1e6), 100, 1000); /* 1e-4 .. 1e-3 */
+            assert_in_range((long)(in * 1e5), 100, 1000);
+            assert_true(fp / bf > 1.0 / 12 && fp / bf < 1.0 / 6);
+        }
+    /* the "logits" (the layers' outputs) */
+    assert_true(*trace_at_lh(&tr, sl, 0, 0, 0) == 0);
+    assert_true(*trace_at_lh(&tr, sl, 0, 0, 1) == 0 && *trace_at_lh(&tr, sl, 0, 0, 2) == 0);
+    assert_true(*trace_at_lh(&tr, sl, 0, 0, 3) > 1e-4);
+    for (int64_t t = 1; t < tr.T; t++)
+        for (int v = 1; v < 4; v++) {
+            float x = *trace_at_lh(&tr, sl, t, 0, v);
+            assert_true(x > 1e-5 && x < 5e-2);
+        }
+    /* the same seed gives the same trace; another seed another one */
+    trace again;
+    demo(&again, "precision", GOLDEN_T);
+    assert_memory_equal(trace_at(&tr, s[1], GOLDEN_T - 1), trace_at(&again, s[1], GOLDEN_T - 1),
+                        4 * sizeof(float));
+    trace_free(&again);
+    trace_free(&tr);
+}
+
+/* Pixels of a decoded RGBA image within 40 (sum of |difference| over r, g, b) of colour c. */
+static long count_near(const unsigned char *px, int w, int h, rgba c) {
+    long n = 0;
+    for (size_t k = 0; k < (size_t)w * h; k++) {
+        const unsigned char *p = px + 4 * k;
+        n += abs(p[0] - c.r) + abs(p[1] - c.g) + abs(p[2] - c.b) < 40;
+    }
+    return n;
+}
+
+/* `view precision` / `export png precision` on the session's trace: a clear error naming
+ * `diagnose precision` until it has run, then the figure of its series. */
+static void test_precision_view_commands(void **st) {
+    (void)st;
+    char *d = test_tmpdir(), *out;
+    /* tokens ran, but no precision replay: the error names the command */
+    int rc = run_mixscope(&out,
+                          "-c 'model random gdn seed=1; prompt mqar pairs=8; run; export png "
+                          "precision %s/p.png'",
+                          d);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "export png: view precision: no precision replay in the trace; "
+                                "run `diagnose precision` first"));
+    free(out);
+    /* after diagnose precision: the figure, with its provenance */
+    rc = run_mixscope(&out,
+                      "-c 'model random gdn seed=1 layers=2; prompt mqar pairs=8; diagnose "
+                      "precision; export png precision %s/p.png width=960 height=600 layer=1 "
+                      "head=1; export csv prec_fp16_state %s/p.csv layer=1 head=1'",
+                      d, d);
+    if (rc != 0) fail_msg("diagnose precision; export png precision: %s", out);
+    assert_non_null(strstr(out, "precision replay over 32 tokens, 2 layers"));
+    assert_non_null(strstr(out, "(view precision, 960x600, layer 1 head 1, tokens 0..31)"));
+    free(out);
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.png", d);
+    char *png, val[300];
+    size_t n;
+    err e = {{0}};
+    assert_int_equal(file_read_all(path, 1 << 24, &png, &n, &e), 0);
+    assert_int_equal(png_find_text((unsigned char *)png, n, "View", val, sizeof val), 0);
+    assert_string_equal(val, "precision");
+    assert_int_equal(png_find_text((unsigned char *)png, n, "Mixer", val, sizeof val), 0);
+    assert_string_equal(val, "precision");
+    assert_int_equal(png_find_text((unsigned char *)png, n, "Layer", val, sizeof val), 0);
+    assert_string_equal(val, "1");
+    assert_int_equal(png_find_text((unsigned char *)png, n, "Tokens", val, sizeof val), 0);
+    assert_string_equal(val, "0..31 of 32");
+    int w, h, comp;
+    unsigned char *dec = stbi_load_from_memory((unsigned char *)png, (int)n, &w, &h, &comp, 4);
+    assert_non_null(dec);
+    assert_int_equal(w, 960), assert_int_equal(h, 600);
+    /* the three variants' lines are drawn (the legend alone is a few dozen pixels each) */
+    for (int v = 0; v < 3; v++) {
+        long k = count_near(dec, w, h, palette(v));
+        printf("precision view: %ld pixels of variant %d's colour\n", k, v + 1);
+        assert_true(k > 300);
+    }
+    stbi_image_free(dec);
+    free(png);
+    /* the series the view drew, at the same selection */
+    snprintf(path, sizeof path, "%s/p.csv", d);
+    char *csv;
+    assert_int_equal(file_read_all(path, 1 << 20, &csv, NULL, &e), 0);
+    assert_non_null(strstr(csv, "# mixer: precision"));
+    assert_non_null(strstr(csv, "\ntoken,l1h1\n0,"));
+    assert_non_null(strstr(csv, "\n31,"));
+    free(csv);
+    /* nothing run at all, and the demo preview */
+    rc = run_mixscope(&out, "-c 'export png precision %s/q.png'", d);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "no probes recorded yet"));
+    free(out);
+    rc = run_mixscope(&out, "-c 'export png precision %s/q.png demo=40'", d);
+    if (rc != 0) fail_msg("export png precision demo=40: %s", out);
+    assert_non_null(strstr(out, "tokens 0..39"));
+    free(out);
+    /* no display: view says how to export instead */
+    char *display = getenv("DISPLAY") ? strdup(getenv("DISPLAY")) : NULL;
+    unsetenv("DISPLAY");
+    rc = run_mixscope(&out, "-c 'view precision'");
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "export png precision precision.png"));
+    free(out);
+    if (display) setenv("DISPLAY", display, 1), free(display);
+    test_rmdir(d);
 }
 
 /* ---- the binary ---- */
@@ -837,6 +982,8 @@ int main(void) {
         cmocka_unit_test(test_view_probes_errors),
         cmocka_unit_test(test_golden_images),
         cmocka_unit_test(test_views_deterministic),
+        cmocka_unit_test(test_precision_demo),
+        cmocka_unit_test(test_precision_view_commands),
         cmocka_unit_test(test_export_commands),
         cmocka_unit_test_teardown(test_live_windows, stop_xvfb),
     };

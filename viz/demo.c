@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/tensor.h"
 #include "../mixers/mixer.h"
 #include "../mixers/record.h"
 #include "recall.h"
@@ -48,7 +49,114 @@ typedef struct dlayer {
     float *params[2];
 } dlayer;
 
-enum { KIND_DELTA, KIND_KALMAN, KIND_KATA, KIND_PARALLAX };
+enum { KIND_DELTA, KIND_KALMAN, KIND_KATA, KIND_PARALLAX, KIND_PRECISION };
+
+/* ---- the precision demo: diag/precision.c's four variants, on the raw cores ----
+ *
+ * No model here (viz/ stays below models/ and diag/): each layer's core runs on the demo stream
+ * four ways in lockstep, exactly as `diagnose precision` runs a model's cores: fp32; the state
+ * rounded to bf16, or to fp16, after every step; q, k, v, beta / eta rounded to bf16 before the
+ * step (the log-decay g stays fp32). The series are the ones diag_precision_record writes. The
+ * "logits" divergence is that of every layer's output, concatenated: a raw stack has no head. */
+#define PREC_N 4
+static const char *const PREC_NAME[PREC_N] = {"fp32", "bf16 state", "fp16 state", "bf16 inputs"};
+static const char *const PREC_SERIES[PREC_N] = {"prec_fp32", "prec_bf16_state", "prec_fp16_state",
+                                                "prec_bf16_inputs"};
+
+typedef struct dprec {
+    float *state[DEMO_MAX_LAYERS][PREC_N]; /* [state_floats] each; [l][0] unused (L[l].state) */
+    float *o[PREC_N];                      /* [layers][H * dv]: every layer's output per variant */
+    int s[PREC_N], sl;                     /* trace series: prec_<variant>, prec_logits */
+} dprec;
+
+static float round_bf16(float x) {
+    return bf16_to_f32(f32_to_bf16(x));
+}
+
+static float round_f16(float x) {
+    return f16_to_f32(f32_to_f16(x));
+}
+
+/* |a - b| / |b| over n floats, with diag/precision.c's conventions: NaN when the reference
+ * broke, inf when only a did. */
+static float rel_diff(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    if (!isfinite(den)) return NAN;
+    if (!isfinite(num)) return INFINITY;
+    if (den == 0) return num == 0 ? 0.0f : INFINITY;
+    return (float)sqrt(num / den);
+}
+
+static int prec_setup(dprec *P, trace *tr, dlayer *L, int nl, err *e) {
+    const int H = L[0].c.H;
+    for (int l = 0; l < nl; l++)
+        for (int v = 1; v < PREC_N; v++) {
+            size_t n = L[l].m->state_floats(&L[l].c);
+            if (!(P->state[l][v] = malloc(n * sizeof(float))))
+                return err_set(e, "demo: out of memory");
+            memcpy(P->state[l][v], L[l].state, n * sizeof(float));
+        }
+    for (int v = 0; v < PREC_N; v++)
+        if (!(P->o[v] = calloc((size_t)nl * H * L[0].c.dv, sizeof(float))))
+            return err_set(e, "demo: out of memory");
+    for (int v = 0; v < PREC_N; v++) {
+        char meaning[160];
+        snprintf(meaning, sizeof meaning,
+                 "|S - S_fp32|_F / |S_fp32|_F per head: the state of the %s run against fp32",
+                 PREC_NAME[v]);
+        if ((P->s[v] = trace_add_series(tr, PREC_SERIES[v], meaning, "precision", nl, H, 1, e)) < 0)
+            return -1;
+    }
+    P->sl = trace_add_series(tr, "prec_logits",
+                             "|o - o_fp32| / |o_fp32| over every layer's output (the demo's "
+                             "stand-in for the logits); head = variant",
+                             "precision", 1, PREC_N, 1, e);
+    return P->sl < 0 ? -1 : 0;
+}
+
+static void prec_free(dprec *P) {
+    for (int l = 0; l < DEMO_MAX_LAYERS; l++)
+        for (int v = 0; v < PREC_N; v++) free(P->state[l][v]);
+    for (int v = 0; v < PREC_N; v++) free(P->o[v]);
+}
+
+/* Layer l's reduced-precision runs of token t, after its fp32 step (L->state, L->o); records the
+ * state divergence per head. x: the fp32 run's inputs. */
+static void prec_layer(dprec *P, trace *tr, const dlayer *L, int l, const mixer_tok *x, int t) {
+    const int H = L->c.H, dk = L->c.dk, dv = L->c.dv;
+    const size_t ns = L->m->state_floats(&L->c), block = ns / (size_t)H; /* [H, dk, dv] */
+    memcpy(P->o[0] + (size_t)l * H * dv, L->o, (size_t)H * dv * sizeof(float));
+    float rq[64], rk[64], rv[64], rb[4]; /* [H][d] <= 64 floats, [H] */
+    for (int i = 0; i < H * dk; i++)
+        rq[i] = round_bf16(x->in[IN_Q][i]), rk[i] = round_bf16(x->in[IN_K][i]);
+    for (int i = 0; i < H * dv; i++) rv[i] = round_bf16(x->in[IN_V][i]);
+    for (int h = 0; h < H; h++) rb[h] = round_bf16(x->in[IN_BETA][h]);
+    float *o0 = trace_at_lh(tr, P->s[0], t, l, 0);
+    for (int h = 0; h < H; h++) o0[h] = 0; /* fp32 against itself */
+    for (int v = 1; v < PREC_N; v++) {
+        mixer_tok xv = *x;
+        if (v == 3) xv.in[IN_Q] = rq, xv.in[IN_K] = rk, xv.in[IN_V] = rv, xv.in[IN_BETA] = rb;
+        float *s = P->state[l][v], *o = P->o[v] + (size_t)l * H * dv;
+        L->m->step(&L->c, s, &xv, t, o, NULL);
+        if (v == 1)
+            for (size_t i = 0; i < ns; i++) s[i] = round_bf16(s[i]);
+        if (v == 2)
+            for (size_t i = 0; i < ns; i++) s[i] = round_f16(s[i]);
+        float *d = trace_at_lh(tr, P->s[v], t, l, 0);
+        for (int h = 0; h < H; h++)
+            d[h] = rel_diff(s + (size_t)h * block, L->state + (size_t)h * block, block);
+    }
+}
+
+/* The "logits" divergence of token t: every layer's output against fp32's. */
+static void prec_token(dprec *P, trace *tr, int nl, int H, int dv, int t) {
+    for (int v = 0; v < PREC_N; v++)
+        *trace_at_lh(tr, P->sl, t, 0, v) = rel_diff(P->o[v], P->o[0], (size_t)nl * H * dv);
+}
 
 static int setup(dlayer *L, const char *mixer, int H, int dk, int dv, const char *opt, err *e) {
     memset(L, 0, sizeof *L);
@@ -89,15 +197,20 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
         kind = KIND_KATA;
     else if (!strcmp(view, "parallax"))
         kind = KIND_PARALLAX;
+    else if (!strcmp(view, "precision"))
+        kind = KIND_PRECISION;
     if (T < 1 || T > 100000) return err_set(e, "demo: T=%d out of range (1..100000)", T);
 
     const int H = 2;
     int dk = 16, dv = 16, nl = 2;
     dlayer L[DEMO_MAX_LAYERS];
     memset(L, 0, sizeof L);
+    dprec P;
+    memset(&P, 0, sizeof P);
     int rc = -1;
     switch (kind) {
     case KIND_DELTA:
+    case KIND_PRECISION:
         if (setup(&L[0], "gdn", H, dk, dv, NULL, e) ||
             setup(&L[1], "kaczmarz", H, dk, dv, "eps=1e-6", e))
             goto done;
@@ -140,6 +253,7 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
         if (probe_register(tr, L[l].m, &L[l].c, nl, e) ||
             probe_register_state(tr, L[l].m, &L[l].c, nl, e))
             goto done;
+    if (kind == KIND_PRECISION && prec_setup(&P, tr, L, nl, e)) goto done;
 
     /* the stream: per token, per head */
     float q[64], kr[64], k[64], v[64], rr[64], g[4], b[4], lv[64]; /* [H][d] <= 64 floats */
@@ -171,6 +285,7 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
             float eta[4], rs[64], qs[64];
             switch (kind) {
             case KIND_DELTA:
+            case KIND_PRECISION:
                 x.in[IN_G] = g;
                 if (l == 0) {
                     x.in[IN_K] = k, x.in[IN_BETA] = b;
@@ -202,10 +317,13 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
                 recall_record(tr, nl, l, H, dk, dv, x.in[IN_K], v, L[l].state, t, e))
                 goto done;
             if (kind == KIND_KATA && recall_record_kv(tr, nl, l, H, dk, dv, k, v, t, e)) goto done;
+            if (kind == KIND_PRECISION) prec_layer(&P, tr, &L[l], l, &x, t);
         }
+        if (kind == KIND_PRECISION) prec_token(&P, tr, nl, H, dv, t);
     }
     rc = 0;
 done:
     release(L, DEMO_MAX_LAYERS);
+    prec_free(&P);
     return rc;
 }

@@ -11,7 +11,12 @@
  *   kalman:                          1 layer of the kalman mixer (S = 8 lanes, M = 8 channels),
  *                                    a burst of precise observations in the middle;
  *   kata:                            1 layer of KATA-M1 with its keys and values recorded;
- *   parallax:                        4 layers of parallax whose probe r grows with depth. */
+ *   parallax:                        4 layers of parallax whose probe r grows with depth;
+ *   precision:                       the kaczmarz demo's 2 layers run four ways in lockstep, as
+ *                                    `diagnose precision` runs a model (fp32; bf16 / fp16 state;
+ *                                    bf16 inputs), recorded as the prec_* series of
+ *                                    diag_precision_record; prec_logits holds the divergence of
+ *                                    the layers' outputs (no model, so no logits). */
 #ifndef MIXSCOPE_DEMO_H
 #define MIXSCOPE_DEMO_H
 

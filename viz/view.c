@@ -9,11 +9,11 @@
 #include "plot.h"
 
 extern const view view_kaczmarz, view_kalman, view_kata, view_parallax, view_state, view_recall,
-    view_probes;
+    view_probes, view_precision;
 
 const view *const view_all[] = {
     &view_kaczmarz, &view_kalman, &view_kata,   &view_parallax,
-    &view_state,    &view_recall, &view_probes,
+    &view_state,    &view_recall, &view_probes, &view_precision,
 };
 const int view_count = (int)(sizeof view_all / sizeof view_all[0]);
 
@@ -132,7 +132,7 @@ void vu_lines(plot *pl, canvas *c, box b, const char *title, const char *ylabel,
             float v = vu_at(tr, L[k].s, t, L[k].layer, L[k].head, L[k].i);
             if (L[k].square) v *= v;
             if (isfinite(v) && v <= 0) all_pos = 0;
-            range_add(&r, v, 0);
+            range_add(&r, v, log == 3); /* 3: the positive values set the range */
         }
     }
     int data_n = r.n;
@@ -140,8 +140,8 @@ void vu_lines(plot *pl, canvas *c, box b, const char *title, const char *ylabel,
         if (refs[k].y <= 0 && log) continue; /* a log axis leaves out references at or below 0 */
         range_add(&r, refs[k].y, 0);
     }
-    int want_log = log && all_pos && data_n && r.lo > 0;
-    axis ay = axis_fit(&r, want_log, log == 2 ? 0 : 1.5, ylabel);
+    int want_log = log == 3 ? data_n > 0 : log && all_pos && data_n && r.lo > 0;
+    axis ay = axis_fit(&r, want_log, log >= 2 ? 0 : 1.5, ylabel);
     axis ax = {(double)from - 0.5,
                (double)(to > from ? to : from + 1) - 0.5,
                0,

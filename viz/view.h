@@ -89,7 +89,8 @@ typedef struct vu_ref {
 
 /* A panel of lines over tokens [p->shown_from, p->shown_to), reference lines, and a legend of the
  * labelled lines. log: 0 linear, 1 log when every value is positive and they span more than 1.5
- * decades, 2 log whenever every value is positive. */
+ * decades, 2 log whenever every value is positive, 3 log whenever some value is positive (zeros
+ * and negatives leave gaps: for relative differences, where 0 means "identical"). */
 struct plot;
 void vu_lines(struct plot *pl, canvas *c, box b, const char *title, const char *ylabel,
               const trace *tr, const view_params *p, const vu_line *L, int n, const vu_ref *refs,
