@@ -1,23 +1,29 @@
 // gpu_bench.cu: what the GPU benchmarks need from the device side: random device data, a median
-// timer on CUDA events, and the measured copy bandwidth that every kernel's floor is stated against.
+// timer on CUDA events, and the measured copy bandwidth that every kernel's floor is stated
+// against.
 #include <algorithm>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <vector>
 
+#include <cublas_v2.h>
+
 #include "gpu_bench.h"
 #include "gpu_common.cuh"
 
-__global__ void fill_kernel(void *dst, size_t n, int bf16, float scale, float offset, uint64_t seed) {
+__global__ void fill_kernel(void *dst, size_t n, int bf16, float scale, float offset,
+                            uint64_t seed) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     for (; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
         x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 27;
         float u = (float)(x >> 40) * (1.0f / 16777216.0f); // [0, 1)
         float val = offset + scale * (u * 2.0f - 1.0f);
-        if (bf16) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16(val);
-        else ((float *)dst)[i] = val;
+        if (bf16)
+            ((__nv_bfloat16 *)dst)[i] = __float2bfloat16(val);
+        else
+            ((float *)dst)[i] = val;
     }
 }
 
@@ -76,4 +82,43 @@ extern "C" int gpu_measure_copy_gbps(double *gbps, err *e) {
     if (rc) return -1;
     *gbps = 2.0 * bytes / (ms * 1e-3) / 1e9; // read + write
     return 0;
+}
+
+struct mm_ctx {
+    cublasHandle_t h;
+    void *a, *b, *c;
+    int n;
+};
+
+static int do_mm(void *p, err *e) {
+    mm_ctx *m = (mm_ctx *)p;
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasGemmEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, m->n, m->n, m->n, &one, m->a, CUDA_R_16BF,
+                     m->n, m->b, CUDA_R_16BF, m->n, &zero, m->c, CUDA_R_16BF, m->n,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+        return err_set(e, "gpu matrix rate: cuBLAS failed");
+    return 0;
+}
+
+extern "C" int gpu_measure_matmul_tflops(double *tflops, err *e) {
+    mm_ctx m = {NULL, NULL, NULL, NULL, 8192};
+    size_t bytes = (size_t)m.n * m.n * 2;
+    if (cublasCreate(&m.h) != CUBLAS_STATUS_SUCCESS)
+        return err_set(e, "gpu matrix rate: no cuBLAS");
+    int rc = -1;
+    if (cudaMalloc(&m.a, bytes) == cudaSuccess && cudaMalloc(&m.b, bytes) == cudaSuccess &&
+        cudaMalloc(&m.c, bytes) == cudaSuccess &&
+        gpu_fill_uniform(m.a, (size_t)m.n * m.n, 1, 1.0f, 0.0f, 7, e) == 0 &&
+        gpu_fill_uniform(m.b, (size_t)m.n * m.n, 1, 1.0f, 0.0f, 8, e) == 0) {
+        double ms;
+        if (gpu_time_median(do_mm, &m, 3, 10, &ms, e) == 0) {
+            *tflops = 2.0 * m.n * (double)m.n * m.n / (ms * 1e-3) / 1e12;
+            rc = 0;
+        }
+    } else if (!e->msg[0]) {
+        err_set(e, "gpu matrix rate: out of memory");
+    }
+    cudaFree(m.a), cudaFree(m.b), cudaFree(m.c);
+    cublasDestroy(m.h);
+    return rc;
 }

@@ -17,6 +17,8 @@ int gpu_fill_uniform(void *dst, size_t n, int bf16, float scale, float offset,
                      unsigned long long seed, err *e);
 /* Median over iters launches of fn (after warmup ones), timed with CUDA events, in ms. */
 int gpu_time_median(gpu_bench_fn fn, void *ctx, int warmup, int iters, double *ms, err *e);
+/* bf16 matrix product rate (8192^3, fp32 accumulation, random data) through cuBLAS, TFLOP/s. */
+int gpu_measure_matmul_tflops(double *tflops, err *e);
 /* Device-to-device copy bandwidth, counting bytes read plus bytes written, GB/s. */
 int gpu_measure_copy_gbps(double *gbps, err *e);
 

@@ -73,8 +73,10 @@ static int setup(delta_ctx *c, int B, int T, int kacz, int prefill, err *e) {
     if (kacz) c->k2 = dalloc(nk * 2, e), c->v2 = dalloc(nk * 2, e);
     if (prefill) c->scratch = dalloc(gpu_delta_scratch_bytes(B, T, H, D, D, 64), e);
     /* |k| ~ 1 for unit-like keys; g in [-0.5, 0); beta in (0.05, 0.95) */
-    return gpu_fill_uniform(c->q, nk, 1, 0.15f, 0, 1, e) || gpu_fill_uniform(c->k, nk, 1, 0.15f, 0, 2, e) ||
-           gpu_fill_uniform(c->v, nk, 1, 1.0f, 0, 3, e) || gpu_fill_uniform(c->g, nh, 0, 0.25f, -0.25f, 4, e) ||
+    return gpu_fill_uniform(c->q, nk, 1, 0.15f, 0, 1, e) ||
+           gpu_fill_uniform(c->k, nk, 1, 0.15f, 0, 2, e) ||
+           gpu_fill_uniform(c->v, nk, 1, 1.0f, 0, 3, e) ||
+           gpu_fill_uniform(c->g, nh, 0, 0.25f, -0.25f, 4, e) ||
            gpu_fill_uniform(c->beta, nh, 0, 0.45f, 0.5f, 5, e) ||
            gpu_fill_uniform(c->state, (size_t)B * H * D * D, 0, 0.0f, 0.0f, 6, e);
 }
@@ -114,9 +116,9 @@ static int run_kata_flash(void *p, err *e) {
 
 static int run_kalman(void *p, err *e) {
     other_ctx *c = p;
-    return (c->scan ? gpu_kalman_scan : gpu_kalman_walk)(1, c->T, H, D, c->S, 1.0f, 0, 1, c->q, c->k,
-                                                        c->v, NULL, NULL, NULL, c->state, c->o,
-                                                        NULL, e);
+    return (c->scan ? gpu_kalman_scan : gpu_kalman_walk)(1, c->T, H, D, c->S, 1.0f, 0, 1, c->q,
+                                                         c->k, c->v, NULL, NULL, NULL, c->state,
+                                                         c->o, NULL, e);
 }
 
 static void other_free(other_ctx *c) {
@@ -160,8 +162,10 @@ static void bench_others(double bw, err *e) {
             c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
             c.r = dalloc(n * 2, e), c.o = dalloc(n * 4, e);
             double ms;
-            if (gpu_fill_uniform(c.q, n, 1, 1.0f, 0, 11, e) || gpu_fill_uniform(c.k, n, 1, 1.0f, 0, 12, e) ||
-                gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 13, e) || gpu_fill_uniform(c.r, n, 1, 0.1f, 0, 14, e) ||
+            if (gpu_fill_uniform(c.q, n, 1, 1.0f, 0, 11, e) ||
+                gpu_fill_uniform(c.k, n, 1, 1.0f, 0, 12, e) ||
+                gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 13, e) ||
+                gpu_fill_uniform(c.r, n, 1, 0.1f, 0, 14, e) ||
                 gpu_time_median(run_attn, &c, 2, 20, &ms, e)) {
                 printf("%s\n", e->msg);
                 other_free(&c);
@@ -172,7 +176,8 @@ static void bench_others(double bw, err *e) {
             double bytes = (double)n * ((plx ? 4 : 3) * 2 + 4);
             double flops = (plx ? 8.0 : 4.0) * D * H * (double)Ts[i] * (Ts[i] + 1) / 2;
             char name[64];
-            snprintf(name, sizeof name, "%s forward T=%dK", plx ? "parallax" : "softmax", Ts[i] / 1024);
+            snprintf(name, sizeof name, "%s forward T=%dK", plx ? "parallax" : "softmax",
+                     Ts[i] / 1024);
             row(name, ms, plx ? peer_plx[i] : -1, sdpa_ms(Ts[i]), bytes / (bw * 1e9) * 1e3,
                 flops / (ms * 1e-3) / 1e12);
             other_free(&c);
@@ -190,7 +195,8 @@ static void bench_others(double bw, err *e) {
             c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
             c.scratch = dalloc(gpu_kata_scratch_bytes(1, Tk[i], H, D, D, KATA_VARIANT_M1, 1), e);
             double ms;
-            if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) || gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
+            if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) ||
+                gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
                 gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 23, e) ||
                 gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
                 gpu_time_median(run_kata_chunked, &c, 1, i ? 3 : 10, &ms, e)) {
@@ -241,7 +247,8 @@ static void bench_others(double bw, err *e) {
             c.q = dalloc(nk * 2, e), c.k = dalloc(nk * 2, e), c.v = dalloc(nv * 2, e);
             c.o = dalloc(nv * 4, e), c.state = dalloc(2 * lanes * 4, e);
             double ms;
-            if (gpu_fill_uniform(c.q, nk, 1, 0.3f, 0, 31, e) || gpu_fill_uniform(c.k, nk, 1, 0.3f, 0, 32, e) ||
+            if (gpu_fill_uniform(c.q, nk, 1, 0.3f, 0, 31, e) ||
+                gpu_fill_uniform(c.k, nk, 1, 0.3f, 0, 32, e) ||
                 gpu_fill_uniform(c.v, nv, 1, 1.0f, 0, 33, e) ||
                 gpu_fill_uniform(c.state, lanes, 0, 0.0f, 1.0f, 34, e) ||
                 gpu_fill_uniform(c.state + lanes, lanes, 0, 0.0f, 0.0f, 35, e) ||
@@ -274,7 +281,11 @@ int main(void) {
         fprintf(stderr, "bench-gpu: %s\n", e.msg);
         return 1;
     }
-    printf("device: %s; measured copy bandwidth %.0f GB/s (read + write)\n", why, bw);
+    double mm = 0;
+    if (gpu_measure_matmul_tflops(&mm, &e)) fprintf(stderr, "bench-gpu: %s\n", e.msg);
+    printf("device: %s; measured copy bandwidth %.0f GB/s (read + write), bf16 matrix rate %.0f "
+           "TFLOP/s\n",
+           why, bw, mm);
     printf("B=1 H=%d d=%d bf16 inputs, fp32 state and output; medians of 20 runs\n\n", H, D);
     printf("%-28s %10s %10s %10s %8s %10s\n", "kernel", "ms", "peer ms", "SDPA ms", "vs peer",
            "floor ms");
@@ -293,11 +304,16 @@ int main(void) {
             /* floor: read q, k, v (bf16), g, beta; write o (fp32) */
             double bytes = (double)Ts[i] * H * (3.0 * D * 2 + 8 + D * 4);
             char name[64];
-            snprintf(name, sizeof name, "%s chunked T=%dK", kacz ? "kaczmarz" : "gdn", Ts[i] / 1024);
+            snprintf(name, sizeof name, "%s chunked T=%dK", kacz ? "kaczmarz" : "gdn",
+                     Ts[i] / 1024);
             double sd = Ts[i] <= 16384 ? sdpa_ms(Ts[i]) : -1;
-            printf("%-28s %10.3f %10.2f %10s %7.2fx %10.3f\n", name, ms, peer_chunk[i],
-                   sd > 0 ? (snprintf(why, sizeof why, "%.3f", sd), why) : "-", peer_chunk[i] / ms,
-                   bytes / (bw * 1e9) * 1e3);
+            /* compute floor: per chunk of C = 64 and head, K K^T, Q K^T, W, U and P Delta are
+             * C^2 d multiply-adds each, W S, Q S and K^T Delta C d^2 each */
+            double flops = 2.0 * Ts[i] * H * (5.0 * 64 * D + 3.0 * D * D);
+            printf("%-28s %10.3f %10.2f %10s %7.2fx %10.3f   compute floor %.3f ms\n", name, ms,
+                   peer_chunk[i], sd > 0 ? (snprintf(why, sizeof why, "%.3f", sd), why) : "-",
+                   peer_chunk[i] / ms, bytes / (bw * 1e9) * 1e3,
+                   mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0);
             teardown(&c);
         }
     const int Bs[3] = {1, 8, 64};
@@ -318,6 +334,8 @@ int main(void) {
         teardown(&c);
     }
     bench_others(bw, &e);
-    printf("\nfloor = fewest bytes the kernel must move / measured copy bandwidth\n");
+    printf(
+        "\nfloor = fewest bytes the kernel must move / measured copy bandwidth; compute floor =\n"
+        "the kernel's FLOPs / measured bf16 matrix rate\n");
     return 0;
 }
