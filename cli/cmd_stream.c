@@ -7,7 +7,8 @@
  *
  * The lanes are layers of the session's probe trace (scenes/session_raw.h), so `show`, the views
  * and `export csv` work on streams exactly as on models. Selecting a mixer enters raw mode;
- * `mixer off`, `load` or `model random` leave it. */
+ * `mixer off`, `load` or `model random` leave it. Like a model's, `step` and `run` stop after the
+ * token where a lane first meets a NaN / Inf and name it (diag_nf_scan_core, diag/nonfinite.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "../core/opts.h"
+#include "../diag/diag.h"
 #include "../mixers/kata_features.h"
 #include "../mixers/record.h"
 #include "../models/model.h"
@@ -146,14 +148,17 @@ static void put(trace *tr, const char *name, int64_t t, int l, const float *v, i
     memcpy(trace_at_lh(tr, k, t, l, 0), v, (size_t)H * sizeof *v);
 }
 
-int raw_record_token(trace *tr, raw_lane *lanes, int nl, const raw_stream *st, int t,
-                     float *scratch, err *e) {
+/* raw_record_token; nf (when not NULL) gets the first non-finite quantity of the lanes, scanned
+ * right after each lane's step while its inputs are still in scratch (layer = lane). */
+static int record_token(trace *tr, raw_lane *lanes, int nl, const raw_stream *st, int t,
+                        float *scratch, diag_nf *nf, err *e) {
     const int H = st->H, dk = st->dk, dv = st->dv;
     for (int l = 0; l < nl; l++) {
         raw_lane *L = &lanes[l];
         mixer_tok x;
         raw_lane_inputs(L, st, t, scratch, &x);
         L->m->step(&L->c, L->state, &x, t, L->o, L->probes);
+        if (nf) diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, L->probes, t, l);
         probe_record(tr, L->m, &L->c, L->probes, t, l);
         probe_record_state(tr, L->m, &L->c, L->state, t, l);
         int rc = L->keymajor && t < RAW_RECALL_MAX_TOKENS
@@ -173,6 +178,11 @@ int raw_record_token(trace *tr, raw_lane *lanes, int nl, const raw_stream *st, i
         put(tr, "out_norm", t, l, on, H);
     }
     return 0;
+}
+
+int raw_record_token(trace *tr, raw_lane *lanes, int nl, const raw_stream *st, int t,
+                     float *scratch, err *e) {
+    return record_token(tr, lanes, nl, st, t, scratch, NULL, e);
 }
 
 int raw_run_all(session *s, trace *tr, raw_lane *lanes, int nl, const raw_stream *st, err *e) {
@@ -240,11 +250,27 @@ int raw_advance(session *s, int n, int verbose, err *e) {
     if (n > left) n = left;
     for (int i = 0; i < n; i++) {
         if (session_interrupted(s)) return err_set(e, "interrupted at token %d", r->pos);
+        diag_nf nf;
+        diag_nf_clear(&nf);
         if (trace_push_token(&s->tr, e) < 0 ||
-            raw_record_token(&s->tr, r->lane, r->nl, &r->st, r->pos, r->scratch, e))
+            record_token(&s->tr, r->lane, r->nl, &r->st, r->pos, r->scratch, &nf, e))
             return -1;
         if (verbose) print_token(s, r, r->pos);
         r->pos++;
+        if (nf.found) {
+            /* as model mode does: stop after the token (it is in the trace, for show / views /
+             * diagnose), naming the lane beside its layer index */
+            char m[ERR_MSG_MAX], where[32];
+            diag_nf_message(&nf, m, sizeof m);
+            snprintf(where, sizeof where, "layer %d", nf.layer);
+            char *at = strstr(m, where);
+            if (at) {
+                at += strlen(where);
+                return err_set(e, "stopped after token %d: %.*s (lane %s)%s", r->pos - 1,
+                               (int)(at - m), m, r->lane[nf.layer].label, at);
+            }
+            return err_set(e, "stopped after token %d: %s", r->pos - 1, m);
+        }
         if (session_progress) session_progress(s, i + 1, n);
     }
     return 0;
