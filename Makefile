@@ -158,7 +158,7 @@ deps:
 	@sh scripts/deps.sh
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v viz/font_data.h)
 
 clean:
 	rm -rf build mixscope

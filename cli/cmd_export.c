@@ -35,7 +35,9 @@ static int run_export(session *s, int argc, char **argv, const char *rest, err *
 }
 
 const command cmd_export = {
-    "export", "logits|png|csv|state ...", "write logits, a view as PNG, a probe as CSV, the state",
+    "export",
+    "logits|png|csv|state ...",
+    "write logits, a view as PNG, a probe as CSV, the state",
     "  export logits FILE.safetensors\n"
     "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
     "  export png VIEW FILE.png [width= height= layer= head= from= to=]\n"
@@ -45,4 +47,8 @@ const command cmd_export = {
     "  export state FILE.safetensors\n"
     "      the current recurrent state of every layer\n"
     "Files are written to a temporary file and renamed: whole or not at all.",
-    2, -1, run_export, COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE, "width height layer head from to"};
+    2,
+    -1,
+    run_export,
+    COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE,
+    "width height layer head from to"};

@@ -10,24 +10,24 @@ struct session;
 
 /* What tab completion offers for a command's arguments (bit set). */
 enum {
-    COMPLETE_FILE = 1,      /* file paths */
-    COMPLETE_MIXER = 2,     /* mixer names */
-    COMPLETE_VIEW = 4,      /* view names */
-    COMPLETE_PROBE = 8,     /* probe names */
-    COMPLETE_GENERATOR = 16,/* prompt / stream generator names */
-    COMPLETE_COMMAND = 32,  /* command names (help CMD) */
+    COMPLETE_FILE = 1,       /* file paths */
+    COMPLETE_MIXER = 2,      /* mixer names */
+    COMPLETE_VIEW = 4,       /* view names */
+    COMPLETE_PROBE = 8,      /* probe names */
+    COMPLETE_GENERATOR = 16, /* prompt / stream generator names */
+    COMPLETE_COMMAND = 32,   /* command names (help CMD) */
 };
 
 typedef struct command {
     const char *name;
-    const char *args;    /* usage after the name, e.g. "MIXER FILE.safetensors [prefix=P]" */
-    const char *summary; /* one line for `help` */
-    const char *help;    /* the full text for `help CMD` (may be NULL) */
+    const char *args;       /* usage after the name, e.g. "MIXER FILE.safetensors [prefix=P]" */
+    const char *summary;    /* one line for `help` */
+    const char *help;       /* the full text for `help CMD` (may be NULL) */
     int min_args, max_args; /* positional + key=value words; max -1 = any */
     /* argv[0] is the command name. `rest` is the raw text after the name (for `prompt TEXT`). */
     int (*run)(struct session *s, int argc, char **argv, const char *rest, err *e);
-    int complete;        /* COMPLETE_* bits */
-    const char *keys;    /* key= names offered by completion, space separated (may be NULL) */
+    int complete;     /* COMPLETE_* bits */
+    const char *keys; /* key= names offered by completion, space separated (may be NULL) */
 } command;
 
 extern const command *const command_table[];

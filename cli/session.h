@@ -1,5 +1,6 @@
 /* session.h: everything one run of mixscope holds between commands (the model or raw mixer, the
- * tokens, the probe trace, the device, settings). Commands read and change it; nothing else does. */
+ * tokens, the probe trace, the device, settings). Commands read and change it; nothing else does.
+ */
 #ifndef MIXSCOPE_SESSION_H
 #define MIXSCOPE_SESSION_H
 
@@ -12,20 +13,20 @@
 enum { DEVICE_CPU = 0, DEVICE_GPU = 1 };
 
 typedef struct session {
-    int quit;        /* `quit` was run */
-    int batch;       /* -c or script files: stop at the first error */
-    int interactive; /* stdin and stdout are a terminal: progress lines, colour */
-    int device;      /* DEVICE_CPU or DEVICE_GPU */
-    FILE *out;       /* where command output goes (stdout) */
+    int quit;                    /* `quit` was run */
+    int batch;                   /* -c or script files: stop at the first error */
+    int interactive;             /* stdin and stdout are a terminal: progress lines, colour */
+    int device;                  /* DEVICE_CPU or DEVICE_GPU */
+    FILE *out;                   /* where command output goes (stdout) */
     const char *current_command; /* the command line being run, for provenance in exports */
 
     /* model mode (models/, cli/cmd_model.c): a loaded or random model run over token ids */
     struct model *model; /* NULL until load / model random */
     int32_t *tokens;     /* [ntokens]: the ids to run (tokens FILE, prompt TEXT, generators) */
     int ntokens;
-    float *logits;       /* [ntokens, vocab]: logits of the tokens run so far (model->pos) */
-    trace tr;            /* every layer's probes per token, layer, head (mixers/record.h) */
-    int tr_ready;        /* tr holds the current model's probe series */
+    float *logits;        /* [ntokens, vocab]: logits of the tokens run so far (model->pos) */
+    trace tr;             /* every layer's probes per token, layer, head (mixers/record.h) */
+    int tr_ready;         /* tr holds the current model's probe series */
     char ckpt_sha256[65]; /* hex SHA-256 of the loaded weights file; "" for random models */
 
     /* raw-mixer mode and generators (scenes/): cli/cmd_stream.c, cmd_set.c, cmd_show.c,

@@ -183,8 +183,8 @@ static int parse_map(st_file *f, const st_map *m, err *e) {
     }
     if (expect > data_size) {
         const char *last = ne ? sorted[ne - 1].name : "?";
-        err_set(e, "truncated: tensor '%.200s' needs data up to byte %llu, the file has %llu",
-                last, (unsigned long long)(expect + 8 + hlen),
+        err_set(e, "truncated: tensor '%.200s' needs data up to byte %llu, the file has %llu", last,
+                (unsigned long long)(expect + 8 + hlen),
                 (unsigned long long)(data_size + 8 + hlen));
         free(sorted);
         goto done;
@@ -324,8 +324,10 @@ int st_open_index(st_file **out, const char *index_path, err *e) {
         return err_set(e, "%s: out of memory", index_path);
     }
     char *slash = strrchr(dir, '/');
-    if (slash) slash[1] = '\0';
-    else strcpy(dir, "./");
+    if (slash)
+        slash[1] = '\0';
+    else
+        strcpy(dir, "./");
     /* open each distinct shard once, in order of first mention */
     const char **shards = calloc((size_t)cJSON_GetArraySize(wm) + 1, sizeof *shards);
     int nshards = 0, rc = -1, *first = NULL;
@@ -379,8 +381,10 @@ done:
     free(shards);
     free(dir);
     cJSON_Delete(root);
-    if (rc) st_close(f);
-    else *out = f;
+    if (rc)
+        st_close(f);
+    else
+        *out = f;
     return rc;
 }
 
@@ -389,8 +393,10 @@ void st_close(st_file *f) {
     for (int i = 0; i < f->n; i++) free(f->tensors[i].name);
     free(f->tensors);
     for (int i = 0; i < f->nmaps; i++) {
-        if (f->maps[i].is_mmap) munmap(f->maps[i].addr, f->maps[i].size);
-        else free(f->maps[i].addr);
+        if (f->maps[i].is_mmap)
+            munmap(f->maps[i].addr, f->maps[i].size);
+        else
+            free(f->maps[i].addr);
     }
     free(f->maps);
     free(f->metadata);
@@ -446,7 +452,8 @@ int st_write(const char *path, const tensor *const *ts, int n, const char *metad
         cJSON_AddItemToObject(root, t->name, o);
         cJSON_AddStringToObject(o, "dtype", dtype_name(t->dtype));
         cJSON_AddItemToObject(o, "shape", sh);
-        for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+        for (int d = 0; d < t->ndim; d++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
         cJSON_AddItemToObject(o, "data_offsets", of);
         cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
         off += t->nbytes;

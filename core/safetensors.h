@@ -3,9 +3,9 @@
  * File layout (https://github.com/huggingface/safetensors):
  *   bytes 0..7     u64 little-endian N, the header length
  *   bytes 8..8+N   UTF-8 JSON object: { "__metadata__": {str: str}?,
- *                    NAME: {"dtype": "F32", "shape": [d0, ...], "data_offsets": [begin, end]}, ... }
- *                  (writers pad it with spaces to a multiple of 8)
- *   bytes 8+N..    the data region; offsets are relative to its start
+ *                    NAME: {"dtype": "F32", "shape": [d0, ...], "data_offsets": [begin, end]}, ...
+ * } (writers pad it with spaces to a multiple of 8) bytes 8+N..    the data region; offsets are
+ * relative to its start
  *
  * The reader maps the file read-only and returns tensors that view the mapping. It rejects, naming
  * the file and the tensor: a header length beyond the file or above 100 MB, invalid JSON, duplicate
@@ -21,18 +21,18 @@
 #define SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
 
 typedef struct st_map {
-    void *addr;   /* mmap'd or malloc'd file contents */
+    void *addr; /* mmap'd or malloc'd file contents */
     size_t size;
     int is_mmap;
 } st_map;
 
 typedef struct st_file {
-    char *path;       /* the file (or index) it was opened from */
+    char *path; /* the file (or index) it was opened from */
     int nmaps;
     st_map *maps;
-    int n;            /* tensors, in file order (shards concatenated) */
-    tensor *tensors;  /* views into the maps; owns_data = 0 */
-    char *metadata;   /* "__metadata__" as compact JSON, or NULL */
+    int n;           /* tensors, in file order (shards concatenated) */
+    tensor *tensors; /* views into the maps; owns_data = 0 */
+    char *metadata;  /* "__metadata__" as compact JSON, or NULL */
 } st_file;
 
 /* Opens one .safetensors file. */

@@ -10,9 +10,9 @@ static const struct {
     size_t size;
     int is_float;
 } DTYPES[DT_COUNT] = {
-    [DT_F32] = {"F32", 4, 1}, [DT_F16] = {"F16", 2, 1}, [DT_BF16] = {"BF16", 2, 1},
-    [DT_F64] = {"F64", 8, 1}, [DT_I64] = {"I64", 8, 0}, [DT_I32] = {"I32", 4, 0},
-    [DT_I16] = {"I16", 2, 0}, [DT_I8] = {"I8", 1, 0},   [DT_U8] = {"U8", 1, 0},
+    [DT_F32] = {"F32", 4, 1},   [DT_F16] = {"F16", 2, 1}, [DT_BF16] = {"BF16", 2, 1},
+    [DT_F64] = {"F64", 8, 1},   [DT_I64] = {"I64", 8, 0}, [DT_I32] = {"I32", 4, 0},
+    [DT_I16] = {"I16", 2, 0},   [DT_I8] = {"I8", 1, 0},   [DT_U8] = {"U8", 1, 0},
     [DT_BOOL] = {"BOOL", 1, 0},
 };
 
@@ -130,8 +130,8 @@ uint16_t f32_to_f16(float f) {
     if (ax >= 0x7f800000u) /* inf or nan */
         return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
     if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to >= 65520: inf */
-    if (ax < 0x38800000u) {                                   /* result subnormal or zero */
-        if (ax < 0x33000000u) return (uint16_t)sign;          /* < 2^-25: rounds to 0 */
+    if (ax < 0x38800000u) {                                  /* result subnormal or zero */
+        if (ax < 0x33000000u) return (uint16_t)sign;         /* < 2^-25: rounds to 0 */
         uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
         int shift = 126 - (int)e; /* value / 2^-24 = m * 2^(e - 126) */
         uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
@@ -163,17 +163,49 @@ uint16_t f32_to_bf16(float f) {
 /* Reads element i of any dtype as double (exact for every supported type except int64 > 2^53). */
 static double elem_f64(const unsigned char *p, dtype dt) {
     switch (dt) {
-    case DT_F32: { float v; memcpy(&v, p, 4); return v; }
-    case DT_F16: { uint16_t v; memcpy(&v, p, 2); return f16_to_f32(v); }
-    case DT_BF16: { uint16_t v; memcpy(&v, p, 2); return bf16_to_f32(v); }
-    case DT_F64: { double v; memcpy(&v, p, 8); return v; }
-    case DT_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
-    case DT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
-    case DT_I16: { int16_t v; memcpy(&v, p, 2); return v; }
-    case DT_I8: return (int8_t)*p;
-    case DT_U8: return *p;
-    case DT_BOOL: return *p != 0;
-    default: return 0;
+    case DT_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case DT_F16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return f16_to_f32(v);
+    }
+    case DT_BF16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        return bf16_to_f32(v);
+    }
+    case DT_F64: {
+        double v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    case DT_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return (double)v;
+    }
+    case DT_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case DT_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        return v;
+    }
+    case DT_I8:
+        return (int8_t)*p;
+    case DT_U8:
+        return *p;
+    case DT_BOOL:
+        return *p != 0;
+    default:
+        return 0;
     }
 }
 
@@ -226,10 +258,24 @@ tensor *tensor_from_f32(const char *name, dtype dt, int ndim, const int64_t *sha
     for (int64_t i = 0; i < n; i++) {
         float v = src[i];
         switch (dt) {
-        case DT_F32: memcpy(p + i * 4, &v, 4); break;
-        case DT_F16: { uint16_t h = f32_to_f16(v); memcpy(p + i * 2, &h, 2); break; }
-        case DT_BF16: { uint16_t h = f32_to_bf16(v); memcpy(p + i * 2, &h, 2); break; }
-        case DT_F64: { double d = v; memcpy(p + i * 8, &d, 8); break; }
+        case DT_F32:
+            memcpy(p + i * 4, &v, 4);
+            break;
+        case DT_F16: {
+            uint16_t h = f32_to_f16(v);
+            memcpy(p + i * 2, &h, 2);
+            break;
+        }
+        case DT_BF16: {
+            uint16_t h = f32_to_bf16(v);
+            memcpy(p + i * 2, &h, 2);
+            break;
+        }
+        case DT_F64: {
+            double d = v;
+            memcpy(p + i * 8, &d, 8);
+            break;
+        }
         case DT_I64: {
             int64_t x = sat_int(v, INT64_MIN, INT64_MAX);
             memcpy(p + i * 8, &x, 8);
@@ -245,10 +291,17 @@ tensor *tensor_from_f32(const char *name, dtype dt, int ndim, const int64_t *sha
             memcpy(p + i * 2, &x, 2);
             break;
         }
-        case DT_I8: p[i] = (unsigned char)(int8_t)sat_int(v, INT8_MIN, INT8_MAX); break;
-        case DT_U8: p[i] = (unsigned char)sat_int(v, 0, UINT8_MAX); break;
-        case DT_BOOL: p[i] = v != 0; break;
-        default: break;
+        case DT_I8:
+            p[i] = (unsigned char)(int8_t)sat_int(v, INT8_MIN, INT8_MAX);
+            break;
+        case DT_U8:
+            p[i] = (unsigned char)sat_int(v, 0, UINT8_MAX);
+            break;
+        case DT_BOOL:
+            p[i] = v != 0;
+            break;
+        default:
+            break;
         }
     }
     return t;

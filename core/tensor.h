@@ -29,11 +29,11 @@ typedef enum dtype {
 } dtype;
 
 typedef struct tensor {
-    char *name;     /* owned string */
+    char *name; /* owned string */
     dtype dtype;
-    int ndim;       /* 0 = scalar */
+    int ndim; /* 0 = scalar */
     int64_t shape[TENSOR_MAX_DIMS];
-    void *data;     /* nbytes bytes; may be unaligned for views */
+    void *data; /* nbytes bytes; may be unaligned for views */
     size_t nbytes;
     int owns_data;
 } tensor;

@@ -15,18 +15,18 @@
 #include "err.h"
 
 typedef struct trace_series {
-    char *name;      /* probe name */
-    char *meaning;   /* one line */
-    char *source;    /* what produced it: mixer name, "model", "stream" */
+    char *name;    /* probe name */
+    char *meaning; /* one line */
+    char *source;  /* what produced it: mixer name, "model", "stream" */
     int layers, heads, width;
-    float *data;     /* [cap][layers][heads][width] */
+    float *data; /* [cap][layers][heads][width] */
 } trace_series;
 
 typedef struct trace_snapshot {
-    char *name;      /* e.g. "state" */
+    char *name; /* e.g. "state" */
     int layers, heads, rows, cols;
-    int64_t t;       /* token the snapshot was taken after, -1 = never */
-    float *data;     /* [layers][heads][rows][cols] */
+    int64_t t;   /* token the snapshot was taken after, -1 = never */
+    float *data; /* [layers][heads][rows][cols] */
 } trace_snapshot;
 
 typedef struct trace {
@@ -34,8 +34,8 @@ typedef struct trace {
     trace_series *series;
     int nsnap;
     trace_snapshot *snaps;
-    int64_t T;       /* tokens recorded */
-    int64_t cap;     /* tokens allocated per series */
+    int64_t T;   /* tokens recorded */
+    int64_t cap; /* tokens allocated per series */
 } trace;
 
 void trace_init(trace *tr);

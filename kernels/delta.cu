@@ -87,11 +87,14 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
     dim3 grid((dv + 31) / 32, N), block(32, STEP_RG);
     const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
     if (dk <= 8 * STEP_RG)
-        delta_step_kernel<T, 8><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+        delta_step_kernel<T, 8>
+            <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
     else if (dk <= 16 * STEP_RG)
-        delta_step_kernel<T, 16><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+        delta_step_kernel<T, 16>
+            <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
     else if (dk <= 32 * STEP_RG)
-        delta_step_kernel<T, 32><<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+        delta_step_kernel<T, 32>
+            <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
     else
         return err_set(e, "gpu delta step: dk=%d above %d", dk, 32 * STEP_RG);
     CUDA_LAUNCHED("gpu delta step");
@@ -244,22 +247,26 @@ __global__ void delta_probe_finalize(int N, int dk, int kacz, float eps, const f
 }
 
 extern "C" int gpu_delta_step_probes(int N, int dk, int dv, float scale, int kacz, float eps,
-                                     const float *q, const float *k, const float *v,
-                                     const float *g, const float *beta, float *state, float *o,
-                                     float *acc, float *probes, void *stream, err *e) {
+                                     const float *q, const float *k, const float *v, const float *g,
+                                     const float *beta, float *state, float *o, float *acc,
+                                     float *probes, void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
     CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)N * DACC * sizeof(float), st), "gpu delta probes");
     dim3 grid((dv + 31) / 32, N), block(32, STEP_RG);
     if (dk <= 8 * STEP_RG)
-        delta_step_probe_kernel<8><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+        delta_step_probe_kernel<8>
+            <<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
     else if (dk <= 16 * STEP_RG)
-        delta_step_probe_kernel<16><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+        delta_step_probe_kernel<16>
+            <<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
     else if (dk <= 32 * STEP_RG)
-        delta_step_probe_kernel<32><<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
+        delta_step_probe_kernel<32>
+            <<<grid, block, 0, st>>>(dk, dv, scale, kacz, eps, q, k, v, g, beta, state, o, acc);
     else
         return err_set(e, "gpu delta step: dk=%d above %d", dk, 32 * STEP_RG);
     CUDA_LAUNCHED("gpu delta step with probes");
-    delta_probe_finalize<<<(N + 63) / 64, 64, 0, st>>>(N, dk, kacz, eps, q, k, g, beta, acc, probes);
+    delta_probe_finalize<<<(N + 63) / 64, 64, 0, st>>>(N, dk, kacz, eps, q, k, g, beta, acc,
+                                                       probes);
     CUDA_LAUNCHED("gpu delta probes");
     return 0;
 }
@@ -268,8 +275,9 @@ extern "C" int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf1
                               const void *k, const void *v, const float *g, const float *beta,
                               float *state, float *o, void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
-    return bf16 ? launch_step<__nv_bfloat16>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e)
-                : launch_step<float>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e);
+    return bf16
+               ? launch_step<__nv_bfloat16>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e)
+               : launch_step<float>(B * H, dk, dv, scale, q, k, v, g, beta, state, o, st, e);
 }
 
 // ---------------------------------------------------------------- chunked prefill
@@ -290,7 +298,8 @@ static size_t state_floats_per_chunk_h(int dk, int dv, int C) {
 extern "C" size_t gpu_delta_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
     size_t nchunks = (size_t)(T + chunk - 1) / chunk;
     return nchunks * (size_t)B * H *
-           (floats_per_chunk(dk, dv, chunk) + state_floats_per_chunk_h(dk, dv, chunk)) * sizeof(float);
+           (floats_per_chunk(dk, dv, chunk) + state_floats_per_chunk_h(dk, dv, chunk)) *
+           sizeof(float);
 }
 
 // grid (nchunks, N). Dynamic shared memory: K [C][dk+1], Q-then-V [C][max(dk, dv)+1], A [C][C],
@@ -418,7 +427,8 @@ __global__ void delta_chunk_prepare(int T_, int H, int dk, int dv, int C, const 
 #pragma unroll
                 for (int r = 0; r < 4; r++)
 #pragma unroll
-                    for (int q = 0; q < 8; q++) dst[(size_t)(ib + r * CQ) * ncol + db + q * cb] = acc[r][q];
+                    for (int q = 0; q < 8; q++)
+                        dst[(size_t)(ib + r * CQ) * ncol + db + q * cb] = acc[r][q];
             }
             // columns beyond a multiple of 8 (not used by the sizes we run, kept for safety)
             for (int x = threadIdx.x; x < C * (ncol - cb * 8); x += blockDim.x) {
@@ -480,7 +490,9 @@ __global__ void __launch_bounds__(NT)
         }
         for (int x = tid; x < C * k16; x += NT) {
             const int i = x / k16, p = x % k16, per = 16 / (int)sizeof(T);
-            if (i < L) __pipeline_memcpy_async(sK + i * ldkt + p * per, kb + (size_t)i * tok_k + p * per, 16);
+            if (i < L)
+                __pipeline_memcpy_async(sK + i * ldkt + p * per, kb + (size_t)i * tok_k + p * per,
+                                        16);
             else
                 for (int u = 0; u < per; u++) sK[i * ldkt + p * per + u] = T(0.0f);
         }
@@ -502,8 +514,10 @@ __global__ void __launch_bounds__(NT)
             int d = x / BV, j = x % BV;
             if (j < jw) Sc[(size_t)d * dv + j0 + j] = sS[x];
         }
-        if (c + 1 < nchunks) __pipeline_wait_prior(1); // chunk c's copies have landed
-        else __pipeline_wait_prior(0);
+        if (c + 1 < nchunks)
+            __pipeline_wait_prior(1); // chunk c's copies have landed
+        else
+            __pipeline_wait_prior(0);
         __syncthreads();
         // Delta = U - W S: C x BV outputs
         const int CR = C / RI;
@@ -573,7 +587,7 @@ __global__ void __launch_bounds__(NT)
 
 // The output pass, every chunk in parallel: O = scale (diag(gamma) Q Sc + P Delta).
 // grid (nchunks, N, ceil(dv / BVO)). Shared: Q [C][dk+1], Sc [dk][BVO], P [C][C+1], Delta [C][BVO].
-#define BVO 32
+#define BVO         32
 #define OUT_THREADS 256
 template <typename T>
 __global__ void __launch_bounds__(OUT_THREADS)
@@ -622,7 +636,8 @@ __global__ void __launch_bounds__(OUT_THREADS)
         for (int m = 0; m < C; m++) {
             float a[RI], bb[RJ];
 #pragma unroll
-            for (int r = 0; r < RI; r++) a[r] = sP[(ib + r * CR) * ldc + m]; // zero above the diagonal
+            for (int r = 0; r < RI; r++)
+                a[r] = sP[(ib + r * CR) * ldc + m]; // zero above the diagonal
 #pragma unroll
             for (int qq = 0; qq < RJ; qq++) bb[qq] = sD[m * BVO + jb * RJ + qq];
 #pragma unroll
@@ -635,7 +650,9 @@ __global__ void __launch_bounds__(OUT_THREADS)
 #pragma unroll
             for (int qq = 0; qq < RJ; qq++) {
                 const int i = ib + r * CR, j = jb * RJ + qq;
-                if (i < L && j < jw) o[((size_t)b * T_ + t0 + i) * tok_v + (size_t)h * dv + j0 + j] = scale * acc[r][qq];
+                if (i < L && j < jw)
+                    o[((size_t)b * T_ + t0 + i) * tok_v + (size_t)h * dv + j0 + j] =
+                        scale * acc[r][qq];
             }
     }
 }
@@ -643,8 +660,9 @@ __global__ void __launch_bounds__(OUT_THREADS)
 template <typename T, int BV, int NT>
 static int launch_state(int T_, int H, int N, int dk, int dv, int C, int nchunks, const void *k,
                         const float *prep, float *state, float *states, cudaStream_t st, err *e) {
-    size_t smem = ((size_t)dk * BV + 2 * (size_t)C * (dk + 4) + 2 * (size_t)C * BV) * sizeof(float) +
-                  2 * (size_t)C * (dk + 16 / sizeof(T)) * sizeof(T);
+    size_t smem =
+        ((size_t)dk * BV + 2 * (size_t)C * (dk + 4) + 2 * (size_t)C * BV) * sizeof(float) +
+        2 * (size_t)C * (dk + 16 / sizeof(T)) * sizeof(T);
     CUDA_TRY(cudaFuncSetAttribute(delta_chunk_state<T, BV, NT>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "gpu delta prefill: shared memory for the state pass");
@@ -662,22 +680,26 @@ static int launch_prefill(int B, int T_, int H, int dk, int dv, int C, float sca
     float *prep = (float *)scratch;
     float *states = prep + (size_t)N * nchunks * floats_per_chunk(dk, dv, C);
     size_t prep_smem = ((size_t)C * (dk + 1) + (size_t)C * ((dk > dv ? dk : dv) + 1) +
-                        (size_t)C * (C + 1) + 3 * (size_t)C) * sizeof(float);
-    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_prepare<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)prep_smem),
+                        (size_t)C * (C + 1) + 3 * (size_t)C) *
+                       sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_prepare<T>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)prep_smem),
              "gpu delta prefill: shared memory for the prepare kernel");
     delta_chunk_prepare<T><<<dim3(nchunks, N), PREP_THREADS, prep_smem, st>>>(
         T_, H, dk, dv, C, (const T *)q, (const T *)k, (const T *)v, g, beta, prep);
     CUDA_LAUNCHED("gpu delta prefill: prepare");
     // fewer columns per block when there are few heads, so that the sequential pass still spreads
     // over the multiprocessors
-    int rc = N * ((dv + 31) / 32) >= 132
-                 ? launch_state<T, 32, 256>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e)
-                 : launch_state<T, 16, 128>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e);
+    int rc =
+        N * ((dv + 31) / 32) >= 132
+            ? launch_state<T, 32, 256>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e)
+            : launch_state<T, 16, 128>(T_, H, N, dk, dv, C, nchunks, k, prep, state, states, st, e);
     if (rc) return -1;
-    size_t out_smem = ((size_t)C * (dk + 1) + (size_t)dk * BVO + (size_t)C * (C + 1) + (size_t)C * BVO) * sizeof(float);
-    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_output<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)out_smem),
+    size_t out_smem =
+        ((size_t)C * (dk + 1) + (size_t)dk * BVO + (size_t)C * (C + 1) + (size_t)C * BVO) *
+        sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(delta_chunk_output<T>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)out_smem),
              "gpu delta prefill: shared memory for the output pass");
     delta_chunk_output<T><<<dim3(nchunks, N, (dv + BVO - 1) / BVO), OUT_THREADS, out_smem, st>>>(
         T_, H, dk, dv, C, nchunks, scale, (const T *)q, prep, states, o);
@@ -692,11 +714,15 @@ extern "C" int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk,
     if (chunk != 16 && chunk != 32 && chunk != 64)
         return err_set(e, "gpu delta prefill: chunk %d (16, 32 or 64)", chunk);
     if (dk > 256 || dv > 1024 || dk % RI)
-        return err_set(e, "gpu delta prefill: dk=%d dv=%d not supported (dk <= 256, a multiple of %d)", dk, dv, RI);
+        return err_set(e,
+                       "gpu delta prefill: dk=%d dv=%d not supported (dk <= 256, a multiple of %d)",
+                       dk, dv, RI);
     if (T < 1) return 0;
     cudaStream_t st = (cudaStream_t)stream;
-    return bf16 ? launch_prefill<__nv_bfloat16>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta, state, o, scratch, st, e)
-                : launch_prefill<float>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta, state, o, scratch, st, e);
+    return bf16 ? launch_prefill<__nv_bfloat16>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta,
+                                                state, o, scratch, st, e)
+                : launch_prefill<float>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta, state, o,
+                                        scratch, st, e);
 }
 
 // ---------------------------------------------------------------- kaczmarz rescale
@@ -705,8 +731,8 @@ extern "C" int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk,
 // write with beta = eta on (k', v') is exactly the GDN write on raw keys with
 // beta = eta / (|k|^2 + eps). One block per token and head.
 template <typename T>
-__global__ void kaczmarz_rescale_kernel(int dk, int dv, float eps, const T *k, const T *v,
-                                        T *k_out, T *v_out) {
+__global__ void kaczmarz_rescale_kernel(int dk, int dv, float eps, const T *k, const T *v, T *k_out,
+                                        T *v_out) {
     __shared__ float red[32];
     size_t n = blockIdx.x; // (b, t, h) flattened
     const T *kr = k + n * dk;
@@ -726,7 +752,8 @@ __global__ void kaczmarz_rescale_kernel(int dk, int dv, float eps, const T *k, c
     __syncthreads();
     float c = red[0];
     for (int d = threadIdx.x; d < dk; d += blockDim.x) k_out[n * dk + d] = (T)(c * ld(kr + d));
-    for (int d = threadIdx.x; d < dv; d += blockDim.x) v_out[n * dv + d] = (T)(c * ld(v + n * dv + d));
+    for (int d = threadIdx.x; d < dv; d += blockDim.x)
+        v_out[n * dv + d] = (T)(c * ld(v + n * dv + d));
 }
 
 extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,

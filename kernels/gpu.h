@@ -62,8 +62,8 @@ int gpu_ld_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, 
                    float *state, float *o, void *scratch, void *stream, err *e);
 /* One decode step for B sequences: q, k [B, H, dk], v [B, H, dv], g [B, H, dk] or [B, H]. */
 int gpu_ld_step(int B, int H, int dk, int dv, float scale, int bf16, int per_key, const void *q,
-                const void *k, const void *v, const float *g, float *state, float *o,
-                void *stream, err *e);
+                const void *k, const void *v, const float *g, float *state, float *o, void *stream,
+                err *e);
 
 /* Kalman linear attention (kernels/kalman.cu), S states per channel and M channels (the mixer's dk
  * and dv): q, k [B, T, H, S], v [B, T, H, M] (bf16 when bf16), lambda_v [B, T, H, M] fp32 or NULL
@@ -83,8 +83,8 @@ int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, i
  * read only. scratch from gpu_kata_scratch_bytes. */
 size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups);
 int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups, int chunk,
-                     float scale, float eps, int bf16, const void *q, const void *k,
-                     const void *v, float *state, float *o, void *scratch, void *stream, err *e);
+                     float scale, float eps, int bf16, const void *q, const void *k, const void *v,
+                     float *state, float *o, void *scratch, void *stream, err *e);
 int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, int groups, float scale,
                    float eps, int bf16, const void *q, const void *k, const void *v,
                    const float *state0, float *o, void *scratch, void *stream, err *e);
@@ -113,9 +113,26 @@ void gpu_release_weights(void);
 
 /* The delta family's probes as the GPU computes them (same definitions as mixers/delta_rule.h). */
 enum {
-    GDP_BETA, GDP_ETA, GDP_RHO, GDP_K_NORM, GDP_Q_NORM, GDP_G, GDP_ALPHA, GDP_HALF_LIFE,
-    GDP_E_NORM, GDP_E_REL, GDP_R_NORM, GDP_R_CHECK, GDP_LOSS_BEFORE, GDP_LOSS_AFTER,
-    GDP_WRITE_NORM, GDP_STATE_NORM, GDP_FORGET_REMOVED, GDP_ERASE_REMOVED, GDP_O_NORM, GDP_COUNT
+    GDP_BETA,
+    GDP_ETA,
+    GDP_RHO,
+    GDP_K_NORM,
+    GDP_Q_NORM,
+    GDP_G,
+    GDP_ALPHA,
+    GDP_HALF_LIFE,
+    GDP_E_NORM,
+    GDP_E_REL,
+    GDP_R_NORM,
+    GDP_R_CHECK,
+    GDP_LOSS_BEFORE,
+    GDP_LOSS_AFTER,
+    GDP_WRITE_NORM,
+    GDP_STATE_NORM,
+    GDP_FORGET_REMOVED,
+    GDP_ERASE_REMOVED,
+    GDP_O_NORM,
+    GDP_COUNT
 };
 /* One fp32 decode step for N heads with every probe: probes [N, GDP_COUNT] (device), acc
  * [N, 8] device scratch. kacz: k is the raw key and beta holds eta (beta = eta/(|k|^2+eps)). */

@@ -8,10 +8,10 @@
 #include "../core/err.h"
 
 // Evaluates a CUDA call; on failure writes "what: cuda error text" into e and returns -1.
-#define CUDA_TRY(call, what)                                                                      \
-    do {                                                                                          \
-        cudaError_t rc_ = (call);                                                                 \
-        if (rc_ != cudaSuccess) return err_set(e, "%s: %s", (what), cudaGetErrorString(rc_));     \
+#define CUDA_TRY(call, what)                                                                       \
+    do {                                                                                           \
+        cudaError_t rc_ = (call);                                                                  \
+        if (rc_ != cudaSuccess) return err_set(e, "%s: %s", (what), cudaGetErrorString(rc_));      \
     } while (0)
 
 // After a launch: a bad configuration shows up in cudaGetLastError.

@@ -27,7 +27,8 @@ static size_t g_x_cap, g_y_cap;
 
 static int blas_init(err *e) {
     if (g_blas) return 0;
-    if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS) return err_set(e, "gpu: cannot start cuBLAS");
+    if (cublasCreate(&g_blas) != CUBLAS_STATUS_SUCCESS)
+        return err_set(e, "gpu: cannot start cuBLAS");
     cublasSetMathMode(g_blas, CUBLAS_PEDANTIC_MATH);
     return 0;
 }
@@ -66,7 +67,8 @@ extern "C" int gpu_linear(float *y, const float *x, const float *W, const float 
         return -1;
     if (gpu_copy_to_device(g_x, x, (size_t)T * in * sizeof(float), e)) return -1;
     // Row-major Y[T, out] = X[T, in] W[out, in]^T is column-major Y^T = W X^T:
-    // C (out x T) = op(A) (out x in) * B (in x T) with A = W seen column-major (in x out), transposed.
+    // C (out x T) = op(A) (out x in) * B (in x T) with A = W seen column-major (in x out),
+    // transposed.
     const float one = 1.0f, zero = 0.0f;
     if (cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, out, T, in, &one, dW, in, g_x, in, &zero, g_y,
                     out) != CUBLAS_STATUS_SUCCESS)

@@ -25,10 +25,9 @@ extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prio
                                       const float *k, const float *v, const float *lv,
                                       const float *a, const float *p, float *state, float *o,
                                       float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16,
-                               const void *q, const void *k, const void *v, const float *lv,
-                               const float *a, const float *p, float *state, float *o,
-                               void *stream, err *e);
+extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
+                               const void *k, const void *v, const float *lv, const float *a,
+                               const float *p, float *state, float *o, void *stream, err *e);
 extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
                                     float eps, const float *q, const float *k, const float *v,
                                     float *state, float *o, float *probes, void *scratch,
@@ -131,8 +130,9 @@ static int run_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const
         for (int t = 0; t < T; t++)
             if (gpu_delta_step(1, H, dk, dv, c->scale, bf16, (char *)dq + (size_t)t * H * dk * es,
                                (char *)dk_ + (size_t)t * H * dk * es,
-                               (char *)dv_ + (size_t)t * H * dv * es, dg ? dg + (size_t)t * H : NULL,
-                               dbeta + (size_t)t * H, ds, dout + (size_t)t * H * dv, NULL, e))
+                               (char *)dv_ + (size_t)t * H * dv * es,
+                               dg ? dg + (size_t)t * H : NULL, dbeta + (size_t)t * H, ds,
+                               dout + (size_t)t * H * dv, NULL, e))
                 return -1;
     }
     if (gpu_sync(e)) return -1;
@@ -222,14 +222,13 @@ static int run_kalman(const mixer_ops *m, const mixer_cfg *c, float *state, cons
         for (int t = 0; t < T; t++) {
             const size_t ok = (size_t)t * H * S, ov = (size_t)t * H * M;
             const float *lvt = dlv ? dlv + ov : NULL;
-            int rc = probes ? gpu_kalman_step_probes(H, M, S, c->scale, prior, (float *)dq + ok,
-                                                     (float *)dk_ + ok, (float *)dv_ + ov, lvt, da,
-                                                     dpp, ds, dout + ov, dp + (size_t)t * np, NULL,
-                                                     e)
-                            : gpu_kalman_step(H, M, S, c->scale, prior, bf16,
-                                              (char *)dq + ok * es, (char *)dk_ + ok * es,
-                                              (char *)dv_ + ov * es, lvt, da, dpp, ds, dout + ov,
-                                              NULL, e);
+            int rc = probes
+                         ? gpu_kalman_step_probes(H, M, S, c->scale, prior, (float *)dq + ok,
+                                                  (float *)dk_ + ok, (float *)dv_ + ov, lvt, da,
+                                                  dpp, ds, dout + ov, dp + (size_t)t * np, NULL, e)
+                         : gpu_kalman_step(H, M, S, c->scale, prior, bf16, (char *)dq + ok * es,
+                                           (char *)dk_ + ok * es, (char *)dv_ + ov * es, lvt, da,
+                                           dpp, ds, dout + ov, NULL, e);
             if (rc) return -1;
         }
     }
@@ -266,14 +265,14 @@ static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const 
     } else {
         for (int t = 0; t < T; t++) {
             const size_t ok = (size_t)t * H * dk, ov = (size_t)t * H * dv;
-            int rc = probes ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale,
-                                                   c->eps, (float *)dq + ok, (float *)dk_ + ok,
-                                                   (float *)dv_ + ov, ds, dout + ov,
-                                                   dp + (size_t)t * np, scratch, NULL, e)
-                            : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, chunk,
-                                               c->scale, c->eps, bf16, (char *)dq + ok * es,
-                                               (char *)dk_ + ok * es, (char *)dv_ + ov * es, ds,
-                                               dout + ov, scratch, NULL, e);
+            int rc =
+                probes
+                    ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps,
+                                           (float *)dq + ok, (float *)dk_ + ok, (float *)dv_ + ov,
+                                           ds, dout + ov, dp + (size_t)t * np, scratch, NULL, e)
+                    : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, chunk, c->scale,
+                                       c->eps, bf16, (char *)dq + ok * es, (char *)dk_ + ok * es,
+                                       (char *)dv_ + ov * es, ds, dout + ov, scratch, NULL, e);
             if (rc) return -1;
         }
     }
@@ -318,7 +317,8 @@ static int run_attn(const mixer_ops *m, const mixer_cfg *c, float *state, const 
     if (mode == GPU_PREFILL) {
         if (bf16 && dk == dv && (dk == 64 || dk == 128)) { // the tensor-core kernel reads bf16
             void *qb = b.alloc(nk * 2, e), *rb = plx ? b.alloc(nk * 2, e) : NULL;
-            void *kb = b.alloc((size_t)Tk * H * dk * 2, e), *vb = b.alloc((size_t)Tk * H * dv * 2, e);
+            void *kb = b.alloc((size_t)Tk * H * dk * 2, e),
+                 *vb = b.alloc((size_t)Tk * H * dv * 2, e);
             if (!qb || !kb || !vb || (plx && !rb) || gpu_attn_to_bf16(nk, qr, qb, NULL, e) ||
                 (plx && gpu_attn_to_bf16(nk, rr, rb, NULL, e)) ||
                 gpu_attn_to_bf16((size_t)Tk * H * dk, cK, kb, NULL, e) ||
@@ -358,8 +358,10 @@ extern "C" int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *stat
     if (!strcmp(m->name, "kalman")) return run_kalman(m, c, state, x, o, probes, mode, bf16, e);
     if (!strcmp(m->name, "kata")) {
         if (c->variant == KATA_DELTA) { // DeltaKATA has no GPU kernels: the CPU reference runs it
-            if (mode == GPU_PREFILL && !probes) m->prefill(c, state, x, pos0, o);
-            else mixer_run_steps(m, c, state, x, pos0, o, probes);
+            if (mode == GPU_PREFILL && !probes)
+                m->prefill(c, state, x, pos0, o);
+            else
+                mixer_run_steps(m, c, state, x, pos0, o, probes);
             return 0;
         }
         return run_kata(m, c, state, x, o, probes, mode, bf16, e);

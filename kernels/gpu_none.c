@@ -73,8 +73,7 @@ int gpu_linear(float *y, const float *x, const float *W, const float *b, int T, 
     return err_set(e, "%s", NO_CUDA);
 }
 
-void gpu_release_weights(void) {
-}
+void gpu_release_weights(void) {}
 
 size_t gpu_ld_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
     (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)chunk;
@@ -91,8 +90,8 @@ int gpu_ld_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, 
 }
 
 int gpu_ld_step(int B, int H, int dk, int dv, float scale, int bf16, int per_key, const void *q,
-                const void *k, const void *v, const float *g, float *state, float *o,
-                void *stream, err *e) {
+                const void *k, const void *v, const float *g, float *state, float *o, void *stream,
+                err *e) {
     (void)B, (void)H, (void)dk, (void)dv, (void)scale, (void)bf16, (void)per_key, (void)q;
     (void)k, (void)v, (void)g, (void)state, (void)o, (void)stream;
     return err_set(e, "%s", NO_CUDA);
@@ -119,8 +118,8 @@ size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, 
 }
 
 int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups, int chunk,
-                     float scale, float eps, int bf16, const void *q, const void *k,
-                     const void *v, float *state, float *o, void *scratch, void *stream, err *e) {
+                     float scale, float eps, int bf16, const void *q, const void *k, const void *v,
+                     float *state, float *o, void *scratch, void *stream, err *e) {
     (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups, (void)chunk;
     (void)scale, (void)eps, (void)bf16, (void)q, (void)k, (void)v, (void)state, (void)o;
     (void)scratch, (void)stream;

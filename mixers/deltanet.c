@@ -16,8 +16,9 @@ static const input_def deltanet_inputs[] = {
 #define DELTANET_PROBES(X)                                                                         \
     X(BETA)                                                                                        \
     X(RHO)                                                                                         \
-    X(K_NORM) X(Q_NORM) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK) X(LOSS_BEFORE) X(LOSS_AFTER)       \
-        X(WRITE_NORM) X(STATE_NORM) X(ERASE_REMOVED) X(O_NORM)
+    X(K_NORM)                                                                                      \
+    X(Q_NORM) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK) X(LOSS_BEFORE) X(LOSS_AFTER) X(WRITE_NORM)   \
+        X(STATE_NORM) X(ERASE_REMOVED) X(O_NORM)
 
 static const probe_def deltanet_probes[] = {DELTANET_PROBES(DELTA_PROBE_DEF)};
 static const delta_probe deltanet_probe_kinds[] = {DELTANET_PROBES(DELTA_PROBE_KIND)};

@@ -15,9 +15,9 @@ static const input_def gdn_inputs[] = {
 #define GDN_PROBES(X)                                                                              \
     X(BETA)                                                                                        \
     X(RHO)                                                                                         \
-    X(K_NORM) X(Q_NORM) X(G) X(ALPHA) X(HALF_LIFE) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK)         \
-        X(LOSS_BEFORE) X(LOSS_AFTER) X(WRITE_NORM) X(STATE_NORM) X(FORGET_REMOVED)                 \
-            X(ERASE_REMOVED) X(O_NORM)
+    X(K_NORM)                                                                                      \
+    X(Q_NORM) X(G) X(ALPHA) X(HALF_LIFE) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK) X(LOSS_BEFORE)    \
+        X(LOSS_AFTER) X(WRITE_NORM) X(STATE_NORM) X(FORGET_REMOVED) X(ERASE_REMOVED) X(O_NORM)
 
 static const probe_def gdn_probes[] = {GDN_PROBES(DELTA_PROBE_DEF)};
 static const delta_probe gdn_probe_kinds[] = {GDN_PROBES(DELTA_PROBE_KIND)};

@@ -16,7 +16,8 @@ static const input_def kaczmarz_inputs[] = {
 #define KACZMARZ_PROBES(X)                                                                         \
     X(BETA)                                                                                        \
     X(ETA)                                                                                         \
-    X(RHO) X(K_NORM) X(Q_NORM) X(G) X(ALPHA) X(HALF_LIFE) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK)  \
+    X(RHO)                                                                                         \
+    X(K_NORM) X(Q_NORM) X(G) X(ALPHA) X(HALF_LIFE) X(E_NORM) X(E_REL) X(R_NORM) X(R_CHECK)         \
         X(LOSS_BEFORE) X(LOSS_AFTER) X(WRITE_NORM) X(STATE_NORM) X(FORGET_REMOVED)                 \
             X(ERASE_REMOVED) X(O_NORM)
 

@@ -122,8 +122,10 @@ static int kata_configure(mixer_cfg *c, opts *o, err *e) {
     /* the scripting contract's spellings: m2, m4 = mg with 2 or 4 groups; sigma2, sigma4 = sigma */
     const char *asked = vs;
     long alias_groups = 0;
-    if (!strcmp(vs, "m2") || !strcmp(vs, "m4")) alias_groups = vs[1] - '0', vs = "mg";
-    else if (!strcmp(vs, "sigma2") || !strcmp(vs, "sigma4")) alias_groups = vs[5] - '0', vs = "sigma";
+    if (!strcmp(vs, "m2") || !strcmp(vs, "m4"))
+        alias_groups = vs[1] - '0', vs = "mg";
+    else if (!strcmp(vs, "sigma2") || !strcmp(vs, "sigma4"))
+        alias_groups = vs[5] - '0', vs = "sigma";
     int v = kata_variant_parse(vs);
     if (v < 0)
         return err_set(e,
@@ -560,7 +562,8 @@ const mixer_ops mixer_kata = {
     .summary =
         "KATA: cone feature maps (PSD rank-one, orthant, Lorentz), normalised readout with a "
         "convex gate; DeltaKATA",
-    .options = "variant=m1|m2|m4|mg|sigma2|sigma4|sigma|delta|orthant|lorentz|linear groups=1|2|4|8 chunk=16|32|64 "
+    .options = "variant=m1|m2|m4|mg|sigma2|sigma4|sigma|delta|orthant|lorentz|linear "
+               "groups=1|2|4|8 chunk=16|32|64 "
                "scale=1 eps=1e-6",
     .inputs = kata_inputs,
     .ninputs = (int)(sizeof kata_inputs / sizeof kata_inputs[0]),

@@ -72,23 +72,23 @@ typedef struct state_part {
     int64_t shape[4];
 } state_part;
 
-#define MIXER_MAX_PARAMS 4
+#define MIXER_MAX_PARAMS      4
 #define MIXER_MAX_STATE_PARTS 4
 
 typedef struct mixer_cfg {
-    int H;        /* heads */
-    int dk;       /* key / query width per head (Kalman: S, the state size per channel) */
-    int dv;       /* value width per head (Kalman: M, the channels) */
-    float scale;  /* query scale; set by configure (default 1/sqrt(dk) unless the mixer says) */
-    float eps;    /* kaczmarz: beta = eta / (|k|^2 + eps) */
-    int chunk;    /* prefill chunk size (16, 32 or 64) */
-    int max_t;    /* capacity of growing state (KV caches): tokens */
-    int variant;  /* mixer-specific variant (kata: m1, mg, sigma, delta, orthant, lorentz, linear) */
-    int groups;   /* kata g */
-    int rope;     /* softmax / parallax: apply RoPE to q, k (and r) inside the core */
+    int H;       /* heads */
+    int dk;      /* key / query width per head (Kalman: S, the state size per channel) */
+    int dv;      /* value width per head (Kalman: M, the channels) */
+    float scale; /* query scale; set by configure (default 1/sqrt(dk) unless the mixer says) */
+    float eps;   /* kaczmarz: beta = eta / (|k|^2 + eps) */
+    int chunk;   /* prefill chunk size (16, 32 or 64) */
+    int max_t;   /* capacity of growing state (KV caches): tokens */
+    int variant; /* mixer-specific variant (kata: m1, mg, sigma, delta, orthant, lorentz, linear) */
+    int groups;  /* kata g */
+    int rope;    /* softmax / parallax: apply RoPE to q, k (and r) inside the core */
     float rope_theta;
-    int window;   /* softmax / parallax sliding window, 0 = off */
-    int arith;    /* 0 exact float32; 1 TF32 products where fla's GPU kernels have them (tf32.h) */
+    int window; /* softmax / parallax sliding window, 0 = off */
+    int arith;  /* 0 exact float32; 1 TF32 products where fla's GPU kernels have them (tf32.h) */
     const float *params[MIXER_MAX_PARAMS]; /* static parameters, borrowed, per param_def */
 } mixer_cfg;
 

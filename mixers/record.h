@@ -13,8 +13,8 @@
  * layers run by other mixers leave them NaN. Returns 0 or -1. */
 int probe_register(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e);
 /* Copies one token's probe buffer (mixer_probe_floats) of one layer into token t. */
-void probe_record(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *probes,
-                  int64_t t, int layer);
+void probe_record(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *probes, int64_t t,
+                  int layer);
 /* Registers the "state" snapshot for a stack of layers ([H][dk][dv] for mixers whose state has a
  * part of that shape; others get none). */
 int probe_register_state(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e);

@@ -27,8 +27,8 @@ void blk_linear(float *y, const float *x, const float *W, const float *b, int ou
 /* Where blk_linear computes: NULL (the CPU loop) or a backend that returns 0 when it computed y
  * and non-zero to fall back to the CPU. A model running under `device gpu` sets cuBLAS here for
  * the length of one step or prefill (model.c) and clears it after. */
-typedef int (*blk_linear_backend)(float *y, const float *x, const float *W, const float *b,
-                                  int out, int in);
+typedef int (*blk_linear_backend)(float *y, const float *x, const float *W, const float *b, int out,
+                                  int in);
 void blk_set_linear_backend(blk_linear_backend fn);
 
 /* RMSNorm: y = x / sqrt(mean(x^2) + eps) * w over n channels (w may be NULL: no affine).

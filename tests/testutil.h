@@ -109,8 +109,10 @@ static inline int run_mixscope(char **out, const char *fmt, ...) {
     }
     buf[n] = '\0';
     int st = pclose(p);
-    if (out) *out = buf;
-    else free(buf);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 

@@ -275,8 +275,10 @@ int main(void) {
     char probe[600];
     snprintf(probe, sizeof probe, "%s/gla/config.json", refs);
     FILE *fp = fopen(probe, "r");
-    if (!fp) printf("checkpoints: skipped: %s not found (scripts/gpu-prepare.sh copies it)\n", refs);
-    else fclose(fp);
+    if (!fp)
+        printf("checkpoints: skipped: %s not found (scripts/gpu-prepare.sh copies it)\n", refs);
+    else
+        fclose(fp);
     for (int i = 0; fp && i < 6; i++) test_checkpoint(ckpts[i]);
     printf("gpu: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
