@@ -22,14 +22,6 @@ static int group_teardown(void **state) {
     return 0;
 }
 
-static void assert_has(const char *text, const char *want) {
-    if (!strstr(text, want)) fail_msg("output lacks '%s':\n%s", want, text);
-}
-
-static void assert_lacks(const char *text, const char *bad) {
-    if (strstr(text, bad)) fail_msg("output has '%s':\n%s", bad, text);
-}
-
 static int count_of(const char *text, const char *s) {
     int n = 0;
     for (const char *p = text; (p = strstr(p, s)); p += strlen(s)) n++;
@@ -90,10 +82,10 @@ static void test_help_page(void **state) {
     assert_int_equal(run_split(&out, &err, "--help"), 0);
     static const char *const sections[] = {"NAME\n",      "SYNOPSIS\n",    "DESCRIPTION\n",
                                            "BATCH USE\n", "EXIT STATUS\n", "EXAMPLES\n"};
-    for (int i = 0; i < 6; i++) assert_has(out, sections[i]);
+    for (int i = 0; i < 6; i++) expect_has(out, sections[i]);
     assert_true(strncmp(out, "NAME\n", 5) == 0);
     assert_true(strstr(out, "NAME\n") < strstr(out, "SYNOPSIS\n"));
-    assert_has(out, "mixscope -c 'CMD; CMD; ...'");
+    expect_has(out, "mixscope -c 'CMD; CMD; ...'");
     assert_string_equal(err, ""); /* the page goes to stdout */
     char *h;
     assert_int_equal(run_mixscope(&h, "-h"), 0);
@@ -105,14 +97,14 @@ static void test_help_command(void **state) {
     (void)state;
     char *out, *err;
     assert_int_equal(run_split(&out, &err, "-c help"), 0);
-    assert_has(out, "commands (help CMD for details):");
-    assert_has(out, "help [CMD]");
-    assert_has(out, "quit");
+    expect_has(out, "commands (help CMD for details):");
+    expect_has(out, "help [CMD]");
+    expect_has(out, "quit");
     assert_string_equal(err, "");
     free(out), free(err);
     assert_int_equal(run_split(&out, &err, "-c 'help help'"), 0);
-    assert_has(out, "help [CMD]\n  list the commands, or explain one");
-    assert_has(out, "Without an argument");
+    expect_has(out, "help [CMD]\n  list the commands, or explain one");
+    expect_has(out, "Without an argument");
     free(out), free(err);
 }
 
@@ -127,10 +119,10 @@ static void test_unknown_command(void **state) {
     assert_string_equal(err, "mixscope: unknown command 'hlep' (did you mean 'help'?)\n");
     free(out), free(err);
     assert_int_equal(run_mixscope(&out, "-c 'help hlep'"), 1);
-    assert_has(out, "mixscope: no command 'hlep' (did you mean 'help'?)");
+    expect_has(out, "mixscope: no command 'hlep' (did you mean 'help'?)");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c qiut"), 1);
-    assert_has(out, "did you mean 'quit'?");
+    expect_has(out, "did you mean 'quit'?");
     free(out);
 }
 
@@ -140,7 +132,7 @@ static void test_stops_at_failure(void **state) {
     char *out;
     assert_int_equal(run_mixscope(&out, "-c 'help; nosuch; help'"), 1);
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
-    assert_has(out, "mixscope: unknown command 'nosuch'");
+    expect_has(out, "mixscope: unknown command 'nosuch'");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c 'help; help'"), 0);
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 2);
@@ -151,7 +143,7 @@ static void test_stops_at_failure(void **state) {
     free(out);
     /* ';' inside quotes does not split */
     assert_int_equal(run_mixscope(&out, "-c \"help 'a;b'\""), 1);
-    assert_has(out, "mixscope: no command 'a;b'");
+    expect_has(out, "mixscope: no command 'a;b'");
     free(out);
     /* empty runs, separators only and comments succeed quietly */
     assert_int_equal(run_mixscope(&out, "-c ''"), 0);
@@ -164,7 +156,7 @@ static void test_stops_at_failure(void **state) {
     assert_string_equal(out, "");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c 'help device # trailing comment; nosuch'"), 0);
-    assert_has(out, "device [cpu|gpu]");
+    expect_has(out, "device [cpu|gpu]");
     free(out);
 }
 
@@ -192,7 +184,7 @@ static void test_unterminated_quote(void **state) {
     assert_string_equal(out, "mixscope: unterminated \" quote\n");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c \"'\""), 1);
-    assert_has(out, "unterminated ' quote");
+    expect_has(out, "unterminated ' quote");
     free(out);
 }
 
@@ -203,13 +195,13 @@ static void test_bad_options(void **state) {
     assert_string_equal(out, "mixscope: unknown option '--bogus' (see mixscope --help)\n");
     free(out);
     assert_int_equal(run_mixscope(&out, "-x"), 2);
-    assert_has(out, "unknown option '-x'");
+    expect_has(out, "unknown option '-x'");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c"), 2);
-    assert_has(out, "mixscope: -c takes one argument");
+    expect_has(out, "mixscope: -c takes one argument");
     free(out);
     assert_int_equal(run_mixscope(&out, "-c help help"), 2);
-    assert_has(out, "mixscope: -c takes one argument");
+    expect_has(out, "mixscope: -c takes one argument");
     free(out);
 }
 
@@ -225,21 +217,21 @@ static void test_script_files(void **state) {
     char *out;
 
     assert_int_equal(run_mixscope(&out, "%s", ok), 0);
-    assert_has(out, "commands (help CMD for details):");
-    assert_has(out, "device: cpu");
+    expect_has(out, "commands (help CMD for details):");
+    expect_has(out, "device: cpu");
     free(out);
 
     /* the failing line is named as FILE:LINE and nothing after it runs */
     assert_int_equal(run_mixscope(&out, "%s", bad), 1);
     char want[600];
     snprintf(want, sizeof want, "mixscope: %s:2: unknown command 'nosuch'", bad);
-    assert_has(out, want);
+    expect_has(out, want);
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
     free(out);
 
     assert_int_equal(run_mixscope(&out, "%s", quote), 1);
     snprintf(want, sizeof want, "mixscope: %s:2: unterminated ' quote", quote);
-    assert_has(out, want);
+    expect_has(out, want);
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
     free(out);
 
@@ -248,7 +240,7 @@ static void test_script_files(void **state) {
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 2);
     free(out);
     assert_int_equal(run_mixscope(&out, "%s %s", bad, ok), 1);
-    assert_lacks(out, "device: cpu");
+    expect_lacks(out, "device: cpu");
     free(out);
     assert_int_equal(run_mixscope(&out, "%s %s", quits, bad), 0);
     assert_string_equal(out, "");
@@ -259,7 +251,7 @@ static void test_script_files(void **state) {
     snprintf(cmd, sizeof cmd, "-c 'source %s; help'", bad);
     assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
     snprintf(want, sizeof want, "%s:2: unknown command 'nosuch'", bad);
-    assert_has(out, want);
+    expect_has(out, want);
     assert_int_equal(count_of(out, "commands (help CMD for details):"), 1);
     free(out);
 
@@ -267,7 +259,7 @@ static void test_script_files(void **state) {
     char *none = path_join(g_dir, "none.scene");
     assert_int_equal(run_mixscope(&out, "%s", none), 1);
     snprintf(want, sizeof want, "mixscope: %s: No such file or directory", none);
-    assert_has(out, want);
+    expect_has(out, want);
     free(out);
     free(ok), free(bad), free(quote), free(quits), free(none);
 }
@@ -441,7 +433,7 @@ static void test_exec(void **state) {
     char *text = calloc(1, (size_t)size + 1);
     assert_non_null(text);
     assert_int_equal(fread(text, 1, (size_t)size, s.out), (size_t)size);
-    assert_has(text, "commands (help CMD for details):");
+    expect_has(text, "commands (help CMD for details):");
     free(text);
     fclose(s.out);
     session_free(&s);
@@ -494,7 +486,7 @@ static void test_opts(void **state) {
         assert_int_equal(opts_parse(&o, 1, one, &e), 0);
         if (opts_range(&o, "r", 0, 1, &lo, &hi, &e) == 0)
             fail_msg("'%s' accepted as [%g, %g]", bad_ranges[i], lo, hi);
-        assert_has(e.msg, "option 'r': expected LO..HI");
+        expect_has(e.msg, "option 'r': expected LO..HI");
         opts_free(&o);
     }
     static const struct {

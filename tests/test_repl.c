@@ -26,14 +26,6 @@ static int group_teardown(void **state) {
     return 0;
 }
 
-static void has(const char *text, const char *want) {
-    if (!strstr(text, want)) fail_msg("output lacks '%s':\n%s", want, text);
-}
-
-static void lacks(const char *text, const char *bad) {
-    if (strstr(text, bad)) fail_msg("output has '%s':\n%s", bad, text);
-}
-
 /* Runs `mixscope -c 'CMDS'` (2>&1); returns the exit status. */
 static int mx(char **out, const char *cmds) {
     return run_mixscope(out, "-c '%s'", cmds);
@@ -71,11 +63,11 @@ static void test_help_for_every_command(void **state) {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "help %s", c->name);
         assert_int_equal(mx(&out, cmd), 0);
-        has(out, c->summary);
+        expect_has(out, c->summary);
         free(out);
     }
     assert_int_equal(mx(&out, "help"), 0);
-    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) has(out, mine[i]);
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) expect_has(out, mine[i]);
     free(out);
 }
 
@@ -83,22 +75,22 @@ static void test_suggestions_and_usage(void **state) {
     (void)state;
     char *out;
     assert_int_equal(mx(&out, "shwo rho"), 1);
-    has(out, "did you mean 'show'");
+    expect_has(out, "did you mean 'show'");
     free(out);
     assert_int_equal(mx(&out, "strem keys 4"), 1);
-    has(out, "did you mean 'stream'");
+    expect_has(out, "did you mean 'stream'");
     free(out);
     assert_int_equal(mx(&out, "comapre gdn"), 1);
-    has(out, "did you mean 'compare'");
+    expect_has(out, "did you mean 'compare'");
     free(out);
     assert_int_equal(mx(&out, "figure kaczmarz"), 1);
-    has(out, "usage: figure VIEW FILE.png");
+    expect_has(out, "usage: figure VIEW FILE.png");
     free(out);
     assert_int_equal(mx(&out, "stream"), 1);
-    has(out, "usage: stream keys N");
+    expect_has(out, "usage: stream keys N");
     free(out);
     assert_int_equal(mx(&out, "tui extra"), 1);
-    has(out, "usage: tui");
+    expect_has(out, "usage: tui");
     free(out);
 }
 
@@ -109,7 +101,7 @@ static void test_set_and_expansion(void **state) {
     char *out, cmd[1024];
     assert_int_equal(mx(&out, "set"), 0);
     const char *keys[] = {"outdir", "seed", "rows", "chunk", "blowup", "progress", "device"};
-    for (int i = 0; i < 7; i++) has(out, keys[i]);
+    for (int i = 0; i < 7; i++) expect_has(out, keys[i]);
     free(out);
     snprintf(cmd, sizeof cmd,
              "set outdir %s/a/b; set seed 42; set rows all; set blowup 50; set progress off; set "
@@ -119,8 +111,8 @@ static void test_set_and_expansion(void **state) {
     assert_int_equal(mx(&out, cmd), 0);
     char want[600];
     snprintf(want, sizeof want, "[%s/a/b] [42] [all] [50] [$nope] [off32]", g_dir);
-    has(out, want);
-    has(out, "rows all");
+    expect_has(out, want);
+    expect_has(out, "rows all");
     free(out);
     snprintf(want, sizeof want, "%s/a/b", g_dir);
     struct stat st;
@@ -128,22 +120,22 @@ static void test_set_and_expansion(void **state) {
     assert_true(S_ISDIR(st.st_mode));
     /* the seed setting feeds the generators */
     assert_int_equal(mx(&out, "set seed 9; mixer gdn dk=4 dv=4; stream keys 3"), 0);
-    has(out, "seed 9");
+    expect_has(out, "seed 9");
     free(out);
     assert_int_equal(mx(&out, "set bogus 1"), 1);
-    has(out, "unknown key 'bogus' (outdir seed rows chunk blowup progress device");
+    expect_has(out, "unknown key 'bogus' (outdir seed rows chunk blowup progress device");
     free(out);
     assert_int_equal(mx(&out, "set rows -3"), 1);
-    has(out, "set rows: expected an integer");
+    expect_has(out, "set rows: expected an integer");
     free(out);
     assert_int_equal(mx(&out, "set chunk 48"), 1);
-    has(out, "expected 16, 32, 64 or default");
+    expect_has(out, "expected 16, 32, 64 or default");
     free(out);
     assert_int_equal(mx(&out, "set progress maybe"), 1);
     free(out);
     /* set chunk reaches the raw lanes */
     assert_int_equal(mx(&out, "set chunk 16; mixer gdn dk=4 dv=4; info"), 0);
-    has(out, "layer 0 gdn: scale=1 chunk=16");
+    expect_has(out, "layer 0 gdn: scale=1 chunk=16");
     free(out);
     /* echo prints the rest of the line as typed; an apostrophe needs double quotes around it */
     char *sc = path_join(g_dir, "echo.scene");
@@ -151,7 +143,7 @@ static void test_set_and_expansion(void **state) {
     const char *text = "echo \"it's quoted\"; echo two words\n";
     if (file_write_atomic(sc, text, strlen(text), &e)) fail_msg("%s", e.msg);
     assert_int_equal(run_mixscope(&out, "%s", sc), 0);
-    has(out, "\"it's quoted\"\ntwo words\n");
+    expect_has(out, "\"it's quoted\"\ntwo words\n");
     free(out);
     free(sc);
 }
@@ -162,50 +154,51 @@ static void test_mixer_selection(void **state) {
     (void)state;
     char *out;
     assert_int_equal(mx(&out, "mixer"), 0);
-    has(out, "none selected");
+    expect_has(out, "none selected");
     free(out);
     assert_int_equal(mx(&out, "mixer list"), 0);
     const char *names[] = {"gdn",     "deltanet", "kaczmarz", "gla",     "mamba2",
                            "softmax", "kalman",   "kata",     "parallax"};
-    for (int i = 0; i < 9; i++) has(out, names[i]);
-    has(out, "decay beta eta lambda_v a p rscale");
+    for (int i = 0; i < 9; i++) expect_has(out, names[i]);
+    expect_has(out, "decay beta eta lambda_v a p rscale");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn kaczmarz:eta=0.5,eps=1e-3 softmax heads=2 dk=8 dv=4 "
                               "decay=0.9; mixer"),
                      0);
-    has(out, "mixer gdn, kaczmarz:eta=0.5,eps=1e-3, softmax: heads 2, dk 8, dv 4 (lanes = layers "
-             "0..2 of the trace)");
-    has(out, "layer 1 kaczmarz:eta=0.5,eps=1e-3: eta=0.5 eps=1e-3 decay=0.9 scale=1");
-    has(out, "layer 2 softmax: decay=0.9 scale=8 max_t=4096");
+    expect_has(out,
+               "mixer gdn, kaczmarz:eta=0.5,eps=1e-3, softmax: heads 2, dk 8, dv 4 (lanes = layers "
+               "0..2 of the trace)");
+    expect_has(out, "layer 1 kaczmarz:eta=0.5,eps=1e-3: eta=0.5 eps=1e-3 decay=0.9 scale=1");
+    expect_has(out, "layer 2 softmax: decay=0.9 scale=8 max_t=4096");
     free(out);
     assert_int_equal(mx(&out, "mixer gnd"), 1);
-    has(out, "unknown mixer 'gnd' (gdn deltanet kaczmarz");
+    expect_has(out, "unknown mixer 'gnd' (gdn deltanet kaczmarz");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn chnk=16"), 1);
-    has(out, "chnk");
+    expect_has(out, "chnk");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn decay=1.5"), 1);
-    has(out, "decay=1.5 must lie in (0, 1]");
+    expect_has(out, "decay=1.5 must lie in (0, 1]");
     free(out);
     assert_int_equal(mx(&out, "mixer kata:variant=m9"), 1);
-    has(out, "variant");
+    expect_has(out, "variant");
     free(out);
     assert_int_equal(mx(&out, "stream keys 4"), 1);
-    has(out, "no mixer (mixer NAME dk= dv= first)");
+    expect_has(out, "no mixer (mixer NAME dk= dv= first)");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn; stream bogus"), 1);
-    has(out, "expected keys, recall or overwrite");
+    expect_has(out, "expected keys, recall or overwrite");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn; stream keys 4 norms=2..1"), 1);
-    has(out, "'norms': expected LO..HI with LO <= HI, got '2..1'");
+    expect_has(out, "'norms': expected LO..HI with LO <= HI, got '2..1'");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn; stream keys 4 nrms=1..2"), 1);
-    has(out, "nrms");
+    expect_has(out, "nrms");
     free(out);
     /* dimensions on the stream rebuild the lanes */
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream recall pairs=3 dk=8; info"), 0);
-    has(out, "lanes rebuilt for heads 1, dk 8, dv 4");
-    has(out, "raw-mixer mode: 1 lane, heads 1, dk 8, dv 4");
+    expect_has(out, "lanes rebuilt for heads 1, dk 8, dv 4");
+    expect_has(out, "raw-mixer mode: 1 lane, heads 1, dk 8, dv 4");
     free(out);
 }
 
@@ -215,11 +208,11 @@ static void test_raw_step_run_reset(void **state) {
     assert_int_equal(mx(&out, "mixer gdn kaczmarz dk=4 dv=4; stream keys 5 norms=0.5..2 seed=1; "
                               "step 2; step; run; reset; step"),
                      0);
-    has(out, "token 0 write key 0 |k| ");
-    has(out, "token 2 write key 2");
-    has(out, "ran tokens 3..4 of 5 (2 writes, 0 queries)");
-    has(out, "layer 1 kaczmarz: state_norm final");
-    has(out, "position 0");
+    expect_has(out, "token 0 write key 0 |k| ");
+    expect_has(out, "token 2 write key 2");
+    expect_has(out, "ran tokens 3..4 of 5 (2 writes, 0 queries)");
+    expect_has(out, "layer 1 kaczmarz: state_norm final");
+    expect_has(out, "position 0");
     /* kaczmarz's rho is eta = 1 on every token */
     const char *l = strstr(out, "| kaczmarz rho ");
     assert_non_null(l);
@@ -228,31 +221,31 @@ static void test_raw_step_run_reset(void **state) {
     assert_true(fabs(rho - 1) < 1e-3);
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 3; run; run"), 1);
-    has(out, "all 3 tokens have run (reset to start again)");
+    expect_has(out, "all 3 tokens have run (reset to start again)");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; step"), 1);
-    has(out, "no stream");
+    expect_has(out, "no stream");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 3; run prefill"), 1);
-    has(out, "raw-mixer mode steps every token");
+    expect_has(out, "raw-mixer mode steps every token");
     free(out);
     /* recall: per-query table and summary; queries read the right value back */
     assert_int_equal(mx(&out, "mixer kaczmarz softmax dk=16 dv=8; stream recall pairs=1 queries=2; "
                               "run"),
                      0);
-    has(out, "ran tokens 0..2 of 3 (1 writes, 2 queries)");
-    has(out, "recall over 2 queries");
-    has(out, "recalled 2/2");
+    expect_has(out, "ran tokens 0..2 of 3 (1 writes, 2 queries)");
+    expect_has(out, "recall over 2 queries");
+    expect_has(out, "recalled 2/2");
     free(out);
     /* leaving raw mode */
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 3; mixer off; step"), 1);
-    has(out, "raw-mixer mode off");
-    has(out, "no model");
+    expect_has(out, "raw-mixer mode off");
+    expect_has(out, "no model");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 3; model random gdn layers=1 "
                               "hidden=16 vocab=32; info"),
                      0);
-    lacks(out, "raw-mixer mode:");
+    expect_lacks(out, "raw-mixer mode:");
     free(out);
 }
 
@@ -268,16 +261,16 @@ static void test_show(void **state) {
              "head=1; export csv rho %s layer=0 head=1",
              csv);
     assert_int_equal(mx(&out, cmd), 0);
-    has(out, "probe series over 6 tokens");
-    has(out, "rho                gdn       [2][2][1]");
-    has(out, "recall_err         stream");
-    has(out, "state              snapshot  [2][2][4 x 4]");
+    expect_has(out, "probe series over 6 tokens");
+    expect_has(out, "rho                gdn       [2][2][1]");
+    expect_has(out, "recall_err         stream");
+    expect_has(out, "state              snapshot  [2][2][4 x 4]");
     /* show rho: both heads of layer 0 */
-    has(out, "rho (gdn, layer 0 gdn): beta_t |k_t|^2");
-    has(out, "  token          h0          h1");
+    expect_has(out, "rho (gdn, layer 0 gdn): beta_t |k_t|^2");
+    expect_has(out, "  token          h0          h1");
     /* head=1: the layers side by side, which export csv agrees with */
-    has(out, "rho (layers side by side, head 1): beta_t");
-    has(out, "  token         gdn    kaczmarz");
+    expect_has(out, "rho (layers side by side, head 1): beta_t");
+    expect_has(out, "  token         gdn    kaczmarz");
     char *text;
     size_t n;
     err e = {{0}};
@@ -295,34 +288,34 @@ static void test_show(void **state) {
     assert_true(fabs(g - from_csv) < 1e-4 * fabs(from_csv));
     assert_true(fabs(k - 1) < 1e-3);
     free(text);
-    has(out, "rho (gdn, layer 1 kaczmarz)");
-    has(out, "state of layer 1 (kaczmarz) head 1 after token 5: 4 x 4");
+    expect_has(out, "rho (gdn, layer 1 kaczmarz)");
+    expect_has(out, "state of layer 1 (kaczmarz) head 1 after token 5: 4 x 4");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 6; run; show nope"), 1);
-    has(out, "no probe 'nope' (have: beta");
+    expect_has(out, "no probe 'nope' (have: beta");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 6; run; show rho head=3"), 1);
-    has(out, "has 1 layers and 1 heads");
+    expect_has(out, "has 1 layers and 1 heads");
     free(out);
     assert_int_equal(mx(&out, "show rho"), 1);
-    has(out, "nothing recorded yet");
+    expect_has(out, "nothing recorded yet");
     free(out);
     /* long series: head and tail, or all */
     assert_int_equal(mx(&out, "set rows 4; mixer gdn dk=4 dv=4; stream keys 100; run; show rho"),
                      0);
-    has(out, "... (96 rows; set rows all, or from= to=)");
-    has(out, "     99 ");
+    expect_has(out, "... (96 rows; set rows all, or from= to=)");
+    expect_has(out, "     99 ");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 100; run; show rho from=10 to=13"),
                      0);
-    has(out, "     12 ");
-    lacks(out, "     13 ");
+    expect_has(out, "     12 ");
+    expect_lacks(out, "     13 ");
     free(out);
     /* the Kalman lanes: elements of one head */
     assert_int_equal(mx(&out, "mixer kalman dk=2 dv=2; stream keys 3; run; show lambda index=1"),
                      0);
-    has(out, "elements 1..3 of 4");
-    has(out, "[1]         [2]         [3]");
+    expect_has(out, "elements 1..3 of 4");
+    expect_has(out, "[1]         [2]         [3]");
     free(out);
     free(csv);
 }
@@ -337,30 +330,30 @@ static void test_compare_raw(void **state) {
                         "gdn kaczmarz:eta=0.5 nope; compare gdn kaczmarz probe=rho by=key_norm "
                         "bins=2 tokens=0..3"),
                      0);
-    has(out, "compare on stream recall: 8 writes then 8 queries");
-    has(out, "nope: unknown mixer 'nope'");
+    expect_has(out, "compare on stream recall: 8 writes then 8 queries");
+    expect_has(out, "nope: unknown mixer 'nope'");
     const char *l = line_of(out, "recalled (< 0.1)");
     assert_non_null(l);
-    has(l, "8/8"); /* softmax, sharp scale = dk */
-    has(out, "rho mean over writes, by key_norm (quantile bins):");
-    has(out, "rho at head 0 per token:");
-    has(out, "0 write");
-    has(out, "2 write");
-    lacks(out, "3 write"); /* A..B is [A, B) */
+    expect_has(l, "8/8"); /* softmax, sharp scale = dk */
+    expect_has(out, "rho mean over writes, by key_norm (quantile bins):");
+    expect_has(out, "rho at head 0 per token:");
+    expect_has(out, "0 write");
+    expect_has(out, "2 write");
+    expect_lacks(out, "3 write"); /* A..B is [A, B) */
     free(out);
     /* compare leaves the session's own trace and position alone */
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 5; step 2; compare kaczmarz; info"),
                      0);
-    has(out, "position 2 of 5");
+    expect_has(out, "position 2 of 5");
     free(out);
     assert_int_equal(mx(&out, "compare gdn"), 1);
-    has(out, "nothing to compare on");
+    expect_has(out, "nothing to compare on");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; compare gdn"), 1);
-    has(out, "no stream");
+    expect_has(out, "no stream");
     free(out);
     assert_int_equal(mx(&out, "mixer gdn dk=4 dv=4; stream keys 3; compare gdn bins=0"), 1);
-    has(out, "bins=0");
+    expect_has(out, "bins=0");
     free(out);
 }
 
@@ -389,16 +382,16 @@ static void test_compare_model(void **state) {
                               "pairs=4 queries=4 vocab=64 seed=1; compare gdn kaczmarz:eps=1e-3 "
                               "softmax; model"),
                      0);
-    has(out, "compare on 16 tokens through gated_deltanet (2 layers)");
-    has(out, "task: mqar: 4 key-value pairs then 4 queries");
-    has(out, "softmax: layer 0: ");
+    expect_has(out, "compare on 16 tokens through gated_deltanet (2 layers)");
+    expect_has(out, "task: mqar: 4 key-value pairs then 4 queries");
+    expect_has(out, "softmax: layer 0: ");
     const char *l = line_of(out, "loss (nats/token)");
     assert_non_null(l);
     double g, k;
     assert_int_equal(sscanf(l, "loss (nats/token) %lf %lf", &g, &k), 2);
     assert_true(g > 2 && g < 7 && k > 2 && k < 7);
-    has(out, "cores restored; position back to 0");
-    has(out, "layer 1: gdn core");
+    expect_has(out, "cores restored; position back to 0");
+    expect_has(out, "layer 1: gdn core");
     free(out);
 }
 
@@ -411,30 +404,30 @@ static void test_prompt_generators(void **state) {
                               "prompt overwrite keys=3 repeats=2; prompt a5 len=10; prompt a5 is a "
                               "group; info"),
                      0);
-    has(out, "mqar: 4 key-value pairs then 6 queries, 20 tokens, vocab 32");
-    has(out, "20 tokens, 6 scored positions");
-    has(out, "40 tokens, 1 scored position ");
-    has(out, "overwrite: 3 keys written 2 times");
-    has(out, "10 tokens, 10 scored positions");
-    has(out, "13 byte tokens"); /* "a5 is a group" is text */
-    has(out, "(not the current tokens)");
+    expect_has(out, "mqar: 4 key-value pairs then 6 queries, 20 tokens, vocab 32");
+    expect_has(out, "20 tokens, 6 scored positions");
+    expect_has(out, "40 tokens, 1 scored position ");
+    expect_has(out, "overwrite: 3 keys written 2 times");
+    expect_has(out, "10 tokens, 10 scored positions");
+    expect_has(out, "13 byte tokens"); /* "a5 is a group" is text */
+    expect_has(out, "(not the current tokens)");
     free(out);
     assert_int_equal(mx(&out, "prompt mqar pairs=4 bogus=1"), 1);
-    has(out, "bogus");
+    expect_has(out, "bogus");
     free(out);
     assert_int_equal(mx(&out, "prompt a5 vocab=100"), 1);
-    has(out, "a5 has its own vocabulary of 60");
+    expect_has(out, "a5 has its own vocabulary of 60");
     free(out);
     /* against a model: the vocabulary follows the model's, and the accuracy is reported */
     assert_int_equal(mx(&out, "model random gdn layers=1 hidden=16 vocab=40; prompt mqar pairs=3; "
                               "run; info"),
                      0);
-    has(out, "vocab 40 (keys 1..19, values 20..39)");
-    has(out, "accuracy so far: ");
-    has(out, "at the scored positions run");
+    expect_has(out, "vocab 40 (keys 1..19, values 20..39)");
+    expect_has(out, "accuracy so far: ");
+    expect_has(out, "at the scored positions run");
     free(out);
     assert_int_equal(mx(&out, "model random gdn layers=1 hidden=16 vocab=40; prompt a5 len=5"), 1);
-    has(out, "vocabulary 60 is larger than the model's 40");
+    expect_has(out, "vocabulary 60 is larger than the model's 40");
     free(out);
 }
 
@@ -449,19 +442,19 @@ static void test_info_and_figures(void **state) {
              "recall $outdir/r.png",
              g_dir);
     assert_int_equal(mx(&out, cmd), 0);
-    has(out, "raw-mixer mode: 2 lanes, heads 1, dk 8, dv 8 (lane l = layer l)");
-    has(out, "stream keys: 30 writes");
-    has(out, "position 30 of 30");
-    has(out, "memory: model 0.00 MiB");
+    expect_has(out, "raw-mixer mode: 2 lanes, heads 1, dk 8, dv 8 (lane l = layer l)");
+    expect_has(out, "stream keys: 30 writes");
+    expect_has(out, "position 30 of 30");
+    expect_has(out, "memory: model 0.00 MiB");
     char want[512];
     snprintf(want, sizeof want, "wrote %s/sub/k.png (view kaczmarz", g_dir);
-    has(out, want);
+    expect_has(out, want);
     snprintf(want, sizeof want, "wrote %s/s.png (view state, 1280x800, layer 1", g_dir);
-    has(out, want);
+    expect_has(out, want);
     free(out);
     /* a figure before anything ran says what to do */
     assert_int_equal(mx(&out, "figure kaczmarz /tmp/never.png"), 1);
-    has(out, "no probes recorded yet");
+    expect_has(out, "no probes recorded yet");
     free(out);
 }
 
@@ -541,8 +534,8 @@ static void test_interrupt_keeps_session(void **state) {
     size_t n;
     err e = {{0}};
     if (file_read_all(outp, 1 << 20, &t, &n, &e)) fail_msg("%s", e.msg);
-    has(t, "mixscope: interrupted at token ");
-    has(t, "the session is kept");
+    expect_has(t, "mixscope: interrupted at token ");
+    expect_has(t, "the session is kept");
     const char *pos = strstr(t, "position ");
     assert_non_null(pos);
     int at, total;

@@ -40,10 +40,6 @@ static void write_bytes(const char *path, const void *data, size_t n) {
     if (file_write_atomic(path, data, n, &e)) fail_msg("%s", e.msg);
 }
 
-static void assert_has(const char *msg, const char *want) {
-    if (!strstr(msg, want)) fail_msg("message '%s' lacks '%s'", msg, want);
-}
-
 /* Checks one tensor's dtype and shape (pass -1 for unused trailing dims). */
 static const tensor *check_tensor(const st_file *f, const char *name, dtype dt, int64_t d0,
                                   int64_t d1, int64_t d2, int64_t d3) {
@@ -107,7 +103,7 @@ static void check_ops_file(const char *rel, const char *seed) {
     assert_non_null(f->metadata);
     char want[32];
     snprintf(want, sizeof want, "\"seed\":\"%s\"", seed);
-    assert_has(f->metadata, want);
+    expect_has(f->metadata, want);
     assert_int_equal(count_nonfinite(f), 0);
     /* the values are read correctly: README says gdr.k was L2-normalised per token and head */
     int64_t nk;
@@ -242,7 +238,7 @@ static void test_refs_models(void **state) {
         char want[128];
         snprintf(want, sizeof want, "flash-linear-attention %s forward", md->folder);
         assert_non_null(f->metadata);
-        assert_has(f->metadata, want);
+        expect_has(f->metadata, want);
         assert_int_equal(count_nonfinite(f), 0);
         st_close(f);
     }
@@ -387,7 +383,7 @@ static void expect_reject(const char *file, const void *bytes, size_t n, const c
     st_file *f = (st_file *)&e; /* must be reset to NULL */
     if (st_open(&f, path, &e) == 0) fail_msg("%s: accepted", file);
     assert_null(f);
-    assert_has(e.msg, want);
+    expect_has(e.msg, want);
     char prefix[600];
     snprintf(prefix, sizeof prefix, "%s: ", path);
     if (strncmp(e.msg, prefix, strlen(prefix)) != 0)
@@ -397,7 +393,7 @@ static void expect_reject(const char *file, const void *bytes, size_t n, const c
     f = (st_file *)&em;
     if (st_open_memory(&f, bytes, n, file, &em) == 0) fail_msg("%s: accepted from memory", file);
     assert_null(f);
-    assert_has(em.msg, want);
+    expect_has(em.msg, want);
     snprintf(prefix, sizeof prefix, "%s: ", file);
     assert_int_equal(strncmp(em.msg, prefix, strlen(prefix)), 0);
     free(path);
@@ -444,7 +440,7 @@ static void test_malformed_every_truncation(void **state) {
         err em = {{0}};
         assert_int_equal(st_open_memory(&f, bytes, len, "cut", &em), -1);
         assert_null(f);
-        assert_has(em.msg, "cut: ");
+        expect_has(em.msg, "cut: ");
     }
     st_file *f;
     assert_int_equal(st_open_memory(&f, bytes, n, "full", &e), 0);
@@ -460,15 +456,15 @@ static void test_not_a_file(void **state) {
     st_file *f = (st_file *)&e;
     assert_int_equal(st_open(&f, g_dir, &e), -1);
     assert_null(f);
-    assert_has(e.msg, g_dir);
-    assert_has(e.msg, "not a regular file");
+    expect_has(e.msg, g_dir);
+    expect_has(e.msg, "not a regular file");
 
     char *path = tmp_path("no-such-file.safetensors");
     f = (st_file *)&e;
     assert_int_equal(st_open(&f, path, &e), -1);
     assert_null(f);
-    assert_has(e.msg, path);
-    assert_has(e.msg, "No such file or directory");
+    expect_has(e.msg, path);
+    expect_has(e.msg, "No such file or directory");
     free(path);
 }
 
@@ -1022,18 +1018,18 @@ static void test_atomic_write(void **state) {
     /* refused writes leave the old file as it was and no temporary file */
     const tensor *twice[2] = {a, a};
     assert_int_equal(st_write(path, twice, 2, NULL, &e), -1);
-    assert_has(e.msg, "tensor 'a' given twice");
+    expect_has(e.msg, "tensor 'a' given twice");
     assert_int_equal(st_write(path, (const tensor *const *)&a, 1, "[1]", &e), -1);
-    assert_has(e.msg, "metadata is not a JSON object");
+    expect_has(e.msg, "metadata is not a JSON object");
     assert_int_equal(st_write(path, (const tensor *const *)&a, 1, "{\"n\":1}", &e), -1);
-    assert_has(e.msg, "metadata value 'n' is not a string");
+    expect_has(e.msg, "metadata value 'n' is not a string");
     tensor *m = new_tensor("__metadata__", DT_U8, 1, 1, 0);
     assert_int_equal(st_write(path, (const tensor *const *)&m, 1, NULL, &e), -1);
-    assert_has(e.msg, "tensor '__metadata__'");
+    expect_has(e.msg, "tensor '__metadata__'");
     tensor_free(m);
     a->nbytes = 12; /* disagrees with the shape [4] of F32 */
     assert_int_equal(st_write(path, (const tensor *const *)&a, 1, NULL, &e), -1);
-    assert_has(e.msg, "tensor 'a': bad name, dtype, shape or byte size");
+    expect_has(e.msg, "tensor 'a': bad name, dtype, shape or byte size");
     a->nbytes = 16;
     assert_int_equal(count_tmp_files(sub), 0);
     assert_int_equal(st_open(&f, path, &e), 0);
@@ -1043,19 +1039,19 @@ static void test_atomic_write(void **state) {
     /* unwritable destinations are clean errors naming the path */
     assert_int_equal(st_write("/nonexistent/x.safetensors", (const tensor *const *)&a, 1, NULL, &e),
                      -1);
-    assert_has(e.msg, "/nonexistent/x.safetensors: cannot write: No such file or directory");
+    expect_has(e.msg, "/nonexistent/x.safetensors: cannot write: No such file or directory");
     assert_int_equal(st_write(sub, (const tensor *const *)&a, 1, NULL, &e), -1);
-    assert_has(e.msg, "is a folder");
+    expect_has(e.msg, "is a folder");
     char *under_file = path_join(path, "y.safetensors"); /* parent is a regular file */
     assert_int_equal(st_write(under_file, (const tensor *const *)&a, 1, NULL, &e), -1);
-    assert_has(e.msg, under_file);
-    assert_has(e.msg, "Not a directory");
+    expect_has(e.msg, under_file);
+    expect_has(e.msg, "Not a directory");
     free(under_file);
     if (geteuid() != 0) { /* root writes into read-only folders anyway */
         assert_int_equal(chmod(sub, 0555), 0);
         char *p2 = path_join(sub, "z.safetensors");
         assert_int_equal(st_write(p2, (const tensor *const *)&a, 1, NULL, &e), -1);
-        assert_has(e.msg, "Permission denied");
+        expect_has(e.msg, "Permission denied");
         free(p2);
         assert_int_equal(chmod(sub, 0755), 0);
     }
@@ -1139,8 +1135,8 @@ static void test_sharded(void **state) {
         f = (st_file *)&e;
         if (st_open_index(&f, idx, &e) == 0) fail_msg("index %zu accepted", i);
         assert_null(f);
-        assert_has(e.msg, bad[i].want);
-        assert_has(e.msg, "sharded/");
+        expect_has(e.msg, bad[i].want);
+        expect_has(e.msg, "sharded/");
     }
 
     /* the same tensor in two shards */
@@ -1149,17 +1145,17 @@ static void test_sharded(void **state) {
     write_text(idx, "{\"weight_map\": {\"model.a\": \"model-00001-of-00002.safetensors\","
                     " \"x\": \"dup.safetensors\"}}");
     assert_int_equal(st_open_index(&f, idx, &e), -1);
-    assert_has(e.msg, "tensor 'model.a' appears in two shards");
-    assert_has(e.msg, "dup.safetensors");
+    expect_has(e.msg, "tensor 'model.a' appears in two shards");
+    expect_has(e.msg, "dup.safetensors");
     /* a malformed shard: the message names the shard */
     write_text(s3, "junk that is not a safetensors file");
     write_text(idx, "{\"weight_map\": {\"x\": \"dup.safetensors\"}}");
     assert_int_equal(st_open_index(&f, idx, &e), -1);
-    assert_has(e.msg, "dup.safetensors: header length");
+    expect_has(e.msg, "dup.safetensors: header length");
     /* a missing index */
     char *none = path_join(dir, "none.index.json");
     assert_int_equal(st_open_index(&f, none, &e), -1);
-    assert_has(e.msg, "none.index.json: No such file or directory");
+    expect_has(e.msg, "none.index.json: No such file or directory");
 
     tensor_free(a), tensor_free(b), tensor_free(c);
     free(s1), free(s2), free(s3), free(idx), free(none), free(dir);

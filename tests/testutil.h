@@ -37,6 +37,16 @@ static inline const char *ref_path(char *buf, size_t n, const char *rel) {
     return buf;
 }
 
+/* Fails the test unless `text` (an error message or a command's output) contains `want`. */
+static inline void expect_has(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("'%s' lacks '%s'", text, want);
+}
+
+/* Fails the test if `text` contains `bad`. */
+static inline void expect_lacks(const char *text, const char *bad) {
+    if (strstr(text, bad)) fail_msg("'%s' has '%s'", text, bad);
+}
+
 /* ||a - b|| / ||b|| in double. */
 static inline double rel_err(const float *a, const float *b, size_t n) {
     double num = 0, den = 0;
