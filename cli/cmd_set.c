@@ -164,7 +164,8 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
             return err_set(e, "set arith: expected fp32 or tf32, got '%.40s'", v);
         if (session_set_arith(s, !strcmp(v, "tf32"), e)) return -1;
     }
-    fprintf(s->out, "%s %s\n", key, setting_text(s, key, buf, sizeof buf));
+    if (!s->script_depth) /* scripts set quietly */
+        fprintf(s->out, "%s %s\n", key, setting_text(s, key, buf, sizeof buf));
     return 0;
 }
 

@@ -186,6 +186,7 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
     char *cmd = malloc(n + 1);
     if (!cmd) return err_set(e, "out of memory");
     int line = 1, cmd_line = 1, failures = 0;
+    if (label) s->script_depth++;
     size_t o = 0;
     char quote = 0;
     int in_comment = 0;
@@ -210,6 +211,7 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
                 else
                     err_set(e, "%s", le.msg);
                 free(cmd);
+                if (label) s->script_depth--;
                 return -1;
             }
             if (label)
@@ -223,6 +225,7 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
         cmd_line = line;
     }
     free(cmd);
+    if (label) s->script_depth--;
     if (session_interrupted(s)) return err_set(e, "interrupted");
     return failures ? err_set(e, "%d command%s failed", failures, failures > 1 ? "s" : "") : 0;
 }

@@ -14,6 +14,7 @@ enum { DEVICE_CPU = 0, DEVICE_GPU = 1 };
 
 typedef struct session {
     int quit;                    /* `quit` was run */
+    int script_depth;            /* > 0 while a script file (source, a .scene, the tour) runs */
     int batch;                   /* -c or script files: stop at the first error */
     int interactive;             /* stdin and stdout are a terminal: progress lines, colour */
     int device;                  /* DEVICE_CPU or DEVICE_GPU */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../core/config.h"
 #include "../core/fileio.h"
@@ -270,7 +271,10 @@ int model_load(model **out, const char *path, err *e) {
             snprintf(dir, sizeof dir, ".");
         if (!(cfg_path = path_join(dir, "config.json")) || !(w_path = strdup(path))) goto oom;
     } else {
-        err_set(e, "%s: expected a checkpoint folder or a .safetensors file", path);
+        if (access(path, F_OK) != 0)
+            err_set(e, "%s: no such file or folder", path);
+        else
+            err_set(e, "%s: expected a checkpoint folder or a .safetensors file", path);
         goto done;
     }
     if (file_read_all(cfg_path, 16u << 20, &text, NULL, e)) goto done;
