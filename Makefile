@@ -77,7 +77,7 @@ $(BUILD)/%.o: %.c $(wildcard */*.h)
 	@echo CC $<
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h mixers/*.h core/*.h)
+$(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh mixers/*.h core/*.h)
 	@mkdir -p $(dir $@)
 	@echo NVCC $<
 	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<

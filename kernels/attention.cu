@@ -29,8 +29,7 @@
 
 #include "gpu.h"
 #include "gpu_common.cuh"
-
-typedef __nv_bfloat16 bf16_t;
+#include "mma.cuh"
 
 // ---------------------------------------------------------------- RoPE and the cache write
 
@@ -222,33 +221,6 @@ __global__ void __launch_bounds__(AS_NT)
 // ---------------------------------------------------------------- bf16 tensor-core forward
 
 #define AM_BQ 64 // query rows of a block: four warps of 16
-
-__device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const bf16_t *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const bf16_t *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
 
 // grid (ceil(Tq / AM_BQ), B H), 128 threads. Warp w owns query rows 16 w .. 16 w + 15 of the
 // block; thread (gid = lane / 4, tig = lane % 4) holds rows gid and gid + 8 of them, the mma

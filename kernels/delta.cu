@@ -18,6 +18,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "delta_tc.cuh"
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include <cuda_pipeline.h>
@@ -297,9 +301,18 @@ static size_t state_floats_per_chunk_h(int dk, int dv, int C) {
 
 extern "C" size_t gpu_delta_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
     size_t nchunks = (size_t)(T + chunk - 1) / chunk;
-    return nchunks * (size_t)B * H *
-           (floats_per_chunk(dk, dv, chunk) + state_floats_per_chunk_h(dk, dv, chunk)) *
-           sizeof(float);
+    size_t fp32 = nchunks * (size_t)B * H *
+                  (floats_per_chunk(dk, dv, chunk) + state_floats_per_chunk_h(dk, dv, chunk)) *
+                  sizeof(float);
+    size_t tc = delta_tc_scratch_bytes(B, T, H, dk, dv);
+    return fp32 > tc ? fp32 : tc;
+}
+
+// The tensor-core path (delta_tc.cu) for bf16 inputs it supports, unless MIXSCOPE_DELTA_TC=0
+// (benchmarks compare the two).
+static int use_tc(int dk, int dv, int chunk, int bf16) {
+    const char *s = getenv("MIXSCOPE_DELTA_TC");
+    return delta_tc_supported(dk, dv, chunk, bf16) && !(s && !strcmp(s, "0"));
 }
 
 // grid (nchunks, N). Dynamic shared memory: K [C][dk+1], Q-then-V [C][max(dk, dv)+1], A [C][C],
@@ -718,6 +731,9 @@ extern "C" int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk,
                        "gpu delta prefill: dk=%d dv=%d not supported (dk <= 256, a multiple of %d)",
                        dk, dv, RI);
     if (T < 1) return 0;
+    if (use_tc(dk, dv, chunk, bf16))
+        return delta_tc_prefill(B, T, H, dk, dv, scale, 0, 0.0f, q, k, v, g, beta, state, o,
+                                scratch, stream, e);
     cudaStream_t st = (cudaStream_t)stream;
     return bf16 ? launch_prefill<__nv_bfloat16>(B, T, H, dk, dv, chunk, scale, q, k, v, g, beta,
                                                 state, o, scratch, st, e)
@@ -770,4 +786,29 @@ extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float e
             dk, dv, eps, (const float *)k, (const float *)v, (float *)k_out, (float *)v_out);
     CUDA_LAUNCHED("gpu kaczmarz rescale");
     return 0;
+}
+
+// Kaczmarz prefill on raw keys (beta = eta): the tensor-core path folds the rescale into its
+// prepare kernel; otherwise k, v are rescaled into the scratch's tail and run as GDN.
+extern "C" size_t gpu_kaczmarz_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
+    return gpu_delta_scratch_bytes(B, T, H, dk, dv, chunk) + 256 +
+           (size_t)B * T * H * (dk + dv) * sizeof(float);
+}
+
+extern "C" int gpu_kaczmarz_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale,
+                                    int bf16, float eps, const void *q, const void *k,
+                                    const void *v, const float *g, const float *eta, float *state,
+                                    float *o, void *scratch, void *stream, err *e) {
+    if (T < 1) return 0;
+    if (use_tc(dk, dv, chunk, bf16))
+        return delta_tc_prefill(B, T, H, dk, dv, scale, 1, eps, q, k, v, g, eta, state, o, scratch,
+                                stream, e);
+    const size_t es = bf16 ? 2 : 4, nk = (size_t)B * T * H * dk;
+    char *tail =
+        (char *)scratch + ((gpu_delta_scratch_bytes(B, T, H, dk, dv, chunk) + 255) & ~(size_t)255);
+    void *k2 = tail, *v2 = tail + nk * es;
+    if (gpu_kaczmarz_rescale((size_t)B * T * H, dk, dv, eps, bf16, k, v, k2, v2, stream, e))
+        return -1;
+    return gpu_delta_prefill(B, T, H, dk, dv, chunk, scale, bf16, q, k2, v2, g, eta, state, o,
+                             scratch, stream, e);
 }

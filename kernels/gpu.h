@@ -41,12 +41,20 @@ int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *state, const mi
 /* Gated delta rule over N = B*H independent heads, fla layout: q, k [B, T, H, dk], v [B, T, H, dv],
  * g, beta [B, T, H] (g may be NULL: DeltaNet), state [B, H, dk, dv] fp32 in/out, o [B, T, H, dv]
  * fp32. bf16 != 0: q, k, v are __nv_bfloat16. chunk: 16, 32 or 64. scratch: from
- * gpu_delta_scratch_bytes. Kaczmarz runs through this after gpu_kaczmarz_rescale. */
+ * gpu_delta_scratch_bytes. bf16 inputs with chunk 64 and dk, dv in {64, 128} run on the tensor
+ * cores (kernels/delta_tc.cu: bf16 products, fp32 state, as fla); the rest in fp32 FMA. */
 size_t gpu_delta_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk);
 int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
                       const void *q, const void *k, const void *v, const float *g,
                       const float *beta, float *state, float *o, void *scratch, void *stream,
                       err *e);
+/* Kaczmarz (spec §8.5): the same on raw k, v with beta = eta, writing with
+ * beta = eta / (|k|^2 + eps). scratch: from gpu_kaczmarz_scratch_bytes. */
+size_t gpu_kaczmarz_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk);
+int gpu_kaczmarz_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
+                         float eps, const void *q, const void *k, const void *v, const float *g,
+                         const float *eta, float *state, float *o, void *scratch, void *stream,
+                         err *e);
 /* One decode step for B sequences: q, k [B, H, dk], v [B, H, dv], g, beta [B, H]. */
 int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
                    const void *k, const void *v, const float *g, const float *beta, float *state,

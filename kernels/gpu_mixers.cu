@@ -112,20 +112,26 @@ static int run_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const
     float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
     if (fail || !dout || !dq || !dk_ || !dv_ || !dbeta) return -1;
     if (!x->in[IN_BETA]) return err_set(e, "gpu %s: no beta input", m->name);
-    if (kacz) { // k, v -> (k, v) / sqrt(|k|^2 + eps), beta = eta
+    if (mode == GPU_PREFILL && kacz) { // raw keys, beta = eta (the rescale is inside)
+        void *scratch = b.alloc(gpu_kaczmarz_scratch_bytes(1, T, H, dk, dv, c->chunk), e);
+        if (!scratch) return -1;
+        if (gpu_kaczmarz_prefill(1, T, H, dk, dv, c->chunk, c->scale, bf16, c->eps, dq, dk_, dv_,
+                                 dg, dbeta, ds, dout, scratch, NULL, e))
+            return -1;
+    } else if (kacz) { // step: k, v -> (k, v) / sqrt(|k|^2 + eps), beta = eta
         void *k2 = b.alloc(nk * (bf16 ? 2 : 4), e), *v2 = b.alloc(nv * (bf16 ? 2 : 4), e);
         if (!k2 || !v2) return -1;
         if (gpu_kaczmarz_rescale((size_t)T * H, dk, dv, c->eps, bf16, dk_, dv_, k2, v2, NULL, e))
             return -1;
         dk_ = k2, dv_ = v2;
     }
-    if (mode == GPU_PREFILL) {
+    if (mode == GPU_PREFILL && !kacz) {
         void *scratch = b.alloc(gpu_delta_scratch_bytes(1, T, H, dk, dv, c->chunk), e);
         if (!scratch) return -1;
         if (gpu_delta_prefill(1, T, H, dk, dv, c->chunk, c->scale, bf16, dq, dk_, dv_, dg, dbeta,
                               ds, dout, scratch, NULL, e))
             return -1;
-    } else {
+    } else if (mode != GPU_PREFILL) {
         size_t es = bf16 ? 2 : 4;
         for (int t = 0; t < T; t++)
             if (gpu_delta_step(1, H, dk, dv, c->scale, bf16, (char *)dq + (size_t)t * H * dk * es,

@@ -35,6 +35,21 @@ int gpu_delta_prefill(int B, int T, int H, int dk, int dv, int chunk, float scal
     return err_set(e, "%s", NO_CUDA);
 }
 
+size_t gpu_kaczmarz_scratch_bytes(int B, int T, int H, int dk, int dv, int chunk) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)chunk;
+    return 0;
+}
+
+int gpu_kaczmarz_prefill(int B, int T, int H, int dk, int dv, int chunk, float scale, int bf16,
+                         float eps, const void *q, const void *k, const void *v, const float *g,
+                         const float *eta, float *state, float *o, void *scratch, void *stream,
+                         err *e) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)chunk, (void)scale, (void)bf16, (void)q;
+    (void)eps, (void)k, (void)v, (void)g, (void)eta, (void)state, (void)o, (void)scratch;
+    (void)stream;
+    return err_set(e, "%s", NO_CUDA);
+}
+
 int gpu_delta_step(int B, int H, int dk, int dv, float scale, int bf16, const void *q,
                    const void *k, const void *v, const float *g, const float *beta, float *state,
                    float *o, void *stream, err *e) {

@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune]
+#   tune: the chunked delta rows alone for each state-pass slice width (MIXSCOPE_DELTA_BV) and for
+#         the fp32-FMA kernels (MIXSCOPE_DELTA_TC=0)
 set -e
 what=${1:-all}
 mkdir -p /tmp/dd
@@ -9,5 +11,15 @@ for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
 export CPATH=/tmp/dd/usr/include LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.refs"
 nvidia-smi -L
+if [ "$what" = tune ]; then
+    make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
+    for bv in 32 16 64; do
+        echo "== MIXSCOPE_DELTA_BV=$bv"
+        MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_BV=$bv build/gpu/bench/gpu/bench_gpu
+    done
+    echo "== MIXSCOPE_DELTA_TC=0 (fp32-FMA kernels, bf16 inputs)"
+    MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_TC=0 build/gpu/bench/gpu/bench_gpu
+    exit 0
+fi
 if [ "$what" != bench ]; then make -j16 BUILD=build/gpu CUDA=1 test-gpu 2>&1 | grep -v '^CC \|^NVCC '; fi
 if [ "$what" != test ]; then make -j16 BUILD=build/gpu CUDA=1 bench-gpu 2>&1 | grep -v '^CC \|^NVCC '; fi

@@ -269,6 +269,17 @@ int main(void) {
         test_mixer(m, 300, 4, 64, 64, 32);
         test_mixer(m, 257, 2, 128, 128, 64);
     }
+    /* the delta family's tensor-core prefill (bf16, chunk 64, dk and dv in {64, 128}): one chunk,
+     * partial chunks, many chunks, every shape it takes */
+    const char *delta[] = {"gdn", "deltanet", "kaczmarz"};
+    for (int i = 0; i < 3; i++) {
+        const mixer_ops *m = mixer_find(delta[i]);
+        if (!m) continue;
+        test_mixer(m, 1, 2, 64, 64, 64);
+        test_mixer(m, 64, 2, 128, 64, 64);
+        test_mixer(m, 129, 3, 64, 128, 64);
+        test_mixer(m, 1000, 2, 128, 128, 64);
+    }
     const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
                            "mamba2",         "transformer", "parallax"};
     const char *refs = getenv("MIXSCOPE_REFS") ? getenv("MIXSCOPE_REFS") : "../shared/refs";

@@ -1,0 +1,598 @@
+// delta_tc.cu: the chunked gated delta rule on the tensor cores, for bf16 inputs (spec
+// delta-family.md §2.5, Kaczmarz through §8.5). The fp32 kernels of delta.cu stay the exact path;
+// this one is what gpu_delta_prefill runs for bf16 q/k/v with chunk 64, dk in {64, 128} and
+// dv in {64, 128}, and it follows fla's chunk_gated_delta_rule_fwd in what it rounds to bf16:
+// the products run as bf16 x bf16 -> fp32 (mma.sync m16n8k16), the state stays fp32 in registers
+// and is rounded to bf16 only as an operand.
+//
+// Per head n and chunk c of C = 64 tokens (G = chunk-local cumsum of g, gamma_i = exp(G_i),
+// kc_i = 1 or, for Kaczmarz, (|k_i|^2 + eps)^-1/2, which rescales k and v of token i):
+//   delta_tc_prep   all chunks in parallel:
+//       M_ij = beta_i kc_i kc_j (k_i.k_j) exp(G_i - G_j) (i > j);  A = (I + M)^-1
+//       W = A diag(beta kc gamma) K;  U = A diag(beta kc) V       (bf16 [C, dk], [C, dv])
+//       P_ij = kc_j (q_i.k_j) exp(G_i - G_j) (i >= j)              (bf16 [C, C])
+//       gamma_i and ks_i = kc_i exp(G_last - G_i)                  (fp32 [2C])
+//   delta_tc_state  per head and value slice of BV columns, chunks in order:
+//       Sc = S^T (bf16 [dv, dk]);  Delta = U - W S (bf16, stored as Delta^T [dv, C]);
+//       S <- gamma_last S + K^T diag(ks) Delta
+//   delta_tc_out    all chunks in parallel:  O = scale (diag(gamma) Q Sc^T + P Delta)
+// The state pass holds S^T (value rows x key columns) as mma accumulators: the C fragments of
+// two neighbouring key blocks are the A fragment of the next product, so S never leaves the
+// registers between chunks. Rows past T are zero (beta = 0, g = 0), so a last partial chunk needs
+// no special case.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "delta_tc.cuh"
+#include "gpu_common.cuh"
+#include "mma.cuh"
+
+#define TC_C  64 // chunk
+#define TC_ST 3  // stages of the state pass's copy ring
+
+// The per-(head, chunk) arrays of the scratch, in order: W [C][dk], U [C][dv], P [C][C],
+// Sc [dv][dk], Dt [dv][C] (bf16), then GK [2C] (fp32: gamma, ks).
+struct tc_scratch {
+    bf16_t *W, *U, *P, *Sc, *Dt;
+    float *GK;
+};
+
+static size_t tc_bf16_per_chunk(int dk, int dv) {
+    return (size_t)TC_C * dk + (size_t)TC_C * dv + (size_t)TC_C * TC_C + (size_t)dv * dk +
+           (size_t)dv * TC_C;
+}
+
+extern "C" int delta_tc_supported(int dk, int dv, int chunk, int bf16) {
+    return bf16 && chunk == TC_C && (dk == 64 || dk == 128) && (dv == 64 || dv == 128);
+}
+
+extern "C" size_t delta_tc_scratch_bytes(int B, int T, int H, int dk, int dv) {
+    size_t per = (size_t)B * H * ((T + TC_C - 1) / TC_C);
+    return per * (tc_bf16_per_chunk(dk, dv) * 2 + 2 * TC_C * sizeof(float)) + 256;
+}
+
+static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
+    tc_scratch s;
+    s.W = (bf16_t *)scratch;
+    s.U = s.W + NC * TC_C * dk;
+    s.P = s.U + NC * TC_C * dv;
+    s.Sc = s.P + NC * TC_C * TC_C;
+    s.Dt = s.Sc + NC * dv * dk;
+    uintptr_t f = (uintptr_t)(s.Dt + NC * dv * TC_C);
+    s.GK = (float *)((f + 255) & ~(uintptr_t)255);
+    return s;
+}
+
+// ---------------------------------------------------------------- prepare
+
+// grid (nchunks, N), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
+// product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
+// K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
+// beta, kc [C].
+template <int DK, int DV> struct prep_smem {
+    static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4;
+    static constexpr size_t QM = (size_t)TC_C * LK * 2 > (size_t)TC_C *LM * 4
+                                     ? (size_t)TC_C *LK * 2
+                                     : (size_t)TC_C *LM * 4;
+    static constexpr size_t bytes = (size_t)TC_C * LK * 2 + QM + (size_t)TC_C * LV * 2 +
+                                    2 * (size_t)TC_C * LA * 2 + 3 * TC_C * 4;
+};
+
+template <int DK, int DV, bool KACZ>
+__global__ void __launch_bounds__(128)
+    delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
+                  const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
+    typedef prep_smem<DK, DV> L;
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16_t *Ks = (bf16_t *)smem;
+    bf16_t *Qs = (bf16_t *)(smem + (size_t)TC_C * L::LK * 2);
+    float *Ms = (float *)Qs; // Q is dead once Q K^T is in registers
+    bf16_t *Vs = (bf16_t *)((unsigned char *)Qs + L::QM);
+    bf16_t *AW = Vs + TC_C * L::LV, *AU = AW + TC_C * L::LA;
+    float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C;
+
+    const int c = blockIdx.x, n = blockIdx.y, b = n / H, hh = n % H;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const size_t nc = (size_t)n * nchunks + c;
+    const int t0 = c * TC_C;
+
+    // inputs of the chunk; rows past T are zero
+    for (int i = tid; i < TC_C * DK / 8; i += 128) {
+        const int r = i / (DK / 8), col = (i % (DK / 8)) * 8, t = t0 + r;
+        if (t < T) {
+            const size_t row = ((size_t)b * T + t) * H + hh;
+            cp_async16(Ks + r * L::LK + col, k + row * DK + col);
+            cp_async16(Qs + r * L::LK + col, q + row * DK + col);
+        } else {
+            *(uint4 *)(Ks + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+            *(uint4 *)(Qs + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+        }
+    }
+    for (int i = tid; i < TC_C * DV / 8; i += 128) {
+        const int r = i / (DV / 8), col = (i % (DV / 8)) * 8, t = t0 + r;
+        if (t < T)
+            cp_async16(Vs + r * L::LV + col, v + (((size_t)b * T + t) * H + hh) * DV + col);
+        else
+            *(uint4 *)(Vs + r * L::LV + col) = make_uint4(0, 0, 0, 0);
+    }
+    cp_async_commit();
+    if (tid < TC_C) {
+        const int t = t0 + tid;
+        const size_t th = ((size_t)b * T + t) * H + hh;
+        Gs[tid] = (g && t < T) ? g[th] : 0.0f;
+        Bs[tid] = t < T ? beta[th] : 0.0f;
+    }
+    __syncthreads();
+    if (warp == 0) { // inclusive cumsum of g over the chunk, two tokens per lane
+        const float g0 = Gs[2 * lane], g1 = Gs[2 * lane + 1];
+        float x = g0 + g1;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float y = __shfl_up_sync(0xffffffffu, x, off);
+            if (lane >= off) x += y;
+        }
+        __syncwarp();
+        Gs[2 * lane] = x - g1, Gs[2 * lane + 1] = x;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (KACZ) { // kc_i = (|k_i|^2 + eps)^-1/2 from the bf16 key, as gpu_kaczmarz_rescale
+        for (int r = warp * 16; r < warp * 16 + 16; r++) {
+            float s = 0.0f;
+            for (int d = lane; d < DK; d += 32) {
+                const float x = __bfloat162float(Ks[r * L::LK + d]);
+                s += x * x;
+            }
+#pragma unroll
+            for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            if (lane == 0) Cs[r] = rsqrtf(s + eps);
+        }
+    } else if (tid < TC_C) {
+        Cs[tid] = 1.0f;
+    }
+
+    // K K^T and Q K^T for the warp's 16 rows (8 column blocks of 8 tokens each)
+    float kk[8][4], qk[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) kk[j][e] = qk[j][e] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < DK / 16; kb++) {
+        uint32_t ak[4], aq[4];
+        ldmatrix_x4(ak, frag_a(Ks, L::LK, warp * 16, kb * 16, lane));
+        ldmatrix_x4(aq, frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t bk[4];
+            ldmatrix_x4(bk, frag_b_nk(Ks, L::LK, np * 16, kb * 16, lane));
+            mma_bf16(kk[2 * np], ak, bk[0], bk[1]);
+            mma_bf16(kk[2 * np + 1], ak, bk[2], bk[3]);
+            mma_bf16(qk[2 * np], aq, bk[0], bk[1]);
+            mma_bf16(qk[2 * np + 1], aq, bk[2], bk[3]);
+        }
+    }
+    __syncthreads(); // every warp is done with Q (and Cs is written): M overwrites it
+
+    bf16_t *P = sc.P + nc * TC_C * TC_C;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int i = warp * 16 + gid + half * 8;
+        const float Gi = Gs[i], bi = Bs[i] * Cs[i];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float pv[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int jj = j * 8 + 2 * tig + e;
+                const float dec = i >= jj ? __expf(Gi - Gs[jj]) : 0.0f;
+                const float cj = Cs[jj];
+                Ms[i * L::LM + jj] = i > jj ? bi * cj * kk[j][half * 2 + e] * dec : 0.0f;
+                pv[e] = cj * qk[j][half * 2 + e] * dec;
+            }
+            *(uint32_t *)(P + i * TC_C + j * 8 + 2 * tig) = pack_bf16(pv[0], pv[1]);
+        }
+    }
+    __syncthreads();
+
+    // A = (I + M)^-1, unit lower triangular, by forward substitution: thread c < C owns column c,
+    // kept in registers (rows above c come out 0). Four partial sums shorten the dependent chain.
+    if (tid < TC_C) {
+        const int cc = tid;
+        float col[TC_C];
+#pragma unroll
+        for (int i = 0; i < TC_C; i++) {
+            const float *mi = Ms + i * L::LM;
+            float s0 = i == cc ? 1.0f : 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma unroll
+            for (int j = 0; j + 3 < i; j += 4) {
+                const float4 m4 = *(const float4 *)(mi + j);
+                s0 -= m4.x * col[j], s1 -= m4.y * col[j + 1];
+                s2 -= m4.z * col[j + 2], s3 -= m4.w * col[j + 3];
+            }
+#pragma unroll
+            for (int j = i & ~3; j < i; j++) s0 -= mi[j] * col[j];
+            col[i] = (s0 + s1) + (s2 + s3);
+        }
+        const float su = Bs[cc] * Cs[cc], sw = su * __expf(Gs[cc]);
+#pragma unroll
+        for (int i = 0; i < TC_C; i++) {
+            AW[i * L::LA + cc] = __float2bfloat16_rn(col[i] * sw);
+            AU[i * L::LA + cc] = __float2bfloat16_rn(col[i] * su);
+        }
+    }
+    __syncthreads();
+
+    // W = AW K and U = AU V for the warp's 16 rows; K and V are K-major: ldmatrix .trans
+    {
+        float acc[DK / 8][4];
+#pragma unroll
+        for (int j = 0; j < DK / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+        for (int kb = 0; kb < TC_C / 16; kb++) {
+            uint32_t a[4];
+            ldmatrix_x4(a, frag_a(AW, L::LA, warp * 16, kb * 16, lane));
+#pragma unroll
+            for (int np = 0; np < DK / 16; np++) {
+                uint32_t bb[4];
+                ldmatrix_x4_trans(bb, frag_a(Ks, L::LK, kb * 16, np * 16, lane));
+                mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+                mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+        bf16_t *W = sc.W + nc * TC_C * DK;
+        const int i0 = warp * 16 + gid;
+#pragma unroll
+        for (int j = 0; j < DK / 8; j++) {
+            *(uint32_t *)(W + i0 * DK + j * 8 + 2 * tig) = pack_bf16(acc[j][0], acc[j][1]);
+            *(uint32_t *)(W + (i0 + 8) * DK + j * 8 + 2 * tig) = pack_bf16(acc[j][2], acc[j][3]);
+        }
+    }
+    {
+        float acc[DV / 8][4];
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+        for (int kb = 0; kb < TC_C / 16; kb++) {
+            uint32_t a[4];
+            ldmatrix_x4(a, frag_a(AU, L::LA, warp * 16, kb * 16, lane));
+#pragma unroll
+            for (int np = 0; np < DV / 16; np++) {
+                uint32_t bb[4];
+                ldmatrix_x4_trans(bb, frag_a(Vs, L::LV, kb * 16, np * 16, lane));
+                mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+                mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+        bf16_t *U = sc.U + nc * TC_C * DV;
+        const int i0 = warp * 16 + gid;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            *(uint32_t *)(U + i0 * DV + j * 8 + 2 * tig) = pack_bf16(acc[j][0], acc[j][1]);
+            *(uint32_t *)(U + (i0 + 8) * DV + j * 8 + 2 * tig) = pack_bf16(acc[j][2], acc[j][3]);
+        }
+    }
+    if (tid < TC_C) {
+        float *GK = sc.GK + nc * 2 * TC_C;
+        const float Gl = Gs[TC_C - 1];
+        GK[tid] = __expf(Gs[tid]);
+        GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * __expf(Gl - Gs[tid]) : 0.0f;
+    }
+}
+
+// ---------------------------------------------------------------- the state pass
+
+// grid (dv / BV, N), BV / 16 warps: warp w owns value rows bv0 + 16 w .. + 15 of S^T, all DK key
+// columns, as DK / 8 accumulator tiles. Shared: a ring of TC_ST stages, each W [C][DK+8],
+// K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32), filled by cp.async TC_ST - 1 chunks ahead.
+template <int DK, int BV> struct state_smem {
+    static constexpr int LK = DK + 8, LU = BV + 8;
+    static constexpr size_t stage =
+        (size_t)TC_C * LK * 2 * 2 + (size_t)TC_C * LU * 2 + 2 * TC_C * 4;
+    static constexpr size_t bytes = stage * TC_ST;
+};
+
+template <int DK, int BV>
+__global__ void __launch_bounds__(BV * 2)
+    delta_tc_state(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
+                   float *state) {
+    typedef state_smem<DK, BV> L;
+    constexpr int NT = BV * 2;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int n = blockIdx.y, bv0 = blockIdx.x * BV, b = n / H, hh = n % H;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+
+    auto stage_w = [&](int s) { return (bf16_t *)(smem + s * L::stage); };
+    auto stage_k = [&](int s) { return stage_w(s) + TC_C * L::LK; };
+    auto stage_u = [&](int s) { return stage_k(s) + TC_C * L::LK; };
+    auto stage_g = [&](int s) { return (float *)(stage_u(s) + TC_C * L::LU); };
+
+    auto issue = [&](int c, int s) {
+        const size_t nc = (size_t)n * nchunks + c;
+        const bf16_t *W = sc.W + nc * TC_C * DK, *U = sc.U + nc * TC_C * dv;
+        bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
+        for (int i = tid; i < TC_C * DK / 8; i += NT) {
+            const int r = i / (DK / 8), col = (i % (DK / 8)) * 8, t = c * TC_C + r;
+            cp_async16(ws + r * L::LK + col, W + r * DK + col);
+            if (t < T)
+                cp_async16(ks + r * L::LK + col, k + (((size_t)b * T + t) * H + hh) * DK + col);
+            else
+                *(uint4 *)(ks + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+        }
+        for (int i = tid; i < TC_C * BV / 8; i += NT) {
+            const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
+            cp_async16(us + r * L::LU + col, U + r * dv + bv0 + col);
+        }
+        const float *GK = sc.GK + nc * 2 * TC_C;
+        for (int i = tid; i < 2 * TC_C / 4; i += NT) cp_async16(stage_g(s) + i * 4, GK + i * 4);
+    };
+
+    // S^T rows r0 = bv0 + 16 w + gid and r0 + 8, key columns 8 j + 2 tig (+1)
+    const int rl = warp * 16 + gid, r0 = bv0 + rl;
+    float h[DK / 8][4];
+    const float *S = state + (size_t)n * DK * dv;
+#pragma unroll
+    for (int j = 0; j < DK / 8; j++) {
+        const int d = j * 8 + 2 * tig;
+        h[j][0] = S[(size_t)d * dv + r0], h[j][1] = S[(size_t)(d + 1) * dv + r0];
+        h[j][2] = S[(size_t)d * dv + r0 + 8], h[j][3] = S[(size_t)(d + 1) * dv + r0 + 8];
+    }
+#pragma unroll
+    for (int s = 0; s < TC_ST - 1; s++) {
+        if (s < nchunks) issue(s, s);
+        cp_async_commit();
+    }
+    for (int c = 0; c < nchunks; c++) {
+        cp_async_wait<TC_ST - 2>();
+        __syncthreads(); // stage c is in; every warp is done with the stage of chunk c - 1
+        if (c + TC_ST - 1 < nchunks) issue(c + TC_ST - 1, (c + TC_ST - 1) % TC_ST);
+        cp_async_commit();
+        const int s = c % TC_ST;
+        const bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
+        const float *gk = stage_g(s);
+        const size_t nc = (size_t)n * nchunks + c;
+
+        // S^T as A fragments (bf16), also the chunk's saved state Sc [dv][DK]
+        uint32_t ah[DK / 16][4];
+        bf16_t *Sc = sc.Sc + nc * dv * DK;
+#pragma unroll
+        for (int kb = 0; kb < DK / 16; kb++) {
+            ah[kb][0] = pack_bf16(h[2 * kb][0], h[2 * kb][1]);
+            ah[kb][1] = pack_bf16(h[2 * kb][2], h[2 * kb][3]);
+            ah[kb][2] = pack_bf16(h[2 * kb + 1][0], h[2 * kb + 1][1]);
+            ah[kb][3] = pack_bf16(h[2 * kb + 1][2], h[2 * kb + 1][3]);
+            const int col = kb * 16 + 2 * tig;
+            *(uint32_t *)(Sc + (size_t)r0 * DK + col) = ah[kb][0];
+            *(uint32_t *)(Sc + (size_t)(r0 + 8) * DK + col) = ah[kb][1];
+            *(uint32_t *)(Sc + (size_t)r0 * DK + col + 8) = ah[kb][2];
+            *(uint32_t *)(Sc + (size_t)(r0 + 8) * DK + col + 8) = ah[kb][3];
+        }
+        // (W S)^T = S^T W^T: [16 rows x C tokens]
+        float d[TC_C / 8][4];
+#pragma unroll
+        for (int j = 0; j < TC_C / 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
+#pragma unroll
+        for (int kb = 0; kb < DK / 16; kb++)
+#pragma unroll
+            for (int np = 0; np < TC_C / 16; np++) {
+                uint32_t bw[4];
+                ldmatrix_x4(bw, frag_b_nk(ws, L::LK, np * 16, kb * 16, lane));
+                mma_bf16(d[2 * np], ah[kb], bw[0], bw[1]);
+                mma_bf16(d[2 * np + 1], ah[kb], bw[2], bw[3]);
+            }
+        // Delta^T = U^T - (W S)^T, stored for the output pass; then scaled by ks for the update
+        bf16_t *Dt = sc.Dt + nc * dv * TC_C;
+        const float gl = gk[TC_C - 1];
+        uint32_t ad[TC_C / 16][4];
+#pragma unroll
+        for (int j = 0; j < TC_C / 8; j++) {
+            const int t = j * 8 + 2 * tig;
+            d[j][0] = __bfloat162float(us[t * L::LU + rl]) - d[j][0];
+            d[j][1] = __bfloat162float(us[(t + 1) * L::LU + rl]) - d[j][1];
+            d[j][2] = __bfloat162float(us[t * L::LU + rl + 8]) - d[j][2];
+            d[j][3] = __bfloat162float(us[(t + 1) * L::LU + rl + 8]) - d[j][3];
+            *(uint32_t *)(Dt + (size_t)r0 * TC_C + t) = pack_bf16(d[j][0], d[j][1]);
+            *(uint32_t *)(Dt + (size_t)(r0 + 8) * TC_C + t) = pack_bf16(d[j][2], d[j][3]);
+            const float k0 = gk[TC_C + t], k1 = gk[TC_C + t + 1];
+            const uint32_t lo = pack_bf16(d[j][0] * k0, d[j][1] * k1);
+            const uint32_t hi = pack_bf16(d[j][2] * k0, d[j][3] * k1);
+            ad[j >> 1][(j & 1) * 2] = lo, ad[j >> 1][(j & 1) * 2 + 1] = hi;
+        }
+        // S^T <- gamma_last S^T + (diag(ks) Delta)^T K, K-major in shared memory
+#pragma unroll
+        for (int j = 0; j < DK / 8; j++) h[j][0] *= gl, h[j][1] *= gl, h[j][2] *= gl, h[j][3] *= gl;
+#pragma unroll
+        for (int kb = 0; kb < TC_C / 16; kb++)
+#pragma unroll
+            for (int np = 0; np < DK / 16; np++) {
+                uint32_t bk[4];
+                ldmatrix_x4_trans(bk, frag_a(ks, L::LK, kb * 16, np * 16, lane));
+                mma_bf16(h[2 * np], ad[kb], bk[0], bk[1]);
+                mma_bf16(h[2 * np + 1], ad[kb], bk[2], bk[3]);
+            }
+    }
+    cp_async_wait<0>();
+    float *So = state + (size_t)n * DK * dv;
+#pragma unroll
+    for (int j = 0; j < DK / 8; j++) {
+        const int dd = j * 8 + 2 * tig;
+        So[(size_t)dd * dv + r0] = h[j][0], So[(size_t)(dd + 1) * dv + r0] = h[j][1];
+        So[(size_t)dd * dv + r0 + 8] = h[j][2], So[(size_t)(dd + 1) * dv + r0 + 8] = h[j][3];
+    }
+}
+
+// ---------------------------------------------------------------- the output pass
+
+// grid (nchunks, N), 128 threads: warp w owns tokens 16 w .. + 15 of the chunk, all DV columns.
+// Shared: Q [C][DK+8], Sc [DV][DK+8], P [C][C+8], Dt [DV][C+8] (bf16), gamma [C].
+template <int DK, int DV> struct out_smem {
+    static constexpr int LK = DK + 8, LC = TC_C + 8;
+    static constexpr size_t bytes =
+        ((size_t)TC_C * LK + (size_t)DV * LK + (size_t)TC_C * LC + (size_t)DV * LC) * 2 + TC_C * 4;
+};
+
+template <int DK, int DV>
+__global__ void __launch_bounds__(128)
+    delta_tc_out(int T, int H, int nchunks, float scale, const bf16_t *q, tc_scratch sc, float *o) {
+    typedef out_smem<DK, DV> L;
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16_t *Qs = (bf16_t *)smem, *Ss = Qs + TC_C * L::LK, *Ps = Ss + DV * L::LK;
+    bf16_t *Ds = Ps + TC_C * L::LC;
+    float *gam = (float *)(Ds + DV * L::LC);
+    const int c = blockIdx.x, n = blockIdx.y, b = n / H, hh = n % H, t0 = c * TC_C;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const size_t nc = (size_t)n * nchunks + c;
+    const bf16_t *Sc = sc.Sc + nc * DV * DK, *P = sc.P + nc * TC_C * TC_C;
+    const bf16_t *Dt = sc.Dt + nc * DV * TC_C;
+
+    for (int i = tid; i < TC_C * DK / 8; i += 128) {
+        const int r = i / (DK / 8), col = (i % (DK / 8)) * 8, t = t0 + r;
+        if (t < T)
+            cp_async16(Qs + r * L::LK + col, q + (((size_t)b * T + t) * H + hh) * DK + col);
+        else
+            *(uint4 *)(Qs + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+    }
+    for (int i = tid; i < DV * DK / 8; i += 128) {
+        const int r = i / (DK / 8), col = (i % (DK / 8)) * 8;
+        cp_async16(Ss + r * L::LK + col, Sc + r * DK + col);
+    }
+    for (int i = tid; i < TC_C * TC_C / 8; i += 128) {
+        const int r = i / (TC_C / 8), col = (i % (TC_C / 8)) * 8;
+        cp_async16(Ps + r * L::LC + col, P + r * TC_C + col);
+    }
+    for (int i = tid; i < DV * TC_C / 8; i += 128) {
+        const int r = i / (TC_C / 8), col = (i % (TC_C / 8)) * 8;
+        cp_async16(Ds + r * L::LC + col, Dt + r * TC_C + col);
+    }
+    cp_async_commit();
+    if (tid < TC_C) gam[tid] = sc.GK[nc * 2 * TC_C + tid];
+    cp_async_wait<0>();
+    __syncthreads();
+
+    float acc[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+#pragma unroll
+    for (int kb = 0; kb < DK / 16; kb++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
+#pragma unroll
+        for (int np = 0; np < DV / 16; np++) {
+            uint32_t bb[4];
+            ldmatrix_x4(bb, frag_b_nk(Ss, L::LK, np * 16, kb * 16, lane));
+            mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+            mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+    const int i0 = warp * 16 + gid;
+    const float g0 = gam[i0], g1 = gam[i0 + 8];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++)
+        acc[j][0] *= g0, acc[j][1] *= g0, acc[j][2] *= g1, acc[j][3] *= g1;
+#pragma unroll
+    for (int kb = 0; kb < TC_C / 16; kb++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, frag_a(Ps, L::LC, warp * 16, kb * 16, lane));
+#pragma unroll
+        for (int np = 0; np < DV / 16; np++) {
+            uint32_t bb[4];
+            ldmatrix_x4(bb, frag_b_nk(Ds, L::LC, np * 16, kb * 16, lane));
+            mma_bf16(acc[2 * np], a, bb[0], bb[1]);
+            mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int t = t0 + i0 + half * 8;
+        if (t >= T) continue;
+        float *orow = o + (((size_t)b * T + t) * H + hh) * DV;
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++)
+            *(float2 *)(orow + j * 8 + 2 * tig) =
+                make_float2(scale * acc[j][half * 2], scale * acc[j][half * 2 + 1]);
+    }
+}
+
+// ---------------------------------------------------------------- launch
+
+template <typename K> static int tc_smem(K kernel, size_t bytes, const char *what, err *e) {
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
+             what);
+    return 0;
+}
+
+// The value slice of the state pass: BV = 32 (two warps) unless MIXSCOPE_DELTA_BV says 16 or 64
+// (benchmarks compare them).
+static int tc_state_bv(void) {
+    const char *s = getenv("MIXSCOPE_DELTA_BV");
+    int bv = s ? atoi(s) : 32;
+    return bv == 16 || bv == 64 ? bv : 32;
+}
+
+template <int DK, int BV>
+static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch s,
+                        float *state, cudaStream_t st, err *e) {
+    const size_t bytes = state_smem<DK, BV>::bytes;
+    if (tc_smem(delta_tc_state<DK, BV>, bytes, "gpu delta prefill: shared memory (state pass)", e))
+        return -1;
+    delta_tc_state<DK, BV><<<dim3(dv / BV, N), BV * 2, bytes, st>>>(T, H, dv, nchunks, k, s, state);
+    CUDA_LAUNCHED("gpu delta prefill: state pass");
+    return 0;
+}
+
+template <int DK, int DV>
+static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, const bf16_t *q,
+                     const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
+                     float *state, float *o, void *scratch, cudaStream_t st, err *e) {
+    const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
+    const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
+    const size_t pb = prep_smem<DK, DV>::bytes;
+    if (kacz) {
+        if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)",
+                    e))
+            return -1;
+        delta_tc_prep<DK, DV, true>
+            <<<dim3(nchunks, N), 128, pb, st>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+    } else {
+        if (tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
+                    e))
+            return -1;
+        delta_tc_prep<DK, DV, false>
+            <<<dim3(nchunks, N), 128, pb, st>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+    }
+    CUDA_LAUNCHED("gpu delta prefill: prepare");
+    const int bv = tc_state_bv();
+    int rc = bv == 16   ? launch_state<DK, 16>(T, H, N, DV, nchunks, k, s, state, st, e)
+             : bv == 64 ? launch_state<DK, 64>(T, H, N, DV, nchunks, k, s, state, st, e)
+                        : launch_state<DK, 32>(T, H, N, DV, nchunks, k, s, state, st, e);
+    if (rc) return -1;
+    const size_t ob = out_smem<DK, DV>::bytes;
+    if (tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
+        return -1;
+    delta_tc_out<DK, DV><<<dim3(nchunks, N), 128, ob, st>>>(T, H, nchunks, scale, q, s, o);
+    CUDA_LAUNCHED("gpu delta prefill: output pass");
+    return 0;
+}
+
+extern "C" int delta_tc_prefill(int B, int T, int H, int dk, int dv, float scale, int kacz,
+                                float eps, const void *q, const void *k, const void *v,
+                                const float *g, const float *beta, float *state, float *o,
+                                void *scratch, void *stream, err *e) {
+    if (!delta_tc_supported(dk, dv, TC_C, 1))
+        return err_set(e, "gpu delta prefill (tensor cores): dk=%d dv=%d not supported", dk, dv);
+    if (T < 1) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    const bf16_t *bq = (const bf16_t *)q, *bk = (const bf16_t *)k, *bv = (const bf16_t *)v;
+#define TC_CASE(DK, DV)                                                                            \
+    if (dk == DK && dv == DV)                                                                      \
+        return launch_tc<DK, DV>(B, T, H, scale, kacz, eps, bq, bk, bv, g, beta, state, o,         \
+                                 scratch, st, e);
+    TC_CASE(64, 64)
+    TC_CASE(64, 128)
+    TC_CASE(128, 64)
+    TC_CASE(128, 128)
+#undef TC_CASE
+    return err_set(e, "gpu delta prefill (tensor cores): dk=%d dv=%d not supported", dk, dv);
+}

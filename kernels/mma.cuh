@@ -1,0 +1,72 @@
+// mma.cuh: the warp-level tensor-core pieces the bf16 kernels share (attention.cu, delta_tc.cu):
+// mma.sync m16n8k16 with fp32 accumulators, ldmatrix fragment loads, bf16 packing, cp.async.
+//
+// Fragment layout of mma.m16n8k16 (lane = 4 gid + tig): A (16 x 16, row-major) a[0] = rows gid,
+// cols 2 tig, 2 tig + 1; a[1] = row gid + 8; a[2], a[3] = the same rows at cols + 8. B (16 x 8)
+// b0 = k rows 2 tig, 2 tig + 1 of col gid; b1 = k rows + 8. C (16 x 8) c[0], c[1] = row gid, cols
+// 2 tig, 2 tig + 1; c[2], c[3] = row gid + 8. So the C tiles of two adjacent n8 blocks, packed to
+// bf16, are the A fragment of one k16 block (how a product feeds the next without shared memory).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+typedef __nv_bfloat16 bf16_t;
+
+// c += a b
+__device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// lo in the low half (the lower column index of a fragment pair)
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+// Four 8 x 8 bf16 matrices from shared memory; lane L gives the address of row L % 8 of matrix
+// L / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const bf16_t *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const bf16_t *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// Fragment addresses for a warp's lane (ld: row stride in elements):
+//   A of the 16 x 16 block at (r0, c0) of a row-major M x K tile, and B of two n8 blocks from a
+//   K-major tile ([k][n], ldmatrix_x4_trans): r[0], r[1] = b0, b1 of cols c0..c0+7,
+//   r[2], r[3] = of c0+8..c0+15.
+__device__ __forceinline__ const bf16_t *frag_a(const bf16_t *base, int ld, int r0, int c0,
+                                                int lane) {
+    return base + (size_t)(r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8;
+}
+//   B of two n8 blocks (n0..n0+15) and the k16 block at k0 from an N-major tile ([n][k],
+//   ldmatrix_x4): r[0], r[1] = b0, b1 of n0..n0+7; r[2], r[3] = of n0+8..n0+15.
+__device__ __forceinline__ const bf16_t *frag_b_nk(const bf16_t *base, int ld, int n0, int k0,
+                                                   int lane) {
+    return base + (size_t)(n0 + (lane >> 4) * 8 + (lane & 7)) * ld + k0 + ((lane >> 3) & 1) * 8;
+}
+
+// 16 bytes global -> shared without passing through registers (sm_80+).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
