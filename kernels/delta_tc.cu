@@ -23,6 +23,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "delta_tc.cuh"
@@ -159,20 +160,18 @@ __global__ void __launch_bounds__(128)
     for (int j = 0; j < 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) kk[j][e] = qk[j][e] = 0.0f;
+    {
+        uint32_t ak[DK / 16][4], aq[DK / 16][4];
 #pragma unroll
-    for (int kb = 0; kb < DK / 16; kb++) {
-        uint32_t ak[4], aq[4];
-        ldmatrix_x4(ak, frag_a(Ks, L::LK, warp * 16, kb * 16, lane));
-        ldmatrix_x4(aq, frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-            uint32_t bk[4];
-            ldmatrix_x4(bk, frag_b_nk(Ks, L::LK, np * 16, kb * 16, lane));
-            mma_bf16(kk[2 * np], ak, bk[0], bk[1]);
-            mma_bf16(kk[2 * np + 1], ak, bk[2], bk[3]);
-            mma_bf16(qk[2 * np], aq, bk[0], bk[1]);
-            mma_bf16(qk[2 * np + 1], aq, bk[2], bk[3]);
+        for (int kb = 0; kb < DK / 16; kb++) {
+            ldmatrix_x4(ak[kb], frag_a(Ks, L::LK, warp * 16, kb * 16, lane));
+            ldmatrix_x4(aq[kb], frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
         }
+        auto bk = [&](int kb, int np) { return frag_b_nk(Ks, L::LK, np * 16, kb * 16, lane); };
+        mma_sweep<DK / 16, 4, false>(
+            kk, [&](int kb) { return (const uint32_t *)ak[kb]; }, bk);
+        mma_sweep<DK / 16, 4, false>(
+            qk, [&](int kb) { return (const uint32_t *)aq[kb]; }, bk);
     }
     __syncthreads(); // every warp is done with Q (and Cs is written): M overwrites it
 
@@ -230,18 +229,13 @@ __global__ void __launch_bounds__(128)
         float acc[DK / 8][4];
 #pragma unroll
         for (int j = 0; j < DK / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        uint32_t a[TC_C / 16][4];
 #pragma unroll
-        for (int kb = 0; kb < TC_C / 16; kb++) {
-            uint32_t a[4];
-            ldmatrix_x4(a, frag_a(AW, L::LA, warp * 16, kb * 16, lane));
-#pragma unroll
-            for (int np = 0; np < DK / 16; np++) {
-                uint32_t bb[4];
-                ldmatrix_x4_trans(bb, frag_a(Ks, L::LK, kb * 16, np * 16, lane));
-                mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-                mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        for (int kb = 0; kb < TC_C / 16; kb++)
+            ldmatrix_x4(a[kb], frag_a(AW, L::LA, warp * 16, kb * 16, lane));
+        mma_sweep<TC_C / 16, DK / 16, true>(
+            acc, [&](int kb) { return (const uint32_t *)a[kb]; },
+            [&](int kb, int np) { return frag_a(Ks, L::LK, kb * 16, np * 16, lane); });
         bf16_t *W = sc.W + nc * TC_C * DK;
         const int i0 = warp * 16 + gid;
 #pragma unroll
@@ -254,18 +248,13 @@ __global__ void __launch_bounds__(128)
         float acc[DV / 8][4];
 #pragma unroll
         for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+        uint32_t a[TC_C / 16][4];
 #pragma unroll
-        for (int kb = 0; kb < TC_C / 16; kb++) {
-            uint32_t a[4];
-            ldmatrix_x4(a, frag_a(AU, L::LA, warp * 16, kb * 16, lane));
-#pragma unroll
-            for (int np = 0; np < DV / 16; np++) {
-                uint32_t bb[4];
-                ldmatrix_x4_trans(bb, frag_a(Vs, L::LV, kb * 16, np * 16, lane));
-                mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-                mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        for (int kb = 0; kb < TC_C / 16; kb++)
+            ldmatrix_x4(a[kb], frag_a(AU, L::LA, warp * 16, kb * 16, lane));
+        mma_sweep<TC_C / 16, DV / 16, true>(
+            acc, [&](int kb) { return (const uint32_t *)a[kb]; },
+            [&](int kb, int np) { return frag_a(Vs, L::LV, kb * 16, np * 16, lane); });
         bf16_t *U = sc.U + nc * TC_C * DV;
         const int i0 = warp * 16 + gid;
 #pragma unroll
@@ -373,15 +362,9 @@ __global__ void __launch_bounds__(BV * 2)
         float d[TC_C / 8][4];
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
-#pragma unroll
-        for (int kb = 0; kb < DK / 16; kb++)
-#pragma unroll
-            for (int np = 0; np < TC_C / 16; np++) {
-                uint32_t bw[4];
-                ldmatrix_x4(bw, frag_b_nk(ws, L::LK, np * 16, kb * 16, lane));
-                mma_bf16(d[2 * np], ah[kb], bw[0], bw[1]);
-                mma_bf16(d[2 * np + 1], ah[kb], bw[2], bw[3]);
-            }
+        mma_sweep<DK / 16, TC_C / 16, false>(
+            d, [&](int kb) { return (const uint32_t *)ah[kb]; },
+            [&](int kb, int np) { return frag_b_nk(ws, L::LK, np * 16, kb * 16, lane); });
         // Delta^T = U^T - (W S)^T, stored for the output pass; then scaled by ks for the update
         bf16_t *Dt = sc.Dt + nc * dv * TC_C;
         const float gl = gk[TC_C - 1];
@@ -403,15 +386,9 @@ __global__ void __launch_bounds__(BV * 2)
         // S^T <- gamma_last S^T + (diag(ks) Delta)^T K, K-major in shared memory
 #pragma unroll
         for (int j = 0; j < DK / 8; j++) h[j][0] *= gl, h[j][1] *= gl, h[j][2] *= gl, h[j][3] *= gl;
-#pragma unroll
-        for (int kb = 0; kb < TC_C / 16; kb++)
-#pragma unroll
-            for (int np = 0; np < DK / 16; np++) {
-                uint32_t bk[4];
-                ldmatrix_x4_trans(bk, frag_a(ks, L::LK, kb * 16, np * 16, lane));
-                mma_bf16(h[2 * np], ad[kb], bk[0], bk[1]);
-                mma_bf16(h[2 * np + 1], ad[kb], bk[2], bk[3]);
-            }
+        mma_sweep<TC_C / 16, DK / 16, true>(
+            h, [&](int kb) { return (const uint32_t *)ad[kb]; },
+            [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, np * 16, lane); });
     }
     cp_async_wait<0>();
     float *So = state + (size_t)n * DK * dv;
@@ -474,34 +451,28 @@ __global__ void __launch_bounds__(128)
     float acc[DV / 8][4];
 #pragma unroll
     for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    {
+        uint32_t a[DK / 16][4];
 #pragma unroll
-    for (int kb = 0; kb < DK / 16; kb++) {
-        uint32_t a[4];
-        ldmatrix_x4(a, frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
-#pragma unroll
-        for (int np = 0; np < DV / 16; np++) {
-            uint32_t bb[4];
-            ldmatrix_x4(bb, frag_b_nk(Ss, L::LK, np * 16, kb * 16, lane));
-            mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-            mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-        }
+        for (int kb = 0; kb < DK / 16; kb++)
+            ldmatrix_x4(a[kb], frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
+        mma_sweep<DK / 16, DV / 16, false>(
+            acc, [&](int kb) { return (const uint32_t *)a[kb]; },
+            [&](int kb, int np) { return frag_b_nk(Ss, L::LK, np * 16, kb * 16, lane); });
     }
     const int i0 = warp * 16 + gid;
     const float g0 = gam[i0], g1 = gam[i0 + 8];
 #pragma unroll
     for (int j = 0; j < DV / 8; j++)
         acc[j][0] *= g0, acc[j][1] *= g0, acc[j][2] *= g1, acc[j][3] *= g1;
+    {
+        uint32_t a[TC_C / 16][4];
 #pragma unroll
-    for (int kb = 0; kb < TC_C / 16; kb++) {
-        uint32_t a[4];
-        ldmatrix_x4(a, frag_a(Ps, L::LC, warp * 16, kb * 16, lane));
-#pragma unroll
-        for (int np = 0; np < DV / 16; np++) {
-            uint32_t bb[4];
-            ldmatrix_x4(bb, frag_b_nk(Ds, L::LC, np * 16, kb * 16, lane));
-            mma_bf16(acc[2 * np], a, bb[0], bb[1]);
-            mma_bf16(acc[2 * np + 1], a, bb[2], bb[3]);
-        }
+        for (int kb = 0; kb < TC_C / 16; kb++)
+            ldmatrix_x4(a[kb], frag_a(Ps, L::LC, warp * 16, kb * 16, lane));
+        mma_sweep<TC_C / 16, DV / 16, false>(
+            acc, [&](int kb) { return (const uint32_t *)a[kb]; },
+            [&](int kb, int np) { return frag_b_nk(Ds, L::LC, np * 16, kb * 16, lane); });
     }
 #pragma unroll
     for (int half = 0; half < 2; half++) {
@@ -549,6 +520,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
     const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
     const size_t pb = prep_smem<DK, DV>::bytes;
+    // MIXSCOPE_DELTA_PROFILE=1: the time of each kernel on stderr (benchmark tuning)
+    static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
+    cudaEvent_t ev[4];
+    if (profile)
+        for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]), cudaEventRecord(ev[i], st);
     if (kacz) {
         if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)",
                     e))
@@ -563,16 +539,27 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
             <<<dim3(nchunks, N), 128, pb, st>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
     }
     CUDA_LAUNCHED("gpu delta prefill: prepare");
+    if (profile) cudaEventRecord(ev[1], st);
     const int bv = tc_state_bv();
     int rc = bv == 16   ? launch_state<DK, 16>(T, H, N, DV, nchunks, k, s, state, st, e)
              : bv == 64 ? launch_state<DK, 64>(T, H, N, DV, nchunks, k, s, state, st, e)
                         : launch_state<DK, 32>(T, H, N, DV, nchunks, k, s, state, st, e);
     if (rc) return -1;
+    if (profile) cudaEventRecord(ev[2], st);
     const size_t ob = out_smem<DK, DV>::bytes;
     if (tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
         return -1;
     delta_tc_out<DK, DV><<<dim3(nchunks, N), 128, ob, st>>>(T, H, nchunks, scale, q, s, o);
     CUDA_LAUNCHED("gpu delta prefill: output pass");
+    if (profile) {
+        float ms[3];
+        cudaEventRecord(ev[3], st);
+        cudaEventSynchronize(ev[3]);
+        for (int i = 0; i < 3; i++) cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]);
+        fprintf(stderr, "delta_tc T=%d: prepare %.3f ms, state %.3f ms, output %.3f ms\n", T, ms[0],
+                ms[1], ms[2]);
+        for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
+    }
     return 0;
 }
 

@@ -59,6 +59,36 @@ __device__ __forceinline__ const bf16_t *frag_b_nk(const bf16_t *base, int ld, i
     return base + (size_t)(n0 + (lane >> 4) * 8 + (lane & 7)) * ld + k0 + ((lane >> 3) & 1) * 8;
 }
 
+// acc[2 np] and acc[2 np + 1] (np < NP) += A(kb) B(kb, np) summed over kb < KB, with A(kb) a
+// fragment in registers (afrag(kb) -> const uint32_t[4]) and B(kb, np) two n8 blocks loaded by
+// ldmatrix (.trans when TRANS) from baddr(kb, np). The asm statements are volatile, so the compiler
+// keeps them in source order: the loads are issued LA steps ahead of the products that use them,
+// or every product would wait for its own load.
+template <int KB, int NP, bool TRANS, typename AF, typename BA>
+__device__ __forceinline__ void mma_sweep(float (*acc)[4], AF afrag, BA baddr) {
+    constexpr int Q = KB * NP, LA = 3;
+    uint32_t fb[4][4];
+#pragma unroll
+    for (int p = 0; p < LA && p < Q; p++) {
+        if (TRANS)
+            ldmatrix_x4_trans(fb[p], baddr(p / NP, p % NP));
+        else
+            ldmatrix_x4(fb[p], baddr(p / NP, p % NP));
+    }
+#pragma unroll
+    for (int p = 0; p < Q; p++) {
+        if (p + LA < Q) {
+            if (TRANS)
+                ldmatrix_x4_trans(fb[(p + LA) & 3], baddr((p + LA) / NP, (p + LA) % NP));
+            else
+                ldmatrix_x4(fb[(p + LA) & 3], baddr((p + LA) / NP, (p + LA) % NP));
+        }
+        const uint32_t *a = afrag(p / NP);
+        mma_bf16(acc[2 * (p % NP)], a, fb[p & 3][0], fb[p & 3][1]);
+        mma_bf16(acc[2 * (p % NP) + 1], a, fb[p & 3][2], fb[p & 3][3]);
+    }
+}
+
 // 16 bytes global -> shared without passing through registers (sm_80+).
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(smem);

@@ -2,8 +2,8 @@
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
 # Usage: sh scripts/gpu-run.sh [test|bench|all|tune]
-#   tune: the chunked delta rows alone for each state-pass slice width (MIXSCOPE_DELTA_BV) and for
-#         the fp32-FMA kernels (MIXSCOPE_DELTA_TC=0)
+#   tune: the chunked delta rows alone for each state-pass slice width (MIXSCOPE_DELTA_BV), with
+#         the time of each kernel (MIXSCOPE_DELTA_PROFILE)
 set -e
 what=${1:-all}
 mkdir -p /tmp/dd
@@ -14,11 +14,11 @@ nvidia-smi -L
 if [ "$what" = tune ]; then
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
     for bv in 32 16 64; do
-        echo "== MIXSCOPE_DELTA_BV=$bv"
-        MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_BV=$bv build/gpu/bench/gpu/bench_gpu
+        echo "== MIXSCOPE_DELTA_BV=$bv (per-kernel times: the last run of each T)"
+        MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_BV=$bv \
+            build/gpu/bench/gpu/bench_gpu 2>&1 |
+            awk '/^delta_tc/ { last[$2] = $0; next } { print } END { for (k in last) print last[k] }'
     done
-    echo "== MIXSCOPE_DELTA_TC=0 (fp32-FMA kernels, bf16 inputs)"
-    MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_TC=0 build/gpu/bench/gpu/bench_gpu
     exit 0
 fi
 if [ "$what" != bench ]; then make -j16 BUILD=build/gpu CUDA=1 test-gpu 2>&1 | grep -v '^CC \|^NVCC '; fi
