@@ -30,8 +30,7 @@
 #include "gpu_common.cuh"
 #include "mma.cuh"
 
-#define TC_C  64 // chunk
-#define TC_ST 3  // stages of the state pass's copy ring
+#define TC_C 64 // chunk
 
 // The per-(head, chunk) arrays of the scratch, in order: W [C][dk], U [C][dv], P [C][C],
 // Sc [dv][dk], Dt [dv][C] (bf16), then GK [2C] (fp32: gamma, ks).
@@ -274,20 +273,20 @@ __global__ void __launch_bounds__(128)
 // ---------------------------------------------------------------- the state pass
 
 // grid (dv / BV, N), BV / 16 warps: warp w owns value rows bv0 + 16 w .. + 15 of S^T, all DK key
-// columns, as DK / 8 accumulator tiles. Shared: a ring of TC_ST stages, each W [C][DK+8],
-// K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32), filled by cp.async TC_ST - 1 chunks ahead.
-template <int DK, int BV> struct state_smem {
+// columns, as DK / 8 accumulator tiles. Shared: a ring of ST stages, each W [C][DK+8],
+// K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32), filled by cp.async ST - 1 chunks ahead.
+template <int DK, int BV, int ST> struct state_smem {
     static constexpr int LK = DK + 8, LU = BV + 8;
     static constexpr size_t stage =
         (size_t)TC_C * LK * 2 * 2 + (size_t)TC_C * LU * 2 + 2 * TC_C * 4;
-    static constexpr size_t bytes = stage * TC_ST;
+    static constexpr size_t bytes = stage * ST;
 };
 
-template <int DK, int BV>
+template <int DK, int BV, int ST>
 __global__ void __launch_bounds__(BV * 2)
     delta_tc_state(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                    float *state) {
-    typedef state_smem<DK, BV> L;
+    typedef state_smem<DK, BV, ST> L;
     constexpr int NT = BV * 2;
     extern __shared__ __align__(16) unsigned char smem[];
     const int n = blockIdx.y, bv0 = blockIdx.x * BV, b = n / H, hh = n % H;
@@ -329,16 +328,16 @@ __global__ void __launch_bounds__(BV * 2)
         h[j][2] = S[(size_t)d * dv + r0 + 8], h[j][3] = S[(size_t)(d + 1) * dv + r0 + 8];
     }
 #pragma unroll
-    for (int s = 0; s < TC_ST - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < nchunks) issue(s, s);
         cp_async_commit();
     }
     for (int c = 0; c < nchunks; c++) {
-        cp_async_wait<TC_ST - 2>();
+        cp_async_wait<ST - 2>();
         __syncthreads(); // stage c is in; every warp is done with the stage of chunk c - 1
-        if (c + TC_ST - 1 < nchunks) issue(c + TC_ST - 1, (c + TC_ST - 1) % TC_ST);
+        if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
         cp_async_commit();
-        const int s = c % TC_ST;
+        const int s = c % ST;
         const bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
         const float *gk = stage_g(s);
         const size_t nc = (size_t)n * nchunks + c;
@@ -494,21 +493,23 @@ template <typename K> static int tc_smem(K kernel, size_t bytes, const char *wha
     return 0;
 }
 
-// The value slice of the state pass: BV = 32 (two warps) unless MIXSCOPE_DELTA_BV says 16 or 64
-// (benchmarks compare them).
-static int tc_state_bv(void) {
-    const char *s = getenv("MIXSCOPE_DELTA_BV");
-    int bv = s ? atoi(s) : 32;
-    return bv == 16 || bv == 64 ? bv : 32;
+// The value slice of the state pass (BV = 32: two warps) and the depth of its copy ring (ST
+// chunks in flight), unless MIXSCOPE_DELTA_BV (16) or MIXSCOPE_DELTA_ST (3, 4, 5) say otherwise:
+// benchmarks compare them.
+static int tc_env(const char *name, int def) {
+    const char *s = getenv(name);
+    return s ? atoi(s) : def;
 }
 
-template <int DK, int BV>
+template <int DK, int BV, int ST>
 static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch s,
                         float *state, cudaStream_t st, err *e) {
-    const size_t bytes = state_smem<DK, BV>::bytes;
-    if (tc_smem(delta_tc_state<DK, BV>, bytes, "gpu delta prefill: shared memory (state pass)", e))
+    const size_t bytes = state_smem<DK, BV, ST>::bytes;
+    if (tc_smem(delta_tc_state<DK, BV, ST>, bytes, "gpu delta prefill: shared memory (state pass)",
+                e))
         return -1;
-    delta_tc_state<DK, BV><<<dim3(dv / BV, N), BV * 2, bytes, st>>>(T, H, dv, nchunks, k, s, state);
+    delta_tc_state<DK, BV, ST>
+        <<<dim3(dv / BV, N), BV * 2, bytes, st>>>(T, H, dv, nchunks, k, s, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass");
     return 0;
 }
@@ -540,10 +541,14 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     }
     CUDA_LAUNCHED("gpu delta prefill: prepare");
     if (profile) cudaEventRecord(ev[1], st);
-    const int bv = tc_state_bv();
-    int rc = bv == 16   ? launch_state<DK, 16>(T, H, N, DV, nchunks, k, s, state, st, e)
-             : bv == 64 ? launch_state<DK, 64>(T, H, N, DV, nchunks, k, s, state, st, e)
-                        : launch_state<DK, 32>(T, H, N, DV, nchunks, k, s, state, st, e);
+    const int bv = tc_env("MIXSCOPE_DELTA_BV", 32), ns = tc_env("MIXSCOPE_DELTA_ST", 4);
+    int rc;
+#define TC_STATE(BV, ST) launch_state<DK, BV, ST>(T, H, N, DV, nchunks, k, s, state, st, e)
+    if (bv == 16)
+        rc = ns == 3 ? TC_STATE(16, 3) : ns == 5 ? TC_STATE(16, 5) : TC_STATE(16, 4);
+    else
+        rc = ns == 3 ? TC_STATE(32, 3) : ns == 5 ? TC_STATE(32, 5) : TC_STATE(32, 4);
+#undef TC_STATE
     if (rc) return -1;
     if (profile) cudaEventRecord(ev[2], st);
     const size_t ob = out_smem<DK, DV>::bytes;

@@ -9,17 +9,29 @@
 // a, p [H, M, S] fp32 (NULL: 0.9 and 0.05, as the CPU); state lambda [B, H, M, S] then
 // eta [B, H, M, S]; o [B, T, H, M] fp32. S = the mixer's dk, M = its dv.
 //
-// Two forms:
+// Three forms:
 //   kalman_walk  one thread per lane walks the tokens in order (the recurrence itself). The
-//                readout sums over s with warp shuffles. Also the decode step (T = 1).
-//   kalman_scan  a block scan per lane over time: one warp per channel m, its 32 threads own
-//                consecutive runs of IT tokens of a tile. Per state s: each thread composes the
-//                Mobius leaves of its run (§4.1, trace-normalised §4.2), a warp scan gives every
-//                run its starting lambda, the run walks it; then the same for the affine pair
-//                (alpha, r) of eta (§4.3). (lambda, eta) is carried from tile to tile.
+//                readout sums over s with warp shuffles. The decode step (T = 1) in the CPU's
+//                exact rounding, and gpu_kalman_walk.
+//   kx_*         gpu_kalman_scan for S in {8, 16, 32, 64, 128}: the lane in homogeneous
+//                coordinates (N, D, E) with lambda = N / D, eta = E / D (§4.4's 3x3 map), where a
+//                token is the division-free linear map
+//                  D' = a^2 D + p N,  N' = N + phi D',  E' = a E + r D'
+//                and the readout is mu = E' / N' (one reciprocal per lane and token; the vector is
+//                renormalised to N = 1 every KX_R tokens with that same reciprocal). Time is cut
+//                into chunks when the lanes alone do not fill the device: (1) kx_compose: every
+//                (lane, chunk) composes its chunk's maps (7 floats, trace-renormalised every
+//                KX_R tokens); (2) kx_carry: each lane applies them in order to get every chunk's
+//                starting (lambda, eta); (3) kx_apply: every (lane, chunk) walks its tokens from
+//                its start and reads out, the sum over s a reduce-scatter of KX_U tokens across
+//                the lanes of a channel (warp shuffles, shared memory across warps). One chunk:
+//                kx_apply alone, from the state.
+//   kalman_scan  the former block scan (Mobius + affine warp scans per tile); gpu_kalman_scan
+//                for the other S.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "gpu.h"
 #include "gpu_common.cuh"
@@ -459,12 +471,423 @@ static int kalman_launch_scan(int B, int T_, int H, int M, int S, float scale, i
     return 0;
 }
 
+// ---------------------------------------------------------------- the chunked scan (kx_*)
+
+#define KX_U     16 // tokens of one readout reduction
+#define KX_R     4  // tokens between two renormalisations (the float4 loads of the inputs)
+#define KX_MAXCH 64 // most time chunks
+#define KX_CHUNK 32 // chunk lengths are multiples of this (of every tile length)
+
+// Shape of a block for S states per channel: NT threads, one lane each, C channels of S lanes
+// (s fastest); W lanes of a channel share a warp, WPC warps make a channel; tiles of TT tokens
+// staged in shared memory, rows of TP floats (the pad keeps the float4 reads of 8 consecutive
+// states on distinct banks).
+template <int S> struct kx {
+    static constexpr int NT = S >= 128 ? 256 : 128;
+    static constexpr int C = NT / S;
+    static constexpr int W = S < 32 ? S : 32;
+    static constexpr int WPC = S / W;
+    static constexpr int TT = S >= 64 ? 16 : 32;
+    static constexpr int TP = TT + 4;
+    static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
+    static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
+};
+
+__device__ __forceinline__ float kx_rcp(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// One tile of inputs: global -> registers (load, issued a tile ahead), registers -> shared
+// (store). Shared buffer: k [S][TP], k^2 [S][TP], q [S][TP] (Q only), v lambda_v [C][TP],
+// lambda_v [C][TP] (LV only). Tokens at or past tend and channels past M read as 0.
+template <typename T, int S, bool LV, bool Q> struct kx_tile {
+    static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
+    static constexpr int NK = (S * TT + NT - 1) / NT, NV = (C * TT + NT - 1) / NT;
+    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP; // floats
+    float k[NK], q[NK], v[NV], l[NV];
+
+    // kb, qb: (token 0, head h, state 0); vb, lb: (token 0, head h, channel m0); strides HS, HM
+    // per token; mleft = M - m0 channels exist.
+    __device__ __forceinline__ void load(const T *kb, const T *qb, const T *vb, const float *lb,
+                                         size_t HS, size_t HM, int mleft, int t0, int tend) {
+#pragma unroll
+        for (int i = 0; i < NK; i++) {
+            const int e = (int)threadIdx.x + i * NT, t = e / S, s = e % S;
+            const bool ok = (S * TT % NT == 0 || e < S * TT) && t0 + t < tend;
+            k[i] = ok ? ld(kb + (size_t)(t0 + t) * HS + s) : 0.0f;
+            if (Q) q[i] = ok ? ld(qb + (size_t)(t0 + t) * HS + s) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            const int e = (int)threadIdx.x + i * NT, t = e / C, c = e % C;
+            const bool ok = (C * TT % NT == 0 || e < C * TT) && t0 + t < tend && c < mleft;
+            v[i] = ok ? ld(vb + (size_t)(t0 + t) * HM + c) : 0.0f;
+            if (LV) l[i] = ok ? lb[(size_t)(t0 + t) * HM + c] : 0.0f;
+        }
+    }
+    __device__ __forceinline__ void store(float *buf) const {
+        float *sk = buf, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
+        float *svl = buf + (Q ? 3 : 2) * S * TP, *slv = svl + C * TP;
+#pragma unroll
+        for (int i = 0; i < NK; i++) {
+            const int e = (int)threadIdx.x + i * NT, t = e / S, s = e % S;
+            if (S * TT % NT == 0 || e < S * TT) {
+                sk[s * TP + t] = k[i], sk2[s * TP + t] = k[i] * k[i];
+                if (Q) sq[s * TP + t] = q[i];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NV; i++) {
+            const int e = (int)threadIdx.x + i * NT, t = e / C, c = e % C;
+            if (C * TT % NT == 0 || e < C * TT) {
+                svl[c * TP + t] = LV ? v[i] * l[i] : v[i];
+                if (LV) slv[c * TP + t] = l[i];
+            }
+        }
+    }
+};
+
+// Reduce-scatter over the W lanes of a channel inside a warp: y[i] holds this lane's term of
+// token i < KX_U; afterwards y[0 .. HELD) hold the sums over the W lanes of tokens base + i
+// (HELD = KX_U / W when W < KX_U, else 1 and W / KX_U lanes, differing in their low bits, hold
+// the same token). Returns base.
+template <int W> __device__ __forceinline__ int kx_scatter(float (&y)[KX_U], int lane) {
+    int base = 0, h = KX_U;
+#pragma unroll
+    for (int off = W / 2; off >= 1; off >>= 1) {
+        if (h > 1) {
+            const int half = h / 2;
+            const bool hi = (lane & off) != 0;
+#pragma unroll
+            for (int i = 0; i < half; i++) {
+                const float send = hi ? y[i] : y[i + half], keep = hi ? y[i + half] : y[i];
+                y[i] = keep + __shfl_xor_sync(FULL_MASK, send, off);
+            }
+            base += hi ? half : 0;
+            h = half;
+        } else {
+            y[0] += __shfl_xor_sync(FULL_MASK, y[0], off);
+        }
+    }
+    return base;
+}
+
+// Static dynamics, start state and pointers of one thread's lane.
+struct kx_lane {
+    int s, c, m, live;
+    size_t lane;
+    float a, a2, p;
+};
+
+template <int S>
+__device__ __forceinline__ kx_lane kx_lane_of(int H, int M, int m0, const float *a_,
+                                              const float *p_) {
+    kx_lane L;
+    L.s = (int)threadIdx.x % S, L.c = (int)threadIdx.x / S, L.m = m0 + L.c, L.live = L.m < M;
+    const int h = blockIdx.y, b = blockIdx.z, mc = L.live ? L.m : M - 1;
+    L.lane = (((size_t)b * H + h) * M + mc) * S + L.s;
+    kalman_params(a_, p_, ((size_t)h * M + mc) * S + L.s, &L.a, &L.a2, &L.p);
+    return L;
+}
+
+// Phase 3: grid (nch * groups, H, B), groups = ceil(M / C); block x = chunk j * groups + channel
+// group. Chunk j covers tokens [j CL, min(T, (j + 1) CL)); its lanes start from st0: lambda at
+// st0[2 j lanes + lane], eta at st0[(2 j + 1) lanes + lane] (st0 = state itself when nch = 1:
+// each thread reads its lane before it writes it). The last chunk writes the final state.
+template <typename T, int S, bool LV, bool PRIOR>
+__global__ void __launch_bounds__(kx<S>::NT)
+    kx_apply_kernel(int T_, int H, int M, int CL, int nch, float scale, const T *q, const T *k,
+                    const T *v, const float *lv, const float *a_, const float *p_, const float *st0,
+                    float *state, float *o) {
+    using K = kx<S>;
+    using Tile = kx_tile<T, S, LV, true>;
+    constexpr int NT = K::NT, C = K::C, W = K::W, WPC = K::WPC, TT = K::TT, TP = K::TP;
+    constexpr int HELD = W < KX_U ? KX_U / W : 1, DUP = W > KX_U ? W / KX_U : 1;
+    extern __shared__ __align__(16) float kx_sm[];
+    float *red = kx_sm + 2 * Tile::BUF; // WPC > 1: [2][NT / 32][KX_U]
+    const int groups = (M + C - 1) / C, j = (int)blockIdx.x / groups;
+    const int m0 = ((int)blockIdx.x % groups) * C, h = blockIdx.y, b = blockIdx.z;
+    const int lane_w = (int)threadIdx.x & 31, warp = (int)threadIdx.x / 32;
+    const size_t lanes = (size_t)gridDim.z * H * M * S, HS = (size_t)H * S, HM = (size_t)H * M;
+    const kx_lane L = kx_lane_of<S>(H, M, m0, a_, p_);
+    const size_t tok0 = (size_t)b * T_;
+    const T *kb = k + tok0 * HS + (size_t)h * S, *qb = q + tok0 * HS + (size_t)h * S;
+    const T *vb = v + tok0 * HM + (size_t)h * M + m0;
+    const float *lb = LV ? lv + tok0 * HM + (size_t)h * M + m0 : NULL;
+    float *ob = o + tok0 * HM + (size_t)h * M + m0;
+    const int tbeg = j * CL, tend = min(T_, tbeg + CL);
+    // the lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
+    float N = st0[2 * (size_t)j * lanes + L.lane], Dn = 1.0f;
+    float E = st0[(2 * (size_t)j + 1) * lanes + L.lane];
+    Tile tl;
+    tl.load(kb, qb, vb, lb, HS, HM, M - m0, tbeg, tend);
+    tl.store(kx_sm);
+    __syncthreads();
+    int bi = 0, gi = 0;
+    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1) {
+        const bool more = t0 + TT < tend;
+        if (more) tl.load(kb, qb, vb, lb, HS, HM, M - m0, t0 + TT, tend);
+        const float *buf = kx_sm + bi * Tile::BUF;
+        const float *sk = buf + L.s * TP, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
+        const float *svl = buf + 3 * S * TP + L.c * TP, *slv = svl + C * TP;
+        const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
+#pragma unroll 1
+        for (int g0 = 0; g0 < TT && g0 < nv; g0 += KX_U, gi++) {
+            float y[KX_U];
+            const int gn = nv - g0; // tokens of this group (>= KX_U: all)
+#pragma unroll
+            for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
+                const float4 k4 = *reinterpret_cast<const float4 *>(sk + g0 + i0);
+                const float4 kq4 = *reinterpret_cast<const float4 *>(sk2 + g0 + i0);
+                const float4 q4 = *reinterpret_cast<const float4 *>(sq + g0 + i0);
+                const float4 vl4 = *reinterpret_cast<const float4 *>(svl + g0 + i0);
+                float4 l4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+                if (LV) l4 = *reinterpret_cast<const float4 *>(slv + g0 + i0);
+                const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, k2[4] = {kq4.x, kq4.y, kq4.z, kq4.w};
+                const float qq[4] = {q4.x, q4.y, q4.z, q4.w}, vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w};
+                const float ll[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+                for (int u = 0; u < KX_R; u++) {
+                    const int i = i0 + u;
+                    y[i] = 0.0f;
+                    if (i < gn) { // uniform over the block
+                        const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
+                        Dn = fmaf(L.a2, Dn, L.p * N);
+                        N = fmaf(phi, Dn, N);
+                        E = fmaf(r, Dn, L.a * E);
+                        const float rn = kx_rcp(N), mu = E * rn;
+                        y[i] = qq[u] * (PRIOR ? L.a * mu : mu);
+                        if (u == KX_R - 1) Dn *= rn, E = mu, N = 1.0f; // renormalise: N = 1
+                    }
+                }
+            }
+            const int base = kx_scatter<W>(y, lane_w);
+            if (WPC == 1) {
+                if (L.live && (lane_w & (DUP - 1)) == 0)
+#pragma unroll
+                    for (int i = 0; i < HELD; i++)
+                        if (base + i < gn)
+                            ob[(size_t)(t0 + g0 + base + i) * HM + L.c] = scale * y[i];
+            } else { // the WPC warps of a channel meet in shared memory (two buffers: one sync)
+                float *rb = red + (gi & 1) * (NT / 32) * KX_U;
+                if ((lane_w & (DUP - 1)) == 0) rb[warp * KX_U + base] = y[0];
+                __syncthreads();
+                if ((int)threadIdx.x < C * KX_U) {
+                    const int cc = (int)threadIdx.x / KX_U, i = (int)threadIdx.x % KX_U;
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int w = 0; w < WPC; w++) sum += rb[(cc * WPC + w) * KX_U + i];
+                    if (m0 + cc < M && i < gn) ob[(size_t)(t0 + g0 + i) * HM + cc] = scale * sum;
+                }
+            }
+        }
+        if (more) tl.store(kx_sm + (bi ^ 1) * Tile::BUF);
+        __syncthreads();
+    }
+    if (j == nch - 1 && L.live) state[L.lane] = N / Dn, state[lanes + L.lane] = E / Dn;
+}
+
+// Phase 1: grid ((nch - 1) * groups, H, B). Chunk j < nch - 1 (all CL tokens, whole tiles)
+// composes its maps: the images of (1, 0, 0) -> (NN, DN, EN) and (0, 1, 0) -> (ND, DD, ED), and
+// EE, the E entry of (0, 0, 1)'s image, with one common scale (trace-normalised every KX_R
+// tokens). X[(7 j + i) lanes + lane] for i = NN, DN, EN, ND, DD, ED, EE.
+template <typename T, int S, bool LV>
+__global__ void __launch_bounds__(kx<S>::NT)
+    kx_compose_kernel(int T_, int H, int M, int CL, const T *k, const T *v, const float *lv,
+                      const float *a_, const float *p_, float *X) {
+    using K = kx<S>;
+    using Tile = kx_tile<T, S, LV, false>;
+    constexpr int C = K::C, TT = K::TT, TP = K::TP;
+    extern __shared__ __align__(16) float kx_sm[];
+    const int groups = (M + C - 1) / C, j = (int)blockIdx.x / groups;
+    const int m0 = ((int)blockIdx.x % groups) * C, h = blockIdx.y, b = blockIdx.z;
+    const size_t lanes = (size_t)gridDim.z * H * M * S, HS = (size_t)H * S, HM = (size_t)H * M;
+    const kx_lane L = kx_lane_of<S>(H, M, m0, a_, p_);
+    const size_t tok0 = (size_t)b * T_;
+    const T *kb = k + tok0 * HS + (size_t)h * S, *vb = v + tok0 * HM + (size_t)h * M + m0;
+    const float *lb = LV ? lv + tok0 * HM + (size_t)h * M + m0 : NULL;
+    const int tbeg = j * CL, tend = tbeg + CL;
+    const float a4 = (L.a * L.a) * (L.a * L.a);
+    float NN = 1.0f, DN = 0.0f, EN = 0.0f, ND = 0.0f, DD = 1.0f, ED = 0.0f, EE = 1.0f;
+    Tile tl;
+    tl.load(kb, NULL, vb, lb, HS, HM, M - m0, tbeg, tend);
+    tl.store(kx_sm);
+    __syncthreads();
+    int bi = 0;
+    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1) {
+        const bool more = t0 + TT < tend;
+        if (more) tl.load(kb, NULL, vb, lb, HS, HM, M - m0, t0 + TT, tend);
+        const float *buf = kx_sm + bi * Tile::BUF;
+        const float *sk = buf + L.s * TP, *sk2 = sk + S * TP;
+        const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
+#pragma unroll 2
+        for (int i0 = 0; i0 < TT; i0 += KX_R) {
+            const float4 k4 = *reinterpret_cast<const float4 *>(sk + i0);
+            const float4 kq4 = *reinterpret_cast<const float4 *>(sk2 + i0);
+            const float4 vl4 = *reinterpret_cast<const float4 *>(svl + i0);
+            float4 l4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            if (LV) l4 = *reinterpret_cast<const float4 *>(slv + i0);
+            const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, k2[4] = {kq4.x, kq4.y, kq4.z, kq4.w};
+            const float vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w}, ll[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+            for (int u = 0; u < KX_R; u++) {
+                const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
+                float d = fmaf(L.a2, DN, L.p * NN);
+                NN = fmaf(phi, d, NN), EN = fmaf(r, d, L.a * EN), DN = d;
+                d = fmaf(L.a2, DD, L.p * ND);
+                ND = fmaf(phi, d, ND), ED = fmaf(r, d, L.a * ED), DD = d;
+            }
+            const float f = kx_rcp(NN + DD); // the trace: > 0, every entry of the block is >= 0
+            NN *= f, DN *= f, EN *= f, ND *= f, DD *= f, ED *= f, EE *= a4 * f;
+        }
+        if (more) tl.store(kx_sm + (bi ^ 1) * Tile::BUF);
+        __syncthreads();
+    }
+    if (!L.live) return;
+    float *x = X + 7 * (size_t)j * lanes + L.lane;
+    x[0] = NN, x[lanes] = DN, x[2 * lanes] = EN, x[3 * lanes] = ND;
+    x[4 * lanes] = DD, x[5 * lanes] = ED, x[6 * lanes] = EE;
+}
+
+// Phase 2: one thread per lane applies the chunk maps in order to its state: the starting
+// (lambda, eta) of every chunk, st0[2 j lanes + lane] and st0[(2 j + 1) lanes + lane].
+__global__ void __launch_bounds__(256)
+    kx_carry_kernel(size_t lanes, int nch, const float *__restrict__ X,
+                    const float *__restrict__ state, float *__restrict__ st0) {
+    const size_t L = (size_t)blockIdx.x * 256 + threadIdx.x;
+    if (L >= lanes) return;
+    float lam = state[L], eta = state[lanes + L];
+    for (int j = 0; j < nch; j++) {
+        st0[2 * (size_t)j * lanes + L] = lam, st0[(2 * (size_t)j + 1) * lanes + L] = eta;
+        if (j + 1 == nch) break;
+        const float *x = X + 7 * (size_t)j * lanes + L;
+        const float N = fmaf(x[0], lam, x[3 * lanes]), Dn = fmaf(x[lanes], lam, x[4 * lanes]);
+        const float E = fmaf(x[2 * lanes], lam, fmaf(x[6 * lanes], eta, x[5 * lanes]));
+        lam = N / Dn, eta = E / Dn;
+    }
+}
+
+// Time chunks of the scan: one when the lanes alone give about 6 warps per SM, else enough for
+// about 32 warps per SM, at most KX_MAXCH and none shorter than KX_CHUNK tokens. The environment
+// variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a tuning knob for
+// the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may be shorter).
+static int kx_chunks(size_t threads, int T_, int *CL) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        sms = 132;
+    size_t want = 1;
+    if (threads < (size_t)sms * 192) want = ((size_t)sms * 1024 + threads - 1) / threads;
+    const char *env = getenv("MIXSCOPE_KALMAN_CHUNKS");
+    if (env && atoi(env) > 0) want = (size_t)atoi(env);
+    const size_t most = ((size_t)T_ + KX_CHUNK - 1) / KX_CHUNK;
+    if (want > KX_MAXCH) want = KX_MAXCH;
+    if (want > most) want = most;
+    const size_t per = ((size_t)T_ + want - 1) / want;
+    *CL = (int)((per + KX_CHUNK - 1) / KX_CHUNK * KX_CHUNK);
+    return (int)(((size_t)T_ + *CL - 1) / *CL);
+}
+
+template <typename T, int S, bool LV, bool PRIOR>
+static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const void *k,
+                  const void *v, const float *lv, const float *a, const float *p, float *state,
+                  float *o, cudaStream_t st, err *e) {
+    using K = kx<S>;
+    const size_t lanes = (size_t)B * H * M * S;
+    const int groups = (M + K::C - 1) / K::C;
+    if (B > 65535 || H > 65535) return err_set(e, "gpu kalman scan: B=%d H=%d too large", B, H);
+    int CL;
+    const int nch = kx_chunks((size_t)groups * K::NT * H * B, T_, &CL);
+    const size_t smem3 = (2 * (size_t)kx_tile<T, S, LV, true>::BUF +
+                          (K::WPC > 1 ? 2 * (size_t)(K::NT / 32) * KX_U : 0)) *
+                         sizeof(float);
+    const size_t smem1 = 2 * (size_t)kx_tile<T, S, LV, false>::BUF * sizeof(float);
+    CUDA_TRY(cudaFuncSetAttribute(kx_apply_kernel<T, S, LV, PRIOR>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem3),
+             "gpu kalman scan: shared memory");
+    const dim3 g3((unsigned)(nch * groups), (unsigned)H, (unsigned)B);
+    if (nch == 1) {
+        kx_apply_kernel<T, S, LV, PRIOR>
+            <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, 1, scale, (const T *)q, (const T *)k,
+                                       (const T *)v, lv, a, p, state, state, o);
+        CUDA_LAUNCHED("gpu kalman scan");
+        return 0;
+    }
+    CUDA_TRY(cudaFuncSetAttribute(kx_compose_kernel<T, S, LV>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem1),
+             "gpu kalman scan: shared memory");
+    // scratch: the chunk maps X [nch - 1][7][lanes], the chunk starts [nch][2][lanes]
+    float *X = NULL;
+    CUDA_TRY(cudaMallocAsync((void **)&X,
+                             (7 * (size_t)(nch - 1) + 2 * (size_t)nch) * lanes * sizeof(float), st),
+             "gpu kalman scan: scratch");
+    float *st0 = X + 7 * (size_t)(nch - 1) * lanes;
+    kx_compose_kernel<T, S, LV>
+        <<<dim3((unsigned)((nch - 1) * groups), (unsigned)H, (unsigned)B), K::NT, smem1, st>>>(
+            T_, H, M, CL, (const T *)k, (const T *)v, lv, a, p, X);
+    cudaError_t rc = cudaGetLastError();
+    if (rc == cudaSuccess) {
+        kx_carry_kernel<<<(unsigned)((lanes + 255) / 256), 256, 0, st>>>(lanes, nch, X, state, st0);
+        rc = cudaGetLastError();
+    }
+    if (rc == cudaSuccess) {
+        kx_apply_kernel<T, S, LV, PRIOR>
+            <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, nch, scale, (const T *)q, (const T *)k,
+                                       (const T *)v, lv, a, p, st0, state, o);
+        rc = cudaGetLastError();
+    }
+    const cudaError_t rf = cudaFreeAsync(X, st);
+    if (rc != cudaSuccess) return err_set(e, "gpu kalman scan: %s", cudaGetErrorString(rc));
+    CUDA_TRY(rf, "gpu kalman scan: scratch");
+    return 0;
+}
+
+template <typename T, bool LV, bool PRIOR>
+static int kx_dispatch(int B, int T_, int H, int M, int S, float scale, const void *q,
+                       const void *k, const void *v, const float *lv, const float *a,
+                       const float *p, float *state, float *o, cudaStream_t st, err *e) {
+    switch (S) {
+    case 8:
+        return kx_run<T, 8, LV, PRIOR>(B, T_, H, M, scale, q, k, v, lv, a, p, state, o, st, e);
+    case 16:
+        return kx_run<T, 16, LV, PRIOR>(B, T_, H, M, scale, q, k, v, lv, a, p, state, o, st, e);
+    case 32:
+        return kx_run<T, 32, LV, PRIOR>(B, T_, H, M, scale, q, k, v, lv, a, p, state, o, st, e);
+    case 64:
+        return kx_run<T, 64, LV, PRIOR>(B, T_, H, M, scale, q, k, v, lv, a, p, state, o, st, e);
+    default:
+        return kx_run<T, 128, LV, PRIOR>(B, T_, H, M, scale, q, k, v, lv, a, p, state, o, st, e);
+    }
+}
+
+template <typename T>
+static int kx_scan(int B, int T_, int H, int M, int S, float scale, int prior, const void *q,
+                   const void *k, const void *v, const float *lv, const float *a, const float *p,
+                   float *state, float *o, cudaStream_t st, err *e) {
+    if (lv)
+        return prior ? kx_dispatch<T, true, true>(B, T_, H, M, S, scale, q, k, v, lv, a, p, state,
+                                                  o, st, e)
+                     : kx_dispatch<T, true, false>(B, T_, H, M, S, scale, q, k, v, lv, a, p, state,
+                                                   o, st, e);
+    return prior ? kx_dispatch<T, false, true>(B, T_, H, M, S, scale, q, k, v, lv, a, p, state, o,
+                                               st, e)
+                 : kx_dispatch<T, false, false>(B, T_, H, M, S, scale, q, k, v, lv, a, p, state, o,
+                                                st, e);
+}
+
 extern "C" int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
                                const void *q, const void *k, const void *v, const float *lv,
                                const float *a, const float *p, float *state, float *o, void *stream,
                                err *e) {
     if (T < 1) return 0;
     cudaStream_t st = (cudaStream_t)stream;
+    if (S >= 8 && S <= 128 && (S & (S - 1)) == 0)
+        return bf16 ? kx_scan<__nv_bfloat16>(B, T, H, M, S, scale, prior, q, k, v, lv, a, p, state,
+                                             o, st, e)
+                    : kx_scan<float>(B, T, H, M, S, scale, prior, q, k, v, lv, a, p, state, o, st,
+                                     e);
     return bf16 ? kalman_launch_scan<__nv_bfloat16>(B, T, H, M, S, scale, prior, q, k, v, lv, a, p,
                                                     state, o, st, e)
                 : kalman_launch_scan<float>(B, T, H, M, S, scale, prior, q, k, v, lv, a, p, state,

@@ -2,8 +2,8 @@
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
 # Usage: sh scripts/gpu-run.sh [test|bench|all|tune]
-#   tune: the chunked delta rows alone for each state-pass slice width (MIXSCOPE_DELTA_BV), with
-#         the time of each kernel (MIXSCOPE_DELTA_PROFILE)
+#   tune: the chunked delta rows alone for each state-pass slice width (MIXSCOPE_DELTA_BV) and copy-ring depth (MIXSCOPE_DELTA_ST), with
+#         the time of each kernel (MIXSCOPE_DELTA_PROFILE), then ncu's view of the kernels
 set -e
 what=${1:-all}
 mkdir -p /tmp/dd
@@ -13,12 +13,20 @@ export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.ref
 nvidia-smi -L
 if [ "$what" = tune ]; then
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
-    for bv in 32 16 64; do
-        echo "== MIXSCOPE_DELTA_BV=$bv (per-kernel times: the last run of each T)"
-        MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_BV=$bv \
-            build/gpu/bench/gpu/bench_gpu 2>&1 |
-            awk '/^delta_tc/ { last[$2] = $0; next } { print } END { for (k in last) print last[k] }'
+    for bv in 32 16; do
+        for st in 3 4 5; do
+            echo "== MIXSCOPE_DELTA_BV=$bv MIXSCOPE_DELTA_ST=$st (per-kernel times: the last run of each T)"
+            MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta MIXSCOPE_DELTA_BV=$bv MIXSCOPE_DELTA_ST=$st \
+                build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^kaczmarz' |
+                awk '/^delta_tc/ { last[$2] = $0; next } { print } END { for (k in last) print last[k] }'
+        done
     done
+    if command -v ncu >/dev/null; then
+        MIXSCOPE_BENCH_ONLY=delta ncu --kernel-name regex:delta_tc --launch-count 3 \
+            --section SpeedOfLight --section WarpStateStats --section Occupancy \
+            --section MemoryWorkloadAnalysis build/gpu/bench/gpu/bench_gpu >"${OUT:-/tmp}/ncu.txt" 2>&1
+        grep -E 'delta_tc|Duration|Throughput|Stall|Achieved Occupancy|Theoretical Occupancy|Block Limit|Issued' "${OUT:-/tmp}/ncu.txt" | head -90
+    fi
     exit 0
 fi
 if [ "$what" != bench ]; then make -j16 BUILD=build/gpu CUDA=1 test-gpu 2>&1 | grep -v '^CC \|^NVCC '; fi
