@@ -37,6 +37,11 @@
 struct tc_scratch {
     bf16_t *W, *U, *P, *Sc, *Dt;
     float *GK;
+    // ready[n][c] = 1 once prep wrote chunk c of head n; done[n][slice] = chunks of head n whose Sc
+    // and Dt the state pass has written (both zeroed by the launch). They let the three kernels
+    // overlap: the state pass starts on the chunks prep has finished, the output pass on the
+    // chunks the state pass has.
+    int *ready, *done;
 };
 
 static size_t tc_bf16_per_chunk(int dk, int dv) {
@@ -50,7 +55,8 @@ extern "C" int delta_tc_supported(int dk, int dv, int chunk, int bf16) {
 
 extern "C" size_t delta_tc_scratch_bytes(int B, int T, int H, int dk, int dv) {
     size_t per = (size_t)B * H * ((T + TC_C - 1) / TC_C);
-    return per * (tc_bf16_per_chunk(dk, dv) * 2 + 2 * TC_C * sizeof(float)) + 256;
+    return per * (tc_bf16_per_chunk(dk, dv) * 2 + 2 * TC_C * sizeof(float) + sizeof(int)) +
+           (size_t)B * H * (dv / 16) * sizeof(int) + 512;
 }
 
 static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
@@ -62,7 +68,28 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
     s.Dt = s.Sc + NC * dv * dk;
     uintptr_t f = (uintptr_t)(s.Dt + NC * dv * TC_C);
     s.GK = (float *)((f + 255) & ~(uintptr_t)255);
+    s.ready = (int *)(s.GK + NC * 2 * TC_C);
+    s.done = s.ready + NC;
     return s;
+}
+
+// Flags between kernels that run at the same time: a release store after the writes it
+// publishes, an acquire load before the reads it guards. A wait that outlasts ~10 s traps (the
+// launch fails with an error) rather than hanging.
+__device__ __forceinline__ int ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release(int *p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void wait_at_least(const int *p, int v) {
+    unsigned spins = 0;
+    while (ld_acquire(p) < v) {
+        __nanosleep(128);
+        if (++spins > (1u << 26)) __trap();
+    }
 }
 
 // ---------------------------------------------------------------- prepare
@@ -93,7 +120,8 @@ __global__ void __launch_bounds__(128)
     bf16_t *AW = Vs + TC_C * L::LV, *AU = AW + TC_C * L::LA;
     float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C;
 
-    const int c = blockIdx.x, n = blockIdx.y, b = n / H, hh = n % H;
+    // grid (N, nchunks): blocks go out head-fastest, so the early chunks of every head come first
+    const int n = blockIdx.x, c = blockIdx.y, b = n / H, hh = n % H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
     const int t0 = c * TC_C;
@@ -268,6 +296,9 @@ __global__ void __launch_bounds__(128)
         GK[tid] = __expf(Gs[tid]);
         GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * __expf(Gl - Gs[tid]) : 0.0f;
     }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) st_release(sc.ready + nc, 1);
 }
 
 // ---------------------------------------------------------------- the state pass
@@ -297,24 +328,33 @@ __global__ void __launch_bounds__(BV * 2)
     auto stage_u = [&](int s) { return stage_k(s) + TC_C * L::LK; };
     auto stage_g = [&](int s) { return (float *)(stage_u(s) + TC_C * L::LU); };
 
+    // Each thread copies the same 16-byte column piece of rows ir, ir + IS, ... of W and K (and of
+    // U), so a chunk's copy is a base pointer plus constant offsets.
+    constexpr int PK = DK / 8, IS = NT / PK, PU = BV / 8, US = NT / PU;
+    static_assert(NT % PK == 0 && NT % PU == 0, "copy pieces");
+    const int ir = tid / PK, ic = (tid % PK) * 8, ur = tid / PU, uc = (tid % PU) * 8;
+    const size_t kstep = (size_t)H * DK; // one token of k
+    const bf16_t *kthr = k + (((size_t)b * T + ir) * H + hh) * DK + ic;
     auto issue = [&](int c, int s) {
         const size_t nc = (size_t)n * nchunks + c;
-        const bf16_t *W = sc.W + nc * TC_C * DK, *U = sc.U + nc * TC_C * dv;
-        bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
-        for (int i = tid; i < TC_C * DK / 8; i += NT) {
-            const int r = i / (DK / 8), col = (i % (DK / 8)) * 8, t = c * TC_C + r;
-            cp_async16(ws + r * L::LK + col, W + r * DK + col);
-            if (t < T)
-                cp_async16(ks + r * L::LK + col, k + (((size_t)b * T + t) * H + hh) * DK + col);
+        wait_at_least(sc.ready + nc, 1); // prep has written this chunk
+        const bf16_t *W = sc.W + nc * TC_C * DK + ir * DK + ic;
+        const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
+        const bf16_t *U = sc.U + nc * TC_C * dv + ur * dv + bv0 + uc;
+        bf16_t *ws = stage_w(s) + ir * L::LK + ic, *ks = stage_k(s) + ir * L::LK + ic;
+        bf16_t *us = stage_u(s) + ur * L::LU + uc;
+        const bool whole = (c + 1) * TC_C <= T;
+#pragma unroll
+        for (int j = 0; j < TC_C / IS; j++) {
+            cp_async16(ws + j * IS * L::LK, W + j * IS * DK);
+            if (whole || c * TC_C + ir + j * IS < T)
+                cp_async16(ks + j * IS * L::LK, K + (size_t)j * IS * kstep);
             else
-                *(uint4 *)(ks + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+                *(uint4 *)(ks + j * IS * L::LK) = make_uint4(0, 0, 0, 0);
         }
-        for (int i = tid; i < TC_C * BV / 8; i += NT) {
-            const int r = i / (BV / 8), col = (i % (BV / 8)) * 8;
-            cp_async16(us + r * L::LU + col, U + r * dv + bv0 + col);
-        }
-        const float *GK = sc.GK + nc * 2 * TC_C;
-        for (int i = tid; i < 2 * TC_C / 4; i += NT) cp_async16(stage_g(s) + i * 4, GK + i * 4);
+#pragma unroll
+        for (int j = 0; j < TC_C / US; j++) cp_async16(us + j * US * L::LU, U + j * US * dv);
+        if (tid < 2 * TC_C / 4) cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
     };
 
     // S^T rows r0 = bv0 + 16 w + gid and r0 + 8, key columns 8 j + 2 tig (+1)
@@ -337,6 +377,9 @@ __global__ void __launch_bounds__(BV * 2)
         __syncthreads(); // stage c is in; every warp is done with the stage of chunk c - 1
         if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
         cp_async_commit();
+        // every 8 chunks (and at the end) publish how far Sc and Dt are written: each thread
+        // fenced its stores at the end of chunk c - 1, before the barrier above
+        if (tid == 0 && c > 0 && c % 8 == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, c);
         const int s = c % ST;
         const bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
         const float *gk = stage_g(s);
@@ -388,8 +431,12 @@ __global__ void __launch_bounds__(BV * 2)
         mma_sweep<TC_C / 16, DK / 16, true>(
             h, [&](int kb) { return (const uint32_t *)ad[kb]; },
             [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, np * 16, lane); });
+        if (c % 8 == 7) __threadfence();
     }
     cp_async_wait<0>();
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks);
     float *So = state + (size_t)n * DK * dv;
 #pragma unroll
     for (int j = 0; j < DK / 8; j++) {
@@ -411,15 +458,19 @@ template <int DK, int DV> struct out_smem {
 
 template <int DK, int DV>
 __global__ void __launch_bounds__(128)
-    delta_tc_out(int T, int H, int nchunks, float scale, const bf16_t *q, tc_scratch sc, float *o) {
+    delta_tc_out(int T, int H, int nchunks, int nslices, float scale, const bf16_t *q,
+                 tc_scratch sc, float *o) {
     typedef out_smem<DK, DV> L;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16_t *Qs = (bf16_t *)smem, *Ss = Qs + TC_C * L::LK, *Ps = Ss + DV * L::LK;
     bf16_t *Ds = Ps + TC_C * L::LC;
     float *gam = (float *)(Ds + DV * L::LC);
-    const int c = blockIdx.x, n = blockIdx.y, b = n / H, hh = n % H, t0 = c * TC_C;
+    const int n = blockIdx.x, c = blockIdx.y, b = n / H, hh = n % H, t0 = c * TC_C;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
+    // the state pass of every value slice of this head is past chunk c
+    if (tid < nslices) wait_at_least(sc.done + n * nslices + tid, c + 1);
+    __syncthreads();
     const bf16_t *Sc = sc.Sc + nc * DV * DK, *P = sc.P + nc * TC_C * TC_C;
     const bf16_t *Dt = sc.Dt + nc * DV * TC_C;
 
@@ -493,9 +544,9 @@ template <typename K> static int tc_smem(K kernel, size_t bytes, const char *wha
     return 0;
 }
 
-// The value slice of the state pass (BV = 32: two warps) and the depth of its copy ring (ST
-// chunks in flight), unless MIXSCOPE_DELTA_BV (16) or MIXSCOPE_DELTA_ST (3, 4, 5) say otherwise:
-// benchmarks compare them.
+// Tuning knobs read from the environment (benchmarks compare them): the value slice of the state
+// pass (MIXSCOPE_DELTA_BV: 32, two warps, or 16) and the depth of its copy ring
+// (MIXSCOPE_DELTA_ST: 3, 4 or 5 chunks).
 static int tc_env(const char *name, int def) {
     const char *s = getenv(name);
     return s ? atoi(s) : def;
@@ -514,48 +565,90 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
     return 0;
 }
 
+// The side stream the prepare and output kernels run on, beside the state pass (created once).
+static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err *e) {
+    static cudaStream_t s_side;
+    static cudaEvent_t s_fork, s_join;
+    static int made;
+    if (!made) {
+        CUDA_TRY(cudaStreamCreateWithFlags(&s_side, cudaStreamNonBlocking),
+                 "gpu delta prefill: side stream");
+        CUDA_TRY(cudaEventCreateWithFlags(&s_fork, cudaEventDisableTiming),
+                 "gpu delta prefill: event");
+        CUDA_TRY(cudaEventCreateWithFlags(&s_join, cudaEventDisableTiming),
+                 "gpu delta prefill: event");
+        made = 1;
+    }
+    *side = s_side, *fork = s_fork, *join = s_join;
+    return 0;
+}
+
+// Three kernels, by default at the same time: the state pass (one block per head and value slice,
+// on st) goes chunk by chunk as fast as the prepare kernel (on a side stream, all chunks) hands
+// chunks over, and the output pass (on the side stream after prepare) follows the state pass.
+// Blocks only ever wait for kernels launched before them or already running, so they cannot
+// deadlock. MIXSCOPE_DELTA_OVERLAP=0 or MIXSCOPE_DELTA_PROFILE runs them one after the other
+// (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
 template <int DK, int DV>
 static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, const bf16_t *q,
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
                      float *state, float *o, void *scratch, cudaStream_t st, err *e) {
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
     const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
-    const size_t pb = prep_smem<DK, DV>::bytes;
-    // MIXSCOPE_DELTA_PROFILE=1: the time of each kernel on stderr (benchmark tuning)
+    const int bv = tc_env("MIXSCOPE_DELTA_BV", 32) == 16 ? 16 : 32;
+    const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), nslices = DV / bv;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
-    cudaEvent_t ev[4];
+    const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
+    const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
+    if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)", e) ||
+        tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
+                e) ||
+        tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
+        return -1;
+    CUDA_TRY(
+        cudaMemsetAsync(s.ready, 0, ((size_t)N * nchunks + (size_t)N * nslices) * sizeof(int), st),
+        "gpu delta prefill: flags");
+    cudaStream_t side = st;
+    cudaEvent_t fork, join, ev[4];
+    if (overlap) {
+        if (tc_side(&side, &fork, &join, e)) return -1;
+        CUDA_TRY(cudaEventRecord(fork, st), "gpu delta prefill: event");
+        CUDA_TRY(cudaStreamWaitEvent(side, fork, 0), "gpu delta prefill: event");
+    }
+    auto prep = [&]() -> int {
+        if (kacz)
+            delta_tc_prep<DK, DV, true>
+                <<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        else
+            delta_tc_prep<DK, DV, false>
+                <<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        CUDA_LAUNCHED("gpu delta prefill: prepare");
+        return 0;
+    };
+    auto state_pass = [&]() -> int {
+#define TC_STATE(BV, ST) launch_state<DK, BV, ST>(T, H, N, DV, nchunks, k, s, state, st, e)
+        if (bv == 16)
+            return ns == 3 ? TC_STATE(16, 3) : ns == 5 ? TC_STATE(16, 5) : TC_STATE(16, 4);
+        return ns == 3 ? TC_STATE(32, 3) : ns == 5 ? TC_STATE(32, 5) : TC_STATE(32, 4);
+#undef TC_STATE
+    };
     if (profile)
         for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]), cudaEventRecord(ev[i], st);
-    if (kacz) {
-        if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)",
-                    e))
-            return -1;
-        delta_tc_prep<DK, DV, true>
-            <<<dim3(nchunks, N), 128, pb, st>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+    if (overlap) {
+        if (state_pass() || prep()) return -1; // the state pass first: its blocks wait on prep's
     } else {
-        if (tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
-                    e))
-            return -1;
-        delta_tc_prep<DK, DV, false>
-            <<<dim3(nchunks, N), 128, pb, st>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        if (prep()) return -1;
+        if (profile) cudaEventRecord(ev[1], st);
+        if (state_pass()) return -1;
+        if (profile) cudaEventRecord(ev[2], st);
     }
-    CUDA_LAUNCHED("gpu delta prefill: prepare");
-    if (profile) cudaEventRecord(ev[1], st);
-    const int bv = tc_env("MIXSCOPE_DELTA_BV", 32), ns = tc_env("MIXSCOPE_DELTA_ST", 4);
-    int rc;
-#define TC_STATE(BV, ST) launch_state<DK, BV, ST>(T, H, N, DV, nchunks, k, s, state, st, e)
-    if (bv == 16)
-        rc = ns == 3 ? TC_STATE(16, 3) : ns == 5 ? TC_STATE(16, 5) : TC_STATE(16, 4);
-    else
-        rc = ns == 3 ? TC_STATE(32, 3) : ns == 5 ? TC_STATE(32, 5) : TC_STATE(32, 4);
-#undef TC_STATE
-    if (rc) return -1;
-    if (profile) cudaEventRecord(ev[2], st);
-    const size_t ob = out_smem<DK, DV>::bytes;
-    if (tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
-        return -1;
-    delta_tc_out<DK, DV><<<dim3(nchunks, N), 128, ob, st>>>(T, H, nchunks, scale, q, s, o);
+    delta_tc_out<DK, DV>
+        <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
     CUDA_LAUNCHED("gpu delta prefill: output pass");
+    if (overlap) {
+        CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
+        CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");
+    }
     if (profile) {
         float ms[3];
         cudaEventRecord(ev[3], st);
