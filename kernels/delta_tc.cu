@@ -303,25 +303,32 @@ __global__ void __launch_bounds__(128)
 
 // ---------------------------------------------------------------- the state pass
 
-// grid (dv / BV, N), BV / 16 warps: warp w owns value rows bv0 + 16 w .. + 15 of S^T, all DK key
-// columns, as DK / 8 accumulator tiles. Shared: a ring of ST stages, each W [C][DK+8],
-// K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32), filled by cp.async ST - 1 chunks ahead.
-template <int DK, int BV, int ST> struct state_smem {
-    static constexpr int LK = DK + 8, LU = BV + 8;
+// grid (dv / BV, N), (BV / 16) KS warps. The BV value rows of the slice are split in row groups
+// of 16 (rg); each row group's key columns are split among KS warps (kq), so that more of the
+// multiprocessor's schedulers share the sequential work: warp (rg, kq) holds S^T rows
+// bv0 + 16 rg .. + 15, key columns kq DKW .. + DKW - 1, as DKW / 8 accumulator tiles. Its part of
+// (W S)^T sums over its own key columns; the KS partial sums meet in shared memory (red). Shared:
+// a ring of ST stages, each W [C][DK+8], K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32),
+// filled by cp.async ST - 1 chunks ahead, then red.
+template <int DK, int BV, int ST, int KS> struct state_smem {
+    static constexpr int LK = DK + 8, LU = BV + 8, NW = BV / 16 * KS;
     static constexpr size_t stage =
         (size_t)TC_C * LK * 2 * 2 + (size_t)TC_C * LU * 2 + 2 * TC_C * 4;
-    static constexpr size_t bytes = stage * ST;
+    static constexpr size_t red = KS > 1 ? (size_t)NW * 32 * (TC_C / 2) * 4 : 0;
+    static constexpr size_t bytes = stage * ST + red;
 };
 
-template <int DK, int BV, int ST>
-__global__ void __launch_bounds__(BV * 2)
+template <int DK, int BV, int ST, int KS>
+__global__ void __launch_bounds__(BV * 2 * KS)
     delta_tc_state(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                    float *state) {
-    typedef state_smem<DK, BV, ST> L;
-    constexpr int NT = BV * 2;
+    typedef state_smem<DK, BV, ST, KS> L;
+    constexpr int NT = BV * 2 * KS, DKW = DK / KS;
     extern __shared__ __align__(16) unsigned char smem[];
     const int n = blockIdx.y, bv0 = blockIdx.x * BV, b = n / H, hh = n % H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int rg = warp / KS, kq = warp % KS, kc0 = kq * DKW;
+    float *red = (float *)(smem + L::stage * ST);
 
     auto stage_w = [&](int s) { return (bf16_t *)(smem + s * L::stage); };
     auto stage_k = [&](int s) { return stage_w(s) + TC_C * L::LK; };
@@ -331,13 +338,26 @@ __global__ void __launch_bounds__(BV * 2)
     // Each thread copies the same 16-byte column piece of rows ir, ir + IS, ... of W and K (and of
     // U), so a chunk's copy is a base pointer plus constant offsets.
     constexpr int PK = DK / 8, IS = NT / PK, PU = BV / 8, US = NT / PU;
-    static_assert(NT % PK == 0 && NT % PU == 0, "copy pieces");
+    static_assert(NT % PK == 0 && NT % PU == 0 && TC_C % IS == 0 && TC_C % US == 0, "pieces");
     const int ir = tid / PK, ic = (tid % PK) * 8, ur = tid / PU, uc = (tid % PU) * 8;
     const size_t kstep = (size_t)H * DK; // one token of k
     const bf16_t *kthr = k + (((size_t)b * T + ir) * H + hh) * DK + ic;
     auto issue = [&](int c, int s) {
         const size_t nc = (size_t)n * nchunks + c;
-        wait_at_least(sc.ready + nc, 1); // prep has written this chunk
+        // prep has written this chunk: checked eight chunks at a time (one round trip)
+        if (c % 8 == 0) {
+            const int *f = sc.ready + nc;
+            const int m = min(8, nchunks - c);
+            unsigned spins = 0;
+            for (;;) {
+                int all = 1;
+#pragma unroll
+                for (int i = 0; i < 8; i++) all &= i >= m || ld_acquire(f + i) != 0;
+                if (all) break;
+                __nanosleep(128);
+                if (++spins > (1u << 26)) __trap();
+            }
+        }
         const bf16_t *W = sc.W + nc * TC_C * DK + ir * DK + ic;
         const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
         const bf16_t *U = sc.U + nc * TC_C * dv + ur * dv + bv0 + uc;
@@ -357,13 +377,13 @@ __global__ void __launch_bounds__(BV * 2)
         if (tid < 2 * TC_C / 4) cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
     };
 
-    // S^T rows r0 = bv0 + 16 w + gid and r0 + 8, key columns 8 j + 2 tig (+1)
-    const int rl = warp * 16 + gid, r0 = bv0 + rl;
-    float h[DK / 8][4];
+    // S^T rows r0 = bv0 + 16 rg + gid and r0 + 8, key columns kc0 + 8 j + 2 tig (+1)
+    const int rl = rg * 16 + gid, r0 = bv0 + rl;
+    float h[DKW / 8][4];
     const float *S = state + (size_t)n * DK * dv;
 #pragma unroll
-    for (int j = 0; j < DK / 8; j++) {
-        const int d = j * 8 + 2 * tig;
+    for (int j = 0; j < DKW / 8; j++) {
+        const int d = kc0 + j * 8 + 2 * tig;
         h[j][0] = S[(size_t)d * dv + r0], h[j][1] = S[(size_t)(d + 1) * dv + r0];
         h[j][2] = S[(size_t)d * dv + r0 + 8], h[j][3] = S[(size_t)(d + 1) * dv + r0 + 8];
     }
@@ -374,7 +394,7 @@ __global__ void __launch_bounds__(BV * 2)
     }
     for (int c = 0; c < nchunks; c++) {
         cp_async_wait<ST - 2>();
-        __syncthreads(); // stage c is in; every warp is done with the stage of chunk c - 1
+        __syncthreads(); // stage c is in; every warp is done with chunk c - 1 (stage and red)
         if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
         cp_async_commit();
         // every 8 chunks (and at the end) publish how far Sc and Dt are written: each thread
@@ -386,28 +406,48 @@ __global__ void __launch_bounds__(BV * 2)
         const size_t nc = (size_t)n * nchunks + c;
 
         // S^T as A fragments (bf16), also the chunk's saved state Sc [dv][DK]
-        uint32_t ah[DK / 16][4];
+        uint32_t ah[DKW / 16][4];
         bf16_t *Sc = sc.Sc + nc * dv * DK;
 #pragma unroll
-        for (int kb = 0; kb < DK / 16; kb++) {
+        for (int kb = 0; kb < DKW / 16; kb++) {
             ah[kb][0] = pack_bf16(h[2 * kb][0], h[2 * kb][1]);
             ah[kb][1] = pack_bf16(h[2 * kb][2], h[2 * kb][3]);
             ah[kb][2] = pack_bf16(h[2 * kb + 1][0], h[2 * kb + 1][1]);
             ah[kb][3] = pack_bf16(h[2 * kb + 1][2], h[2 * kb + 1][3]);
-            const int col = kb * 16 + 2 * tig;
+        }
+        // (W S)^T = S^T W^T over this warp's key columns: [16 rows x C tokens]
+        float d[TC_C / 8][4];
+#pragma unroll
+        for (int j = 0; j < TC_C / 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
+        mma_sweep<DKW / 16, TC_C / 16, false>(
+            d, [&](int kb) { return (const uint32_t *)ah[kb]; },
+            [&](int kb, int np) { return frag_b_nk(ws, L::LK, np * 16, kc0 + kb * 16, lane); });
+#pragma unroll
+        for (int kb = 0; kb < DKW / 16; kb++) {
+            const int col = kc0 + kb * 16 + 2 * tig;
             *(uint32_t *)(Sc + (size_t)r0 * DK + col) = ah[kb][0];
             *(uint32_t *)(Sc + (size_t)(r0 + 8) * DK + col) = ah[kb][1];
             *(uint32_t *)(Sc + (size_t)r0 * DK + col + 8) = ah[kb][2];
             *(uint32_t *)(Sc + (size_t)(r0 + 8) * DK + col + 8) = ah[kb][3];
         }
-        // (W S)^T = S^T W^T: [16 rows x C tokens]
-        float d[TC_C / 8][4];
+        if (KS > 1) { // the row group's KS partial sums: each warp adds the others'
+            float *mine = red + (size_t)warp * 32 * (TC_C / 2);
 #pragma unroll
-        for (int j = 0; j < TC_C / 8; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
-        mma_sweep<DK / 16, TC_C / 16, false>(
-            d, [&](int kb) { return (const uint32_t *)ah[kb]; },
-            [&](int kb, int np) { return frag_b_nk(ws, L::LK, np * 16, kb * 16, lane); });
-        // Delta^T = U^T - (W S)^T, stored for the output pass; then scaled by ks for the update
+            for (int j = 0; j < TC_C / 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mine[(j * 4 + e) * 32 + lane] = d[j][e];
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + rg), "r"(32 * KS) : "memory");
+#pragma unroll
+            for (int o = 1; o < KS; o++) {
+                const float *other = red + (size_t)(rg * KS + (kq + o) % KS) * 32 * (TC_C / 2);
+#pragma unroll
+                for (int j = 0; j < TC_C / 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) d[j][e] += other[(j * 4 + e) * 32 + lane];
+            }
+        }
+        // Delta^T = U^T - (W S)^T, stored for the output pass (token blocks j with j % KS == kq);
+        // then scaled by ks for the update
         bf16_t *Dt = sc.Dt + nc * dv * TC_C;
         const float gl = gk[TC_C - 1];
         uint32_t ad[TC_C / 16][4];
@@ -418,32 +458,35 @@ __global__ void __launch_bounds__(BV * 2)
             d[j][1] = __bfloat162float(us[(t + 1) * L::LU + rl]) - d[j][1];
             d[j][2] = __bfloat162float(us[t * L::LU + rl + 8]) - d[j][2];
             d[j][3] = __bfloat162float(us[(t + 1) * L::LU + rl + 8]) - d[j][3];
-            *(uint32_t *)(Dt + (size_t)r0 * TC_C + t) = pack_bf16(d[j][0], d[j][1]);
-            *(uint32_t *)(Dt + (size_t)(r0 + 8) * TC_C + t) = pack_bf16(d[j][2], d[j][3]);
+            if (j % KS == kq) {
+                *(uint32_t *)(Dt + (size_t)r0 * TC_C + t) = pack_bf16(d[j][0], d[j][1]);
+                *(uint32_t *)(Dt + (size_t)(r0 + 8) * TC_C + t) = pack_bf16(d[j][2], d[j][3]);
+            }
             const float k0 = gk[TC_C + t], k1 = gk[TC_C + t + 1];
             const uint32_t lo = pack_bf16(d[j][0] * k0, d[j][1] * k1);
             const uint32_t hi = pack_bf16(d[j][2] * k0, d[j][3] * k1);
             ad[j >> 1][(j & 1) * 2] = lo, ad[j >> 1][(j & 1) * 2 + 1] = hi;
         }
-        // S^T <- gamma_last S^T + (diag(ks) Delta)^T K, K-major in shared memory
+        // S^T <- gamma_last S^T + (diag(ks) Delta)^T K over this warp's key columns
 #pragma unroll
-        for (int j = 0; j < DK / 8; j++) h[j][0] *= gl, h[j][1] *= gl, h[j][2] *= gl, h[j][3] *= gl;
-        mma_sweep<TC_C / 16, DK / 16, true>(
+        for (int j = 0; j < DKW / 8; j++)
+            h[j][0] *= gl, h[j][1] *= gl, h[j][2] *= gl, h[j][3] *= gl;
+        mma_sweep<TC_C / 16, DKW / 16, true>(
             h, [&](int kb) { return (const uint32_t *)ad[kb]; },
-            [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, np * 16, lane); });
+            [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, kc0 + np * 16, lane); });
         if (c % 8 == 7) __threadfence();
     }
     cp_async_wait<0>();
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks);
     float *So = state + (size_t)n * DK * dv;
 #pragma unroll
-    for (int j = 0; j < DK / 8; j++) {
-        const int dd = j * 8 + 2 * tig;
+    for (int j = 0; j < DKW / 8; j++) {
+        const int dd = kc0 + j * 8 + 2 * tig;
         So[(size_t)dd * dv + r0] = h[j][0], So[(size_t)(dd + 1) * dv + r0] = h[j][1];
         So[(size_t)dd * dv + r0 + 8] = h[j][2], So[(size_t)(dd + 1) * dv + r0 + 8] = h[j][3];
     }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks);
 }
 
 // ---------------------------------------------------------------- the output pass
@@ -544,23 +587,23 @@ template <typename K> static int tc_smem(K kernel, size_t bytes, const char *wha
     return 0;
 }
 
-// Tuning knobs read from the environment (benchmarks compare them): the value slice of the state
-// pass (MIXSCOPE_DELTA_BV: 32, two warps, or 16) and the depth of its copy ring
-// (MIXSCOPE_DELTA_ST: 3, 4 or 5 chunks).
+// Tuning knobs read from the environment (benchmarks compare them): the depth of the state pass's
+// copy ring (MIXSCOPE_DELTA_ST: 3 or 4 chunks) and the warps that share a row group's key columns
+// (MIXSCOPE_DELTA_KS: 1, 2 or 4).
 static int tc_env(const char *name, int def) {
     const char *s = getenv(name);
     return s ? atoi(s) : def;
 }
 
-template <int DK, int BV, int ST>
+template <int DK, int BV, int ST, int KS>
 static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch s,
                         float *state, cudaStream_t st, err *e) {
-    const size_t bytes = state_smem<DK, BV, ST>::bytes;
-    if (tc_smem(delta_tc_state<DK, BV, ST>, bytes, "gpu delta prefill: shared memory (state pass)",
-                e))
+    const size_t bytes = state_smem<DK, BV, ST, KS>::bytes;
+    if (tc_smem(delta_tc_state<DK, BV, ST, KS>, bytes,
+                "gpu delta prefill: shared memory (state pass)", e))
         return -1;
-    delta_tc_state<DK, BV, ST>
-        <<<dim3(dv / BV, N), BV * 2, bytes, st>>>(T, H, dv, nchunks, k, s, state);
+    delta_tc_state<DK, BV, ST, KS>
+        <<<dim3(dv / BV, N), BV * 2 * KS, bytes, st>>>(T, H, dv, nchunks, k, s, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass");
     return 0;
 }
@@ -595,8 +638,8 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
                      float *state, float *o, void *scratch, cudaStream_t st, err *e) {
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
     const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
-    const int bv = tc_env("MIXSCOPE_DELTA_BV", 32) == 16 ? 16 : 32;
-    const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), nslices = DV / bv;
+    const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
+    const int nslices = DV / 32;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
@@ -626,10 +669,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-#define TC_STATE(BV, ST) launch_state<DK, BV, ST>(T, H, N, DV, nchunks, k, s, state, st, e)
-        if (bv == 16)
-            return ns == 3 ? TC_STATE(16, 3) : ns == 5 ? TC_STATE(16, 5) : TC_STATE(16, 4);
-        return ns == 3 ? TC_STATE(32, 3) : ns == 5 ? TC_STATE(32, 5) : TC_STATE(32, 4);
+#define TC_STATE(ST, KS) launch_state<DK, 32, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
+        if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
+        return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
 #undef TC_STATE
     };
     if (profile)
