@@ -73,12 +73,21 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
     return s;
 }
 
-// Flags between kernels that run at the same time: a release store after the writes it
-// publishes, an acquire load before the reads it guards. A wait that outlasts ~10 s traps (the
-// launch fails with an error) rather than hanging.
+// Flags between kernels that run at the same time. The writer: __syncthreads, then one thread's
+// release store (a release is cumulative over the block's writes that the barrier ordered before
+// it; the pattern of CUTLASS's semaphore). The reader: an acquire load, or, in the state pass's
+// hot loop, relaxed loads (an acquire costs an L1 invalidation each there): its reads of the
+// published data are cp.async.cg copies, which go to L2, the point of coherence, and are issued
+// only after the flag was seen. A wait that outlasts ~10 s traps (the launch fails with an error)
+// rather than hanging.
 __device__ __forceinline__ int ld_acquire(const int *p) {
     int v;
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ int ld_relaxed(const int *p) {
+    int v;
+    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
 __device__ __forceinline__ void st_release(int *p, int v) {
@@ -296,7 +305,6 @@ __global__ void __launch_bounds__(128)
         GK[tid] = __expf(Gs[tid]);
         GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * __expf(Gl - Gs[tid]) : 0.0f;
     }
-    __threadfence();
     __syncthreads();
     if (tid == 0) st_release(sc.ready + nc, 1);
 }
@@ -352,7 +360,7 @@ __global__ void __launch_bounds__(BV * 2 * KS)
             for (;;) {
                 int all = 1;
 #pragma unroll
-                for (int i = 0; i < 8; i++) all &= i >= m || ld_acquire(f + i) != 0;
+                for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
                 if (all) break;
                 __nanosleep(128);
                 if (++spins > (1u << 26)) __trap();
@@ -395,10 +403,8 @@ __global__ void __launch_bounds__(BV * 2 * KS)
     for (int c = 0; c < nchunks; c++) {
         cp_async_wait<ST - 2>();
         __syncthreads(); // stage c is in; every warp is done with chunk c - 1 (stage and red)
-        if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
-        cp_async_commit();
-        // every 8 chunks (and at the end) publish how far Sc and Dt are written: each thread
-        // fenced its stores at the end of chunk c - 1, before the barrier above
+        // every 8 chunks (and at the end) publish how far Sc and Dt are written (the barrier
+        // above ordered every thread's stores of the chunks before)
         if (tid == 0 && c > 0 && c % 8 == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, c);
         const int s = c % ST;
         const bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
@@ -422,6 +428,9 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         mma_sweep<DKW / 16, TC_C / 16, false>(
             d, [&](int kb) { return (const uint32_t *)ah[kb]; },
             [&](int kb, int np) { return frag_b_nk(ws, L::LK, np * 16, kc0 + kb * 16, lane); });
+        // the copy of chunk c + ST - 1 into the stage chunk c - 1 used, while the products run
+        if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
+        cp_async_commit();
 #pragma unroll
         for (int kb = 0; kb < DKW / 16; kb++) {
             const int col = kc0 + kb * 16 + 2 * tig;
@@ -474,7 +483,6 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         mma_sweep<TC_C / 16, DKW / 16, true>(
             h, [&](int kb) { return (const uint32_t *)ad[kb]; },
             [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, kc0 + np * 16, lane); });
-        if (c % 8 == 7) __threadfence();
     }
     cp_async_wait<0>();
     float *So = state + (size_t)n * DK * dv;
@@ -484,7 +492,6 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         So[(size_t)dd * dv + r0] = h[j][0], So[(size_t)(dd + 1) * dv + r0] = h[j][1];
         So[(size_t)dd * dv + r0 + 8] = h[j][2], So[(size_t)(dd + 1) * dv + r0 + 8] = h[j][3];
     }
-    __threadfence();
     __syncthreads();
     if (tid == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks);
 }
