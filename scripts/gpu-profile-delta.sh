@@ -11,6 +11,9 @@ ncu --kernel-name regex:delta_tc --launch-count 3 \
     env MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta build/gpu/bench/gpu/bench_gpu >"$dir/ncu-stalls.txt" 2>&1 || true
 grep -E 'delta_tc_|inst_executed|cycles_elapsed|issue_active|stalled' "$dir/ncu-stalls.txt" |
     awk '/delta_tc_/ { print; next } { v = $NF; if (v + 0 >= 0.05 || $0 ~ /inst_|cycles|issue_active/) print }'
+ncu --kernel-name regex:delta_tc_state --launch-count 1 --section SourceCounters --section WarpStateStats \
+    env MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta build/gpu/bench/gpu/bench_gpu >"$dir/ncu-source.txt" 2>&1 || true
+grep -iE -A12 'stall sampling|Warp Stall|Location' "$dir/ncu-source.txt" | head -60
 cuobjdump -sass -fun '_Z14delta_tc_stateILi128ELi32ELi4ELi2EEviiiiPK13__nv_bfloat1610tc_scratchPf' \
     build/gpu/kernels/delta_tc.o >"$dir/state.sass" 2>&1 || true
 echo "state pass SASS: $(grep -c '/\*[0-9a-f]*\*/' "$dir/state.sass") instructions; by opcode:"
