@@ -317,7 +317,7 @@ __global__ void __launch_bounds__(128)
 // bv0 + 16 rg .. + 15, key columns kq DKW .. + DKW - 1, as DKW / 8 accumulator tiles. Its part of
 // (W S)^T sums over its own key columns; the KS partial sums meet in shared memory (red). Shared:
 // a ring of ST stages, each W [C][DK+8], K [C][DK+8], U [C][BV+8] (bf16) and GK [2C] (fp32),
-// filled by bulk copies ST - 1 chunks ahead, then red.
+// filled by cp.async ST - 1 chunks ahead, then red.
 template <int DK, int BV, int ST, int KS> struct state_smem {
     static constexpr int LK = DK + 8, LU = BV + 8, NW = BV / 16 * KS;
     static constexpr size_t stage =
@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(BV * 2 * KS)
     delta_tc_state(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                    float *state) {
     typedef state_smem<DK, BV, ST, KS> L;
-    constexpr int DKW = DK / KS;
+    constexpr int NT = BV * 2 * KS, DKW = DK / KS;
     extern __shared__ __align__(16) unsigned char smem[];
     const int n = blockIdx.y, bv0 = blockIdx.x * BV, b = n / H, hh = n % H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
@@ -343,38 +343,46 @@ __global__ void __launch_bounds__(BV * 2 * KS)
     auto stage_u = [&](int s) { return stage_k(s) + TC_C * L::LK; };
     auto stage_g = [&](int s) { return (float *)(stage_u(s) + TC_C * L::LU); };
 
-    // Warp 0 fills the stages with bulk copies (each row of W, K, U one instruction; the copies
-    // count their bytes on the stage's mbarrier, which the warps wait on). Rows lane and
-    // lane + 32 of the chunk; a K row past T copies the last token's row instead: its ks is 0, so
-    // any finite row will do.
-    __shared__ __align__(8) uint64_t full[ST];
-    constexpr unsigned STAGE_BYTES = TC_C * DK * 2 * 2 + TC_C * BV * 2 + 2 * TC_C * 4;
+    // Each thread copies the same 16-byte column piece of rows ir, ir + IS, ... of W and K (and of
+    // U), so a chunk's copy is a base pointer plus constant offsets.
+    constexpr int PK = DK / 8, IS = NT / PK, PU = BV / 8, US = NT / PU;
+    static_assert(NT % PK == 0 && NT % PU == 0 && TC_C % IS == 0 && TC_C % US == 0, "pieces");
+    const int ir = tid / PK, ic = (tid % PK) * 8, ur = tid / PU, uc = (tid % PU) * 8;
     const size_t kstep = (size_t)H * DK; // one token of k
-    const bf16_t *khead = k + ((size_t)b * T * H + hh) * DK;
-    if (tid == 0)
-        for (int i = 0; i < ST; i++) mbar_init(&full[i], 1);
-    __syncthreads();
-    auto issue = [&](int c, int s) { // warp 0
+    const bf16_t *kthr = k + (((size_t)b * T + ir) * H + hh) * DK + ic;
+    auto issue = [&](int c, int s) {
         const size_t nc = (size_t)n * nchunks + c;
-        if (c % 8 == 0) { // prep has written these eight chunks (one round trip for all)
+        // prep has written this chunk: checked eight chunks at a time (one round trip)
+        if (c % 8 == 0) {
+            const int *f = sc.ready + nc;
+            const int m = min(8, nchunks - c);
             unsigned spins = 0;
-            while (!__all_sync(0xffffffffu, lane >= 8 || c + lane >= nchunks ||
-                                                ld_relaxed(sc.ready + nc + lane) != 0)) {
+            for (;;) {
+                int all = 1;
+#pragma unroll
+                for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
+                if (all) break;
                 __nanosleep(128);
                 if (++spins > (1u << 26)) __trap();
             }
-            asm volatile("fence.proxy.async.global;" ::: "memory"); // before the async reads
         }
-        if (lane == 0) mbar_expect_tx(&full[s], STAGE_BYTES);
-        __syncwarp();
+        const bf16_t *W = sc.W + nc * TC_C * DK + ir * DK + ic;
+        const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
+        const bf16_t *U = sc.U + nc * TC_C * dv + ur * dv + bv0 + uc;
+        bf16_t *ws = stage_w(s) + ir * L::LK + ic, *ks = stage_k(s) + ir * L::LK + ic;
+        bf16_t *us = stage_u(s) + ur * L::LU + uc;
+        const bool whole = (c + 1) * TC_C <= T;
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int r = lane + 32 * half, t = min(c * TC_C + r, T - 1);
-            bulk_g2s(stage_w(s) + r * L::LK, sc.W + (nc * TC_C + r) * DK, DK * 2, &full[s]);
-            bulk_g2s(stage_k(s) + r * L::LK, khead + (size_t)t * kstep, DK * 2, &full[s]);
-            bulk_g2s(stage_u(s) + r * L::LU, sc.U + (nc * TC_C + r) * dv + bv0, BV * 2, &full[s]);
+        for (int j = 0; j < TC_C / IS; j++) {
+            cp_async16(ws + j * IS * L::LK, W + j * IS * DK);
+            if (whole || c * TC_C + ir + j * IS < T)
+                cp_async16(ks + j * IS * L::LK, K + (size_t)j * IS * kstep);
+            else
+                *(uint4 *)(ks + j * IS * L::LK) = make_uint4(0, 0, 0, 0);
         }
-        if (lane == 0) bulk_g2s(stage_g(s), sc.GK + nc * 2 * TC_C, 2 * TC_C * 4, &full[s]);
+#pragma unroll
+        for (int j = 0; j < TC_C / US; j++) cp_async16(us + j * US * L::LU, U + j * US * dv);
+        if (tid < 2 * TC_C / 4) cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
     };
 
     // S^T rows r0 = bv0 + 16 rg + gid and r0 + 8, key columns kc0 + 8 j + 2 tig (+1)
@@ -387,11 +395,14 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         h[j][0] = S[(size_t)d * dv + r0], h[j][1] = S[(size_t)(d + 1) * dv + r0];
         h[j][2] = S[(size_t)d * dv + r0 + 8], h[j][3] = S[(size_t)(d + 1) * dv + r0 + 8];
     }
-    if (warp == 0)
-        for (int s = 0; s < ST - 1 && s < nchunks; s++) issue(s, s);
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < nchunks) issue(s, s);
+        cp_async_commit();
+    }
     for (int c = 0; c < nchunks; c++) {
-        __syncthreads(); // every warp is done with chunk c - 1 (its stage and red)
-        mbar_wait(&full[c % ST], (c / ST) & 1); // stage c is in
+        cp_async_wait<ST - 2>();
+        __syncthreads(); // stage c is in; every warp is done with chunk c - 1 (stage and red)
         // every 8 chunks (and at the end) publish how far Sc and Dt are written (the barrier
         // above ordered every thread's stores of the chunks before)
         if (tid == 0 && c > 0 && c % 8 == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, c);
@@ -418,7 +429,8 @@ __global__ void __launch_bounds__(BV * 2 * KS)
             d, [&](int kb) { return (const uint32_t *)ah[kb]; },
             [&](int kb, int np) { return frag_b_nk(ws, L::LK, np * 16, kc0 + kb * 16, lane); });
         // the copy of chunk c + ST - 1 into the stage chunk c - 1 used, while the products run
-        if (warp == 0 && c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
+        if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
+        cp_async_commit();
 #pragma unroll
         for (int kb = 0; kb < DKW / 16; kb++) {
             const int col = kc0 + kb * 16 + 2 * tig;
@@ -472,6 +484,7 @@ __global__ void __launch_bounds__(BV * 2 * KS)
             h, [&](int kb) { return (const uint32_t *)ad[kb]; },
             [&](int kb, int np) { return frag_a(ks, L::LK, kb * 16, kc0 + np * 16, lane); });
     }
+    cp_async_wait<0>();
     float *So = state + (size_t)n * DK * dv;
 #pragma unroll
     for (int j = 0; j < DKW / 8; j++) {
