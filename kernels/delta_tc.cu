@@ -615,47 +615,30 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
     return 0;
 }
 
-// The streams the three kernels run on side by side (created once): the state pass and prep at
-// the highest priority, the output pass at the lowest, so that the block scheduler hands a free
-// slot to a waiting prep block before an output block.
-struct tc_streams {
-    cudaStream_t state, prep, out;
-    cudaEvent_t fork, join[3];
-};
-
-static int tc_streams_get(tc_streams *ts, err *e) {
-    static tc_streams s;
+// The side stream the prepare and output kernels run on, beside the state pass (created once).
+static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err *e) {
+    static cudaStream_t s_side;
+    static cudaEvent_t s_fork, s_join;
     static int made;
     if (!made) {
-        int least = 0, greatest = 0;
-        CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest),
-                 "gpu delta prefill: stream priorities");
-        CUDA_TRY(cudaStreamCreateWithPriority(&s.state, cudaStreamNonBlocking, greatest),
-                 "gpu delta prefill: stream");
-        CUDA_TRY(cudaStreamCreateWithPriority(&s.prep, cudaStreamNonBlocking, greatest),
-                 "gpu delta prefill: stream");
-        CUDA_TRY(cudaStreamCreateWithPriority(&s.out, cudaStreamNonBlocking, least),
-                 "gpu delta prefill: stream");
-        CUDA_TRY(cudaEventCreateWithFlags(&s.fork, cudaEventDisableTiming),
+        CUDA_TRY(cudaStreamCreateWithFlags(&s_side, cudaStreamNonBlocking),
+                 "gpu delta prefill: side stream");
+        CUDA_TRY(cudaEventCreateWithFlags(&s_fork, cudaEventDisableTiming),
                  "gpu delta prefill: event");
-        for (int i = 0; i < 3; i++)
-            CUDA_TRY(cudaEventCreateWithFlags(&s.join[i], cudaEventDisableTiming),
-                     "gpu delta prefill: event");
+        CUDA_TRY(cudaEventCreateWithFlags(&s_join, cudaEventDisableTiming),
+                 "gpu delta prefill: event");
         made = 1;
     }
-    *ts = s;
+    *side = s_side, *fork = s_fork, *join = s_join;
     return 0;
 }
 
-// Three kernels, by default at the same time (MIXSCOPE_DELTA_OVERLAP=2): the state pass (one
-// block per head and value slice) goes chunk by chunk as fast as the prepare kernel (all chunks)
-// hands chunks over, and the output pass follows the state pass chunk by chunk. No block can
-// wait forever: a state block waits on prep blocks, which wait on nothing; an output block waits
-// on state blocks, which are resident or dispatched before any output block since output blocks
-// have the lowest priority and the state pass the highest; and a prep block waiting for a slot
-// gets it before any output block. MIXSCOPE_DELTA_OVERLAP=1 starts the output pass only after
-// prep has finished (same stream); 0 or MIXSCOPE_DELTA_PROFILE runs the three one after the
-// other (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
+// Three kernels, by default at the same time: the state pass (one block per head and value slice,
+// on st) goes chunk by chunk as fast as the prepare kernel (on a side stream, all chunks) hands
+// chunks over, and the output pass (on the side stream after prepare) follows the state pass.
+// Blocks only ever wait for kernels launched before them or already running, so they cannot
+// deadlock. MIXSCOPE_DELTA_OVERLAP=0 or MIXSCOPE_DELTA_PROFILE runs them one after the other
+// (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
 template <int DK, int DV>
 static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, const bf16_t *q,
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
@@ -665,7 +648,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
     const int nslices = DV / 32;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
-    const int overlap = profile ? 0 : tc_env("MIXSCOPE_DELTA_OVERLAP", 2);
+    const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
     if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)", e) ||
         tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
@@ -675,17 +658,13 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     CUDA_TRY(
         cudaMemsetAsync(s.ready, 0, ((size_t)N * nchunks + (size_t)N * nslices) * sizeof(int), st),
         "gpu delta prefill: flags");
-    tc_streams ts = {st, st, st, NULL, {NULL, NULL, NULL}};
-    cudaEvent_t ev[4];
+    cudaStream_t side = st;
+    cudaEvent_t fork, join, ev[4];
     if (overlap) {
-        if (tc_streams_get(&ts, e)) return -1;
-        if (overlap == 1) ts.out = ts.prep;
-        CUDA_TRY(cudaEventRecord(ts.fork, st), "gpu delta prefill: event");
-        CUDA_TRY(cudaStreamWaitEvent(ts.state, ts.fork, 0), "gpu delta prefill: event");
-        CUDA_TRY(cudaStreamWaitEvent(ts.prep, ts.fork, 0), "gpu delta prefill: event");
-        CUDA_TRY(cudaStreamWaitEvent(ts.out, ts.fork, 0), "gpu delta prefill: event");
+        if (tc_side(&side, &fork, &join, e)) return -1;
+        CUDA_TRY(cudaEventRecord(fork, st), "gpu delta prefill: event");
+        CUDA_TRY(cudaStreamWaitEvent(side, fork, 0), "gpu delta prefill: event");
     }
-    const cudaStream_t side = ts.prep;
     auto prep = [&]() -> int {
         if (kacz)
             delta_tc_prep<DK, DV, true>
@@ -697,8 +676,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-#define TC_STATE(ST, KS)                                                                           \
-    launch_state<DK, 32, ST, KS>(T, H, N, DV, nchunks, k, s, state, ts.state, e)
+#define TC_STATE(ST, KS) launch_state<DK, 32, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
 #undef TC_STATE
@@ -714,14 +692,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         if (profile) cudaEventRecord(ev[2], st);
     }
     delta_tc_out<DK, DV>
-        <<<dim3(N, nchunks), 128, ob, ts.out>>>(T, H, nchunks, nslices, scale, q, s, o);
+        <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
     CUDA_LAUNCHED("gpu delta prefill: output pass");
     if (overlap) {
-        const cudaStream_t all[3] = {ts.state, ts.prep, ts.out};
-        for (int i = 0; i < 3; i++) {
-            CUDA_TRY(cudaEventRecord(ts.join[i], all[i]), "gpu delta prefill: event");
-            CUDA_TRY(cudaStreamWaitEvent(st, ts.join[i], 0), "gpu delta prefill: event");
-        }
+        CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
+        CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");
     }
     if (profile) {
         float ms[3];

@@ -14,7 +14,7 @@ export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.ref
 nvidia-smi -L
 if [ "$what" = tune ]; then
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
-    for cfg in "" "MIXSCOPE_DELTA_OVERLAP=1" "MIXSCOPE_DELTA_KS=1" "MIXSCOPE_DELTA_PROFILE=1"; do
+    for cfg in "" "MIXSCOPE_DELTA_KS=1" "MIXSCOPE_DELTA_KS=4" "MIXSCOPE_DELTA_ST=3" "MIXSCOPE_DELTA_PROFILE=1"; do
         echo "== ${cfg:-defaults} (with MIXSCOPE_DELTA_PROFILE: the kernels one after the other, the last run of each T)"
         env $cfg MIXSCOPE_BENCH_ONLY=delta build/gpu/bench/gpu/bench_gpu 2>&1 |
             awk '/^delta_tc/ { last[$2] = $0; next } { print } END { for (k in last) print last[k] }'
