@@ -257,6 +257,15 @@ static void bench_others(double bw, err *e) {
             row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, 0);
             printf("  %.0f%% of copy bandwidth; %.2f G lane-steps/s\n",
                    100.0 * bytes / (ms * 1e-3) / (bw * 1e9), (double)lanes * T / (ms * 1e-3) / 1e9);
+            /* compute floor: a lane-step needs at least 8 fp32 instructions (the division-free
+             * step and the readout of kernels/kalman.cu) and one reciprocal; H200 (132 SMs at
+             * 1.98 GHz): 128 fp32 lanes per SM = 33.5 T instructions/s, 16 reciprocals per SM and
+             * clock = 4.18 T/s. The copy-bandwidth target (50%) sits below this floor at S = 16. */
+            const double steps = (double)lanes * T;
+            const double cfloor = fmax(steps * 8 / 33.5e12, steps / 4.18e12) * 1e3;
+            printf("  compute floor %.2f ms (8 fp32 instructions + 1 reciprocal per lane-step): "
+                   "%.0f%% of it\n",
+                   cfloor, 100.0 * cfloor / ms);
             other_free(&c);
         }
 }
