@@ -227,7 +227,9 @@ static void bench_others(double bw, err *e) {
             other_free(&c);
         }
     }
+}
 
+static void bench_kalman(double bw, err *e) {
     /* kalman at 64K: H = 16 heads of M = 128 channels, S = 16 (the KLA default d_state) and
      * S = 128 states per channel; lambda_v = 1, default a, p */
     const int Ss[2] = {16, 128};
@@ -290,6 +292,11 @@ int main(void) {
     printf("B=1 H=%d d=%d bf16 inputs, fp32 state and output; medians of 20 runs\n\n", H, D);
     printf("%-28s %10s %10s %10s %8s %10s\n", "kernel", "ms", "peer ms", "SDPA ms", "vs peer",
            "floor ms");
+    const char *only_rows = getenv("MIXSCOPE_BENCH_ONLY");
+    if (only_rows && !strcmp(only_rows, "kalman")) {
+        bench_kalman(bw, &e);
+        return 0;
+    }
     const int Ts[4] = {4096, 16384, 65536, 131072};
     const double peer_chunk[4] = {0.86, 1.17, 2.53, 4.96};
     for (int kacz = 0; kacz <= 1; kacz++)
@@ -317,7 +324,7 @@ int main(void) {
                    mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0);
             teardown(&c);
         }
-    /* MIXSCOPE_BENCH_ONLY=delta: the chunked rows alone (tuning runs) */
+    /* MIXSCOPE_BENCH_ONLY=delta or kalman: those rows alone (tuning runs) */
     const char *only = getenv("MIXSCOPE_BENCH_ONLY");
     if (only && !strcmp(only, "delta")) return 0;
     const int Bs[3] = {1, 8, 64};
@@ -338,6 +345,7 @@ int main(void) {
         teardown(&c);
     }
     bench_others(bw, &e);
+    bench_kalman(bw, &e);
     printf(
         "\nfloor = fewest bytes the kernel must move / measured copy bandwidth; compute floor =\n"
         "the kernel's FLOPs / measured bf16 matrix rate\n");
