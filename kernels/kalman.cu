@@ -769,17 +769,20 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Time chunks of the scan: one when the lanes alone give about 6 warps per SM, else enough for
-// about 32 warps per SM, at most KX_MAXCH and none shorter than KX_CHUNK tokens. The environment
-// variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a tuning knob for
-// the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may be shorter).
+// Time chunks of the scan: one when the lanes alone give 16 warps per SM or more, else enough
+// for about 128 warps' worth of work per SM (measured on the H200 at T = 64K, S = 16, 32768 lanes:
+// one chunk 7.28 ms, 4 chunks 5.85 ms, 16 chunks 5.32 ms; at S = 128, 262144 lanes, chunking
+// lost: 50.8 against 65.9 ms), at most KX_MAXCH and none shorter than KX_CHUNK tokens. The
+// environment variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a
+// tuning knob for the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may
+// be shorter).
 static int kx_chunks(size_t threads, int T_, int *CL) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
         sms = 132;
     size_t want = 1;
-    if (threads < (size_t)sms * 192) want = ((size_t)sms * 1024 + threads - 1) / threads;
+    if (threads < (size_t)sms * 512) want = ((size_t)sms * 4096 + threads - 1) / threads;
     const char *env = getenv("MIXSCOPE_KALMAN_CHUNKS");
     if (env && atoi(env) > 0) want = (size_t)atoi(env);
     const size_t most = ((size_t)T_ + KX_CHUNK - 1) / KX_CHUNK;
