@@ -77,7 +77,9 @@ int gpu_ld_step(int B, int H, int dk, int dv, float scale, int bf16, int per_key
  * and dv): q, k [B, T, H, S], v [B, T, H, M] (bf16 when bf16), lambda_v [B, T, H, M] fp32 or NULL
  * (1), a, p [H, M, S] fp32 or NULL (0.9, 0.05), state lambda [B, H, M, S] then eta [B, H, M, S],
  * o [B, T, H, M] fp32. prior: decode_from_prior. walk: one thread per lane walks the tokens;
- * scan: the Mobius + affine block scan over time. */
+ * scan: the division-free homogeneous walk, split into time chunks composed as merged 3x3 maps
+ * when the lanes alone do not fill the device (S in {8, 16, 32, 64, 128}; other S: the Mobius +
+ * affine block scan). */
 int gpu_kalman_walk(int B, int T, int H, int M, int S, float scale, int prior, int bf16,
                     const void *q, const void *k, const void *v, const float *lv, const float *a,
                     const float *p, float *state, float *o, void *stream, err *e);
