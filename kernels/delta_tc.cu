@@ -232,14 +232,20 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
 
-    // A = (I + M)^-1, unit lower triangular, by forward substitution: thread c < C owns column c,
-    // kept in registers (rows above c come out 0). Four partial sums shorten the dependent chain.
+    // A = (I + M)^-1, unit lower triangular, in two halves of H2 = C / 2 rows:
+    //   A = [A11 0; A21 A22], A11 = (I + M11)^-1, A22 = (I + M22)^-1, A21 = -A22 (M21 A11).
+    // The diagonal halves by forward substitution, side by side (thread c < C owns column c % H2
+    // of half c / H2, kept in registers; four partial sums shorten the dependent chain); the
+    // corner by two products over all four warps. A lives in fp32 where AW and AU go afterwards.
+    constexpr int H2 = TC_C / 2, LT = TC_C + 4;
+    float *At = (float *)AW; // [C][LT] fp32: fits in AW and AU
+    static_assert((size_t)TC_C * LT * 4 <= 2 * (size_t)TC_C * L::LA * 2, "A in AW, AU");
     if (tid < TC_C) {
-        const int cc = tid;
-        float col[TC_C];
+        const int half = tid / H2, cc = tid % H2, off = half * H2;
+        float col[H2];
 #pragma unroll
-        for (int i = 0; i < TC_C; i++) {
-            const float *mi = Ms + i * L::LM;
+        for (int i = 0; i < H2; i++) {
+            const float *mi = Ms + (off + i) * L::LM + off;
             float s0 = i == cc ? 1.0f : 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma unroll
             for (int j = 0; j + 3 < i; j += 4) {
@@ -251,11 +257,67 @@ __global__ void __launch_bounds__(128)
             for (int j = i & ~3; j < i; j++) s0 -= mi[j] * col[j];
             col[i] = (s0 + s1) + (s2 + s3);
         }
-        const float su = Bs[cc] * Cs[cc], sw = su * __expf(Gs[cc]);
 #pragma unroll
-        for (int i = 0; i < TC_C; i++) {
-            AW[i * L::LA + cc] = __float2bfloat16_rn(col[i] * sw);
-            AU[i * L::LA + cc] = __float2bfloat16_rn(col[i] * su);
+        for (int i = 0; i < H2; i++) {
+            At[(off + i) * LT + off + cc] = col[i];
+            At[(off + i) * LT + (H2 - off) + cc] = 0.0f; // A12 = 0; A21 is written below
+        }
+    }
+    __syncthreads();
+    {
+        // thread: rows r2, r2 + 1 and columns c4 .. c4 + 3 of the corner (H2 x H2)
+        const int r2 = (tid / 8) * 2, c4 = (tid % 8) * 4;
+        float y[2][4];
+        // Y = M21 A11 (A11 lower triangular: k >= column)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) y[r][e] = 0.0f;
+#pragma unroll 8
+        for (int kk = 0; kk < H2; kk++) {
+            const float4 a = *(const float4 *)(At + kk * LT + c4);
+            const float m0 = Ms[(H2 + r2) * L::LM + kk], m1 = Ms[(H2 + r2 + 1) * L::LM + kk];
+            y[0][0] += m0 * a.x, y[0][1] += m0 * a.y, y[0][2] += m0 * a.z, y[0][3] += m0 * a.w;
+            y[1][0] += m1 * a.x, y[1][1] += m1 * a.y, y[1][2] += m1 * a.z, y[1][3] += m1 * a.w;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            *(float4 *)(At + (H2 + r2 + r) * LT + c4) =
+                make_float4(y[r][0], y[r][1], y[r][2], y[r][3]);
+        __syncthreads();
+        // A21 = -A22 Y
+        float z[2][4];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) z[r][e] = 0.0f;
+#pragma unroll 8
+        for (int kk = 0; kk < H2; kk++) {
+            const float4 a = *(const float4 *)(At + (H2 + kk) * LT + c4);
+            const float m0 = At[(H2 + r2) * LT + H2 + kk], m1 = At[(H2 + r2 + 1) * LT + H2 + kk];
+            z[0][0] -= m0 * a.x, z[0][1] -= m0 * a.y, z[0][2] -= m0 * a.z, z[0][3] -= m0 * a.w;
+            z[1][0] -= m1 * a.x, z[1][1] -= m1 * a.y, z[1][2] -= m1 * a.z, z[1][3] -= m1 * a.w;
+        }
+        __syncthreads(); // every thread has read Y
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            *(float4 *)(At + (H2 + r2 + r) * LT + c4) =
+                make_float4(z[r][0], z[r][1], z[r][2], z[r][3]);
+    }
+    __syncthreads();
+    {
+        // AW = A diag(beta kc gamma), AU = A diag(beta kc) in bf16, over the fp32 A they replace:
+        // thread: column cc, rows i0, i0 + 2, ... (read all first, then write)
+        const int cc = tid % TC_C, i0 = tid / TC_C;
+        float a[TC_C / 2];
+#pragma unroll
+        for (int r = 0; r < TC_C / 2; r++) a[r] = At[(i0 + 2 * r) * LT + cc];
+        const float su = Bs[cc] * Cs[cc], sw = su * __expf(Gs[cc]);
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < TC_C / 2; r++) {
+            AW[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * sw);
+            AU[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * su);
         }
     }
     __syncthreads();
