@@ -346,9 +346,12 @@ int diag_report_png(const diag_report *r, const char *path, const char *command,
         for (int k = 0; k < ck->nfind && y + 2 * lh < Hc - 4; k++) {
             snprintf(line, sizeof line, "%s: %s", ck->label, ck->find[k].text);
             int bad = strncmp(ck->find[k].kind, "nonfinite", 9) == 0;
-            canvas_text_fit(&c, 14, y, line, FONT_SMALL, ALIGN_LEFT,
-                            bad ? rgb(170, 30, 30) : theme_ink(), W - 28);
-            y += lh, shown++;
+            /* long findings wrap (at most three lines), keeping room for the "more" line */
+            int room = (Hc - 4 - lh - y) / lh;
+            int used =
+                canvas_text_wrap(&c, 14, y, line, FONT_SMALL, bad ? rgb(170, 30, 30) : theme_ink(),
+                                 W - 28, room < 3 ? room : 3);
+            y += used * lh, shown++;
         }
     }
     if (total == 0)

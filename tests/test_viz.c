@@ -60,6 +60,52 @@ static int same_rgb(const uint8_t *p, rgba c) {
 
 /* ---- canvas ---- */
 
+/* Word wrapping: lines break at spaces, each fits (unless it is one word), nothing is lost. */
+static void test_canvas_text_wrap(void **st) {
+    (void)st;
+    const char *s = "first token 29 at layer 2, head 1: the state norm grows past 1e3 within "
+                    "four tokens while the key norm stays near 1.87";
+    int maxw = canvas_text_width("first token 29 at layer 2,", FONT_SMALL), starts[32];
+    int n = canvas_text_breaks(s, FONT_SMALL, maxw, starts, 32);
+    assert_true(n >= 4);
+    assert_int_equal(starts[0], 0);
+    size_t covered = 0;
+    for (int i = 0; i < n; i++) {
+        size_t end = i + 1 < n ? (size_t)starts[i + 1] : strlen(s);
+        char buf[256];
+        size_t len = end - (size_t)starts[i];
+        memcpy(buf, s + starts[i], len);
+        while (len && buf[len - 1] == ' ') len--;
+        buf[len] = 0;
+        assert_true(canvas_text_width(buf, FONT_SMALL) <= maxw);
+        assert_int_not_equal(buf[0], ' ');
+        covered += len;
+    }
+    /* every non-space character lands on a line */
+    size_t chars = 0;
+    for (const char *q = s; *q; q++) chars += *q != ' ';
+    size_t seen = 0;
+    for (int i = 0; i < n; i++) {
+        size_t end = i + 1 < n ? (size_t)starts[i + 1] : strlen(s);
+        for (size_t q = (size_t)starts[i]; q < end; q++) seen += s[q] != ' ';
+    }
+    assert_int_equal(seen, chars);
+    assert_true(covered > 0);
+    /* a word wider than the line gets a line of its own; blanks give no line */
+    assert_int_equal(canvas_text_breaks("supercalifragilistic x", FONT_SMALL, 10, starts, 32), 2);
+    assert_int_equal(canvas_text_breaks("   ", FONT_SMALL, 100, starts, 32), 0);
+    assert_int_equal(canvas_text_breaks("  ab", FONT_SMALL, 100, starts, 32), 1);
+    assert_int_equal(starts[0], 2);
+    /* drawing stops at max_lines and draws ink below the first line only when it wraps */
+    canvas c;
+    err e = {{0}};
+    assert_int_equal(canvas_init(&c, 400, 200, &e), 0);
+    canvas_clear(&c, rgb(255, 255, 255));
+    assert_int_equal(canvas_text_wrap(&c, 2, 2, s, FONT_SMALL, rgb(0, 0, 0), maxw, 2), 2);
+    assert_int_equal(canvas_text_wrap(&c, 2, 100, "short", FONT_SMALL, rgb(0, 0, 0), maxw, 3), 1);
+    canvas_free(&c);
+}
+
 static void test_canvas_fill_and_clip(void **st) {
     (void)st;
     canvas c;
@@ -971,6 +1017,7 @@ static void test_live_windows(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_canvas_fill_and_clip),
+        cmocka_unit_test(test_canvas_text_wrap),
         cmocka_unit_test(test_canvas_line_and_text),
         cmocka_unit_test(test_colormap),
         cmocka_unit_test(test_plot_format_and_axes),

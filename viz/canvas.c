@@ -333,3 +333,54 @@ int canvas_text_fit(canvas *c, int x, int y, const char *s, int font, int align,
     memcpy(buf + keep, ell, 4);
     return canvas_text(c, x, y, buf, font, align, col);
 }
+
+/* width of the bytes s[0 .. len) */
+static int width_of(const char *s, size_t len, int font) {
+    char buf[1024];
+    if (len >= sizeof buf) len = sizeof buf - 1;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    return canvas_text_width(buf, font);
+}
+
+int canvas_text_breaks(const char *s, int font, int maxw, int *starts, int n) {
+    int lines = 0;
+    size_t pos = 0, total = strlen(s);
+    while (pos < total) {
+        while (s[pos] == ' ') pos++; /* a line never starts with a space */
+        if (pos >= total) break;
+        if (lines < n) starts[lines] = (int)pos;
+        lines++;
+        /* the longest run of whole words from pos that fits; at least one word */
+        size_t end = pos, scan = pos;
+        while (scan < total) {
+            size_t word_end = scan;
+            while (word_end < total && s[word_end] == ' ') word_end++;
+            while (word_end < total && s[word_end] != ' ') word_end++;
+            if (end > pos && width_of(s + pos, word_end - pos, font) > maxw) break;
+            end = scan = word_end;
+        }
+        pos = end;
+    }
+    return lines;
+}
+
+int canvas_text_wrap(canvas *c, int x, int y, const char *s, int font, rgba col, int maxw,
+                     int max_lines) {
+    int starts[64];
+    int n = canvas_text_breaks(s, font, maxw, starts, 64);
+    if (n > 64) n = 64;
+    int shown = n < max_lines ? n : max_lines, lh = canvas_text_height(font) + 2;
+    char buf[1024];
+    for (int i = 0; i < shown; i++) {
+        /* the last line shown takes the rest of the text when lines are left out */
+        size_t from = (size_t)starts[i];
+        size_t to = (i + 1 < n && i + 1 < shown) ? (size_t)starts[i + 1] : strlen(s);
+        size_t len = to - from < sizeof buf - 1 ? to - from : sizeof buf - 1;
+        memcpy(buf, s + from, len);
+        while (len > 0 && buf[len - 1] == ' ') len--;
+        buf[len] = 0;
+        canvas_text_fit(c, x, y + i * lh, buf, font, ALIGN_LEFT, col, maxw);
+    }
+    return shown;
+}

@@ -68,6 +68,14 @@ int canvas_text_width(const char *s, int font);
 /* canvas_text cut to at most maxw pixels, ending in "…" when it had to be cut. */
 int canvas_text_fit(canvas *c, int x, int y, const char *s, int font, int align, rgba col,
                     int maxw);
+/* Word wrapping: splits s at spaces into lines of at most maxw pixels (a single word wider than
+ * maxw gets a line of its own), writes the byte offset where each line starts into starts[] (at
+ * most n) and returns the number of lines (0 for an empty string). */
+int canvas_text_breaks(const char *s, int font, int maxw, int *starts, int n);
+/* Draws s wrapped to maxw, line boxes 2 pixels apart downwards from y, at most max_lines lines (the
+ * last one cut with "…" if the text goes on); returns the lines drawn. */
+int canvas_text_wrap(canvas *c, int x, int y, const char *s, int font, rgba col, int maxw,
+                     int max_lines);
 /* Height of a line box (ascent + descent). */
 int canvas_text_height(int font);
 
