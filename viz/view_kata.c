@@ -4,7 +4,10 @@
  * isotropic random unit keys in R^p (p = dim, default 16, from `seed`). Panels:
  *   key Gram raw |<u_i,u_j>| beside squared <u_i,u_j>^2 (the PSD-M1 interference), one colour
  *     scale [0, 1], the diagonal marked;
- *   KATA's convex output gate g_t per token from the trace (when a kata mixer ran);
+ *   KATA's convex output gate g_t per token from the trace (when a kata mixer ran), above the
+ *     interference power sum_{i != q} c_i^2 against N for first-order (c = <u_q, u_i>) and PSD
+ *     (c = <u_q, u_i>^2) features, random keys (and the trace's), against (N - 1)/p and
+ *     3 (N - 1)/(p (p + 2)): pSNR = 1 / power, Theta(p / N) against Theta(p^2 / N);
  *   max interference against the number of keys N: max |G_ij| and max G_ij^2 for random keys (and
  *     the trace's keys), the Welch floor mu_W(N, p), its square, the lifted bound mu_W(N, D), the
  *     mean interference 1/p of squared random keys, and the lines N = p and N = D = p(p+1)/2;
@@ -76,6 +79,31 @@ static void max_curves(const float *x, int n, int p, double *mx1, double *mx2) {
             if (c > m) m = c;
         }
         mx1[j] = j ? m : NAN, mx2[j] = j ? m * m : NAN;
+    }
+}
+
+/* Interference power against N (spec §A.10, the pSNR claim): for the first RECALL_Q keys as
+ * queries, P1(N) = mean over queries of sum_{i < N, i != q} <u_q, u_i>^2 (first-order features)
+ * and P2(N) the same with the fourth power (PSD features, c_i = <u_q, u_i>^2); pSNR = 1 / P.
+ * Isotropic unit keys give (N - 1) / p and 3 (N - 1) / (p (p + 2)). p1, p2 [n]; NAN at N = 1. */
+static void power_curves(const float *x, int n, int p, double *p1, double *p2) {
+    double s1[RECALL_Q] = {0}, s2[RECALL_Q] = {0};
+    for (int j = 0; j < n; j++) {
+        int nq = j + 1 < RECALL_Q ? j + 1 : RECALL_Q;
+        for (int q = 0; q < nq; q++) {
+            if (q == j) { /* key j becomes a query: everything stored before it interferes */
+                for (int i = 0; i < j; i++) {
+                    double d = dotp(x + (size_t)q * p, x + (size_t)i * p, p);
+                    s1[q] += d * d, s2[q] += d * d * d * d;
+                }
+                continue;
+            }
+            double d = dotp(x + (size_t)q * p, x + (size_t)j * p, p);
+            s1[q] += d * d, s2[q] += d * d * d * d;
+        }
+        double a = 0, b = 0;
+        for (int q = 0; q < nq; q++) a += s1[q], b += s2[q];
+        p1[j] = j ? a / nq : NAN, p2[j] = j ? b / nq : NAN;
     }
 }
 
@@ -179,7 +207,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     float *rv = malloc((size_t)NMAX * RECALL_DV * sizeof *rv);        /* values [NMAX, dv] */
     float *w = malloc((size_t)NMAX * RECALL_DV * sizeof *w);          /* delta scratch */
     float *G = malloc((size_t)GRAM_MAX * GRAM_MAX * sizeof *G);       /* Gram [n, n] */
-    double *curves = malloc((size_t)4 * NMAX * sizeof *curves);       /* max curves */
+    double *curves = malloc((size_t)8 * NMAX * sizeof *curves);       /* max, power curves */
     float *cand = malloc((size_t)PACK_CANDIDATES * P * sizeof *cand); /* packing candidates */
     int *keep = malloc(PACK_CANDIDATES * sizeof *keep);
     float *pg = malloc((size_t)PACK_CANDIDATES * PACK_CANDIDATES * sizeof *pg); /* [n, n] */
@@ -228,8 +256,9 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
                   "interference");
     vu_note_crange(p, "gram", 0, 1, 0);
 
-    /* 3: the convex gate from the trace */
-    box g3 = vu_cell(area, 2, 3, 0, 2);
+    /* 3: the convex gate from the trace (top half), the interference power (bottom half) */
+    box g3 = vu_cell(area, 2, 3, 0, 2), g3b = g3;
+    g3.h = g3.h / 2 - 6, g3b.y += g3.h + 12, g3b.h -= g3.h + 12;
     if (s_g >= 0) {
         vu_line l = {s_g, p->layer, p->head, 0, NULL, palette(0), STYLE_LINE, 1.6f, 0};
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE},
@@ -242,6 +271,38 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         plot_message(&pl, "no kata 'g' probe in the trace");
     }
     plot_end(&pl);
+    {
+        double *q1 = curves + 4 * NMAX, *q2 = curves + 5 * NMAX, *u1 = curves + 6 * NMAX,
+               *u2 = curves + 7 * NMAX, xs3[NMAX], th1[NMAX], th2[NMAX];
+        power_curves(rk, nmax, P, q1, q2);
+        int ntp = nt > 1 && dk == P ? nt : 0;
+        if (ntp) power_curves(tk, ntp, dk, u1, u2);
+        range rp;
+        range_init(&rp);
+        for (int i = 1; i < nmax; i++) {
+            xs3[i] = i + 1;
+            th1[i] = i / (double)P, th2[i] = 3.0 * i / ((double)P * (P + 2));
+            range_add(&rp, q1[i], 1), range_add(&rp, q2[i], 1);
+            range_add(&rp, th1[i], 1), range_add(&rp, th2[i], 1);
+        }
+        axis ax3 = {2, nmax, 1, 0, "number of keys N", 0};
+        axis ay3 = axis_fit(&rp, 1, 0, "Σ c²");
+        plot_begin(&pl, c, g3b.x, g3b.y, g3b.w, g3b.h,
+                   "interference power Σ c² vs N  (pSNR = 1 / Σ c²)", ax3, ay3, 0);
+        plot_xy(&pl, xs3 + 1, q1 + 1, nmax - 1, STYLE_LINE, 1.8f, palette(0));
+        plot_xy(&pl, xs3 + 1, q2 + 1, nmax - 1, STYLE_LINE, 1.8f, palette(1));
+        plot_xy(&pl, xs3 + 1, th1 + 1, nmax - 1, STYLE_DASHED, 1.4f, palette(0));
+        plot_xy(&pl, xs3 + 1, th2 + 1, nmax - 1, STYLE_DASHED, 1.4f, palette(1));
+        if (ntp) {
+            plot_xy(&pl, xs3 + 1, u1 + 1, ntp - 1, STYLE_LINE, 1.0f, palette(3));
+            plot_xy(&pl, xs3 + 1, u2 + 1, ntp - 1, STYLE_LINE, 1.0f, palette(5));
+        }
+        legend_item li3[] = {{"first-order; - - (N−1)/p", palette(0), STYLE_LINE},
+                             {"PSD; - - 3(N−1)/(p(p+2))", palette(1), STYLE_LINE},
+                             {"trace keys", palette(3), STYLE_LINE}};
+        plot_legend(&pl, li3, ntp ? 3 : 2, LEGEND_AUTO);
+        plot_end(&pl);
+    }
 
     /* 4: max interference against N */
     box b4 = vu_cell(area, 2, 3, 1, 0);
