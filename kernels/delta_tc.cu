@@ -18,8 +18,10 @@
 //   delta_tc_out    all chunks in parallel:  O = scale (diag(gamma) Q Sc^T + P Delta)
 // The state pass holds S^T (value rows x key columns) as mma accumulators: the C fragments of
 // two neighbouring key blocks are the A fragment of the next product, so S never leaves the
-// registers between chunks. Rows past T are zero (beta = 0, g = 0), so a last partial chunk needs
-// no special case.
+// registers between chunks; each row group's key columns are split over KS warps. Rows past T are
+// zero (beta = 0, g = 0), so a last partial chunk needs no special case. The three kernels run
+// side by side, handing chunks over through flags in the scratch (launch_tc). Measured on the
+// H200: docs/gpu-results.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -698,9 +700,12 @@ static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err
 // Three kernels, by default at the same time: the state pass (one block per head and value slice,
 // on st) goes chunk by chunk as fast as the prepare kernel (on a side stream, all chunks) hands
 // chunks over, and the output pass (on the side stream after prepare) follows the state pass.
-// Blocks only ever wait for kernels launched before them or already running, so they cannot
-// deadlock. MIXSCOPE_DELTA_OVERLAP=0 or MIXSCOPE_DELTA_PROFILE runs them one after the other
-// (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
+// Why this cannot deadlock: prep blocks wait on nothing, so prep finishes; the state pass is
+// launched first and its blocks get their multiprocessors while prep runs at the latest; output
+// blocks, which wait on state blocks, start only after prep has finished. (With the output pass on
+// a stream of its own, the H200 gave its blocks the multiprocessors the state pass needed and the
+// trap fired.) MIXSCOPE_DELTA_OVERLAP=0 or MIXSCOPE_DELTA_PROFILE runs the three one after the
+// other (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
 template <int DK, int DV>
 static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, const bf16_t *q,
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
