@@ -82,7 +82,7 @@ $(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh mixers/*
 	@echo NVCC $<
 	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(KOBJ) tests/testutil.h
+$(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(KOBJ) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(CMOCKA_LIBS) $(LDLIBS)

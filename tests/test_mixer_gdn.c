@@ -4,71 +4,17 @@
  * `gdr.`), against each other for every chunk size and awkward lengths with a non-zero initial
  * state, against a float64 brute force written here (the unrolled transition-product form), and
  * every probe against its definition. */
-#include "tests/testutil.h"
-
-#include "mixers/mixer.h"
+#include "tests/delta_fixture.h"
 
 extern const mixer_ops mixer_gdn;
 
-/* One head-major sequence and an initial state, as the mixer reads them. */
-typedef struct seqdata {
-    int T, H, dk, dv;
-    float *q, *k; /* [T, H, dk] */
-    float *v;     /* [T, H, dv] */
-    float *g, *b; /* [T, H] log-decay, beta */
-    float *h0;    /* [H, dk, dv] */
-} seqdata;
-
-static float *falloc(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static double *dalloc(size_t n) {
-    double *p = calloc(n ? n : 1, sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-/* Random data in the range a GDN layer produces: unit keys (the layer's L2 norm), g in
- * [-0.52, -0.02], beta = sigmoid(normal), h0 of moderate size. */
+/* Unit keys (the layer's L2 norm), g in [-0.52, -0.02], beta = sigmoid(normal). */
 static seqdata data_make(uint64_t seed, int T, int H, int dk, int dv) {
-    trng r = {seed};
-    seqdata d = {T, H, dk, dv, NULL, NULL, NULL, NULL, NULL, NULL};
-    size_t th = (size_t)T * H;
-    d.q = falloc(th * dk), d.k = falloc(th * dk), d.v = falloc(th * dv);
-    d.g = falloc(th), d.b = falloc(th), d.h0 = falloc((size_t)H * dk * dv);
-    trng_fill(&r, d.q, th * dk, 1.0);
-    trng_fill(&r, d.k, th * dk, 1.0);
-    trng_fill(&r, d.v, th * dv, 1.0);
-    trng_fill(&r, d.h0, (size_t)H * dk * dv, 0.5);
-    for (size_t i = 0; i < th; i++) {
-        double n = 0;
-        for (int j = 0; j < dk; j++) n += (double)d.k[i * dk + j] * d.k[i * dk + j];
-        for (int j = 0; j < dk; j++) d.k[i * dk + j] = (float)(d.k[i * dk + j] / sqrt(n + 1e-6));
-        d.g[i] = (float)(-0.02 - 0.25 * (trng_uniform(&r) + 1.0));
-        d.b[i] = (float)(1.0 / (1.0 + exp(-trng_normal(&r))));
-    }
-    return d;
-}
-
-static void data_free(seqdata *d) {
-    free(d->q), free(d->k), free(d->v), free(d->g), free(d->b), free(d->h0);
+    return delta_data_make(seed, T, H, dk, dv, DELTA_KEYS_UNIT);
 }
 
 static mixer_cfg cfg_make(int H, int dk, int dv, int chunk) {
-    char arg[32];
-    snprintf(arg, sizeof arg, "chunk=%d", chunk);
-    char *argv[] = {arg};
-    opts o;
-    err e = {{0}};
-    assert_int_equal(opts_parse(&o, 1, argv, &e), 0);
-    mixer_cfg c;
-    if (mixer_configure(&mixer_gdn, &c, H, dk, dv, &o, &e)) fail_msg("%s", e.msg);
-    assert_int_equal(opts_check_unused(&o, &e), 0);
-    opts_free(&o);
-    return c;
+    return delta_cfg_make(&mixer_gdn, H, dk, dv, chunk, 0);
 }
 
 /* Runs the mixer from d->h0 over the whole sequence, by steps or by prefill.

@@ -6,72 +6,18 @@
  * chunked form) against repeated step for every chunk size with a non-zero initial state, the
  * post-write identity r = -(1-rho) e, hard Kaczmarz (eta = 1, eps -> 0) meeting the constraint
  * exactly, zero keys, and every probe against its definition. */
-#include "tests/testutil.h"
-
-#include "mixers/mixer.h"
+#include "tests/delta_fixture.h"
 
 extern const mixer_ops mixer_kaczmarz, mixer_gdn;
 
-typedef struct seqdata {
-    int T, H, dk, dv;
-    float *q, *k; /* [T, H, dk] */
-    float *v;     /* [T, H, dv] */
-    float *g, *b; /* [T, H] log-decay, eta (gdn reads it as beta) */
-    float *h0;    /* [H, dk, dv] */
-} seqdata;
-
-static float *falloc(size_t n) {
-    float *p = calloc(n ? n : 1, sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static double *dalloc(size_t n) {
-    double *p = calloc(n ? n : 1, sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-/* Raw keys: a random direction times a norm exp(N(0, 1.2)) (about 0.03 .. 30 over a sequence),
- * q raw, eta = sigmoid(normal), g in [-0.52, -0.02], h0 of moderate size. */
+/* Raw keys of norm about 0.03 .. 30, q raw, eta = sigmoid(normal), GDN's g. */
 static seqdata data_make(uint64_t seed, int T, int H, int dk, int dv) {
-    trng r = {seed};
-    seqdata d = {T, H, dk, dv, NULL, NULL, NULL, NULL, NULL, NULL};
-    size_t th = (size_t)T * H;
-    d.q = falloc(th * dk), d.k = falloc(th * dk), d.v = falloc(th * dv);
-    d.g = falloc(th), d.b = falloc(th), d.h0 = falloc((size_t)H * dk * dv);
-    trng_fill(&r, d.q, th * dk, 1.0);
-    trng_fill(&r, d.k, th * dk, 1.0);
-    trng_fill(&r, d.v, th * dv, 1.0);
-    trng_fill(&r, d.h0, (size_t)H * dk * dv, 0.5);
-    for (size_t i = 0; i < th; i++) {
-        double n = 0, norm = exp(1.2 * trng_normal(&r));
-        for (int j = 0; j < dk; j++) n += (double)d.k[i * dk + j] * d.k[i * dk + j];
-        for (int j = 0; j < dk; j++) d.k[i * dk + j] = (float)(d.k[i * dk + j] * norm / sqrt(n));
-        d.g[i] = (float)(-0.02 - 0.25 * (trng_uniform(&r) + 1.0));
-        d.b[i] = (float)(1.0 / (1.0 + exp(-trng_normal(&r))));
-    }
-    return d;
-}
-
-static void data_free(seqdata *d) {
-    free(d->q), free(d->k), free(d->v), free(d->g), free(d->b), free(d->h0);
+    return delta_data_make(seed, T, H, dk, dv, DELTA_KEYS_RAW);
 }
 
 /* chunk and eps (eps <= 0: the default) */
 static mixer_cfg cfg_make(const mixer_ops *m, int H, int dk, int dv, int chunk, double eps) {
-    char a0[32], a1[48];
-    snprintf(a0, sizeof a0, "chunk=%d", chunk);
-    snprintf(a1, sizeof a1, "eps=%.17g", eps);
-    char *argv[] = {a0, a1};
-    opts o;
-    err e = {{0}};
-    assert_int_equal(opts_parse(&o, eps > 0 ? 2 : 1, argv, &e), 0);
-    mixer_cfg c;
-    if (mixer_configure(m, &c, H, dk, dv, &o, &e)) fail_msg("%s", e.msg);
-    assert_int_equal(opts_check_unused(&o, &e), 0);
-    opts_free(&o);
-    return c;
+    return delta_cfg_make(m, H, dk, dv, chunk, eps);
 }
 
 /* Runs m from d->h0 by steps or by prefill. o [T, H, dv], hT [H, dk, dv], probes NULL or
