@@ -77,4 +77,18 @@ static inline mixer_cfg delta_cfg_make(const mixer_ops *m, int H, int dk, int dv
     return c;
 }
 
+/* Probe `name` of head h in one token's probe buffer p of mixer m. */
+static inline float delta_probe(const mixer_ops *m, const mixer_cfg *c, const float *p,
+                                const char *name, int h) {
+    int i = mixer_probe_index(m, name);
+    if (i < 0) fail_msg("probe '%s' missing", name);
+    return p[mixer_probe_offset(m, c, i) + (size_t)h];
+}
+
+/* |got - want| <= tol max(1, |want|), or the test fails naming the probe. */
+static inline void near(const char *name, double got, double want, double tol) {
+    if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want))))
+        fail_msg("probe %s: got %.9g want %.9g", name, got, want);
+}
+
 #endif

@@ -188,14 +188,7 @@ static void test_deltanet_brute_force(void **st) {
 }
 
 static float probe_at(const mixer_cfg *c, const float *p, const char *name, int h) {
-    int i = mixer_probe_index(&mixer_deltanet, name);
-    if (i < 0) fail_msg("probe '%s' missing", name);
-    return p[mixer_probe_offset(&mixer_deltanet, c, i) + (size_t)h];
-}
-
-static void near(const char *name, double got, double want, double tol) {
-    if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want))))
-        fail_msg("probe %s: got %.9g want %.9g", name, got, want);
+    return delta_probe(&mixer_deltanet, c, p, name, h);
 }
 
 /* Every probe against its definition, recomputed in float64 from the state before the token. */
