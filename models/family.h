@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "../core/config.h"
+#include "blocks.h"
 #include "model.h"
 
 typedef struct family_ops {
@@ -64,6 +65,13 @@ int slot2(model *m, float **dst, init_kind ik, float a, int64_t d0, int64_t d1, 
           const char *prefix, const char *name);
 int slot3(model *m, float **dst, init_kind ik, float a, int64_t d0, int64_t d1, int64_t d2, err *e,
           const char *prefix, const char *name);
+
+/* One projected stream of a token (q, k or v of a layer): out [D] = W x for the layer input x
+ * [hidden]; then, with use_conv, the layer's short convolution number s (weights cw, bias cb or
+ * NULL) with conv_act, and without it plain_act. tmp [D] is scratch. Advances the conv cache. */
+void family_stream(const model *m, layer *L, int s, const float *x, const float *W, const float *cw,
+                   const float *cb, int D, blk_act conv_act, blk_act plain_act, float *out,
+                   float *tmp);
 
 /* 1 when the user's options name `key` (without marking it used). */
 int opts_given(const opts *o, const char *key);

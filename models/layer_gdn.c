@@ -173,18 +173,6 @@ static size_t scratch_floats(const model_config *c) {
     return 3 * (size_t)c->key_dim + 3 * (size_t)c->value_dim + 2 * (size_t)c->Hv + 16;
 }
 
-/* proj -> (conv with activation) or activation: one of the q/k/v streams */
-static void stream(const model *m, layer *L, int s, const float *x, const float *W, const float *cw,
-                   const float *cb, int D, blk_act act, float *out, float *tmp) {
-    if (m->c.use_conv) {
-        blk_linear(tmp, x, W, NULL, D, m->c.hidden);
-        blk_conv_step(out, L->conv_cache[s], tmp, cw, cb, D, m->c.conv_size, act);
-    } else {
-        blk_linear(out, x, W, NULL, D, m->c.hidden);
-        blk_act_apply(out, D, act);
-    }
-}
-
 static void prep(const model *m, layer *L, const float *x, int pos, float *const in[IN_COUNT],
                  float *aux, float *tmp) {
     (void)pos;
@@ -195,9 +183,12 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
     float *ab = t2 + (c->key_dim > c->value_dim ? c->key_dim : c->value_dim);
     /* DeltaNet with a non-SiLU feature map: the convolution has no activation, the map follows */
     blk_act conv_act = c->qk_act == ACT_SILU ? ACT_SILU : ACT_NONE;
-    stream(m, L, 0, x, L->q_proj, L->q_conv, L->q_conv_b, c->key_dim, conv_act, q, t2);
-    stream(m, L, 1, x, L->k_proj, L->k_conv, L->k_conv_b, c->key_dim, conv_act, k, t2);
-    stream(m, L, 2, x, L->v_proj, L->v_conv, L->v_conv_b, c->value_dim, ACT_SILU, v, t2);
+    family_stream(m, L, 0, x, L->q_proj, L->q_conv, L->q_conv_b, c->key_dim, conv_act, conv_act, q,
+                  t2);
+    family_stream(m, L, 1, x, L->k_proj, L->k_conv, L->k_conv_b, c->key_dim, conv_act, conv_act, k,
+                  t2);
+    family_stream(m, L, 2, x, L->v_proj, L->v_conv, L->v_conv_b, c->value_dim, ACT_SILU, ACT_SILU,
+                  v, t2);
     if (c->qk_act != ACT_SILU) {
         blk_act_apply(q, c->key_dim, (blk_act)c->qk_act);
         blk_act_apply(k, c->key_dim, (blk_act)c->qk_act);

@@ -137,16 +137,6 @@ static size_t scratch_floats(const model_config *c) {
     return 4 * (size_t)c->key_dim + 3 * (size_t)c->value_dim + (size_t)c->gk_rank + 16;
 }
 
-static void stream(const model *m, layer *L, int s, const float *x, const float *W, const float *cw,
-                   const float *cb, int D, float *out, float *tmp) {
-    if (m->c.use_conv) {
-        blk_linear(tmp, x, W, NULL, D, m->c.hidden);
-        blk_conv_step(out, L->conv_cache[s], tmp, cw, cb, D, m->c.conv_size, ACT_SILU);
-    } else {
-        blk_linear(out, x, W, NULL, D, m->c.hidden);
-    }
-}
-
 static void prep(const model *m, layer *L, const float *x, int pos, float *const in[IN_COUNT],
                  float *aux, float *tmp) {
     (void)pos;
@@ -154,9 +144,10 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
     int g = c->H / c->Hkv, dk = c->dk, dv = c->dv;
     int kpg = c->key_dim / g, vpg = c->value_dim / g;
     float *k = tmp, *v = k + kpg, *gk = v + vpg, *lr = gk + kpg, *t2 = lr + c->gk_rank;
-    stream(m, L, 0, x, L->q_proj, L->q_conv, L->q_conv_b, c->key_dim, in[IN_Q], t2);
-    stream(m, L, 1, x, L->k_proj, L->k_conv, L->k_conv_b, kpg, k, t2);
-    stream(m, L, 2, x, L->v_proj, L->v_conv, L->v_conv_b, vpg, v, t2);
+    family_stream(m, L, 0, x, L->q_proj, L->q_conv, L->q_conv_b, c->key_dim, ACT_SILU, ACT_NONE,
+                  in[IN_Q], t2);
+    family_stream(m, L, 1, x, L->k_proj, L->k_conv, L->k_conv_b, kpg, ACT_SILU, ACT_NONE, k, t2);
+    family_stream(m, L, 2, x, L->v_proj, L->v_conv, L->v_conv_b, vpg, ACT_SILU, ACT_NONE, v, t2);
     blk_linear(lr, x, L->gk0, NULL, c->gk_rank, c->hidden);
     blk_linear(gk, lr, L->gk1, L->gk1_b, kpg, c->gk_rank);
     for (int i = 0; i < kpg; i++) {

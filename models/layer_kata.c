@@ -96,25 +96,17 @@ static size_t scratch_floats(const model_config *c) {
     return (size_t)c->key_dim + (size_t)c->H + 16;
 }
 
-static void stream(const model *m, layer *L, int s, const float *x, const float *W, const float *cw,
-                   float *out, float *tmp) {
-    int D = m->c.key_dim;
-    if (m->c.use_conv) {
-        blk_linear(tmp, x, W, NULL, D, m->c.hidden);
-        blk_conv_step(out, L->conv_cache[s], tmp, cw, NULL, D, m->c.conv_size, ACT_SILU);
-    } else {
-        blk_linear(out, x, W, NULL, D, m->c.hidden);
-    }
-}
-
 static void prep(const model *m, layer *L, const float *x, int pos, float *const in[IN_COUNT],
                  float *aux, float *tmp) {
     (void)aux;
     const model_config *c = &m->c;
     int H = c->H, d = c->dk;
-    stream(m, L, 0, x, L->q_proj, L->q_conv, in[IN_Q], tmp);
-    stream(m, L, 1, x, L->k_proj, L->k_conv, in[IN_K], tmp);
-    stream(m, L, 2, x, L->v_proj, L->v_conv, in[IN_V], tmp);
+    family_stream(m, L, 0, x, L->q_proj, L->q_conv, NULL, c->key_dim, ACT_SILU, ACT_NONE, in[IN_Q],
+                  tmp);
+    family_stream(m, L, 1, x, L->k_proj, L->k_conv, NULL, c->key_dim, ACT_SILU, ACT_NONE, in[IN_K],
+                  tmp);
+    family_stream(m, L, 2, x, L->v_proj, L->v_conv, NULL, c->key_dim, ACT_SILU, ACT_NONE, in[IN_V],
+                  tmp);
     if (c->qk_norm)
         for (int h = 0; h < H; h++) {
             blk_l2norm(in[IN_Q] + (size_t)h * d, d, 1e-6f);

@@ -644,3 +644,15 @@ void model_print_info(const model *m, FILE *out) {
     fprintf(out, "  swappable cores: %s\n", model_swappable(m, buf, sizeof buf));
     fprintf(out, "  position %d\n", m->pos);
 }
+
+void family_stream(const model *m, layer *L, int s, const float *x, const float *W, const float *cw,
+                   const float *cb, int D, blk_act conv_act, blk_act plain_act, float *out,
+                   float *tmp) {
+    if (m->c.use_conv) {
+        blk_linear(tmp, x, W, NULL, D, m->c.hidden);
+        blk_conv_step(out, L->conv_cache[s], tmp, cw, cb, D, m->c.conv_size, conv_act);
+    } else {
+        blk_linear(out, x, W, NULL, D, m->c.hidden);
+        blk_act_apply(out, D, plain_act);
+    }
+}
