@@ -463,17 +463,24 @@ static double mean_nll(const session *s, int pos) {
     return pos > 1 ? sum / (pos - 1) : NAN;
 }
 
-static int run_step(session *s, int argc, char **argv, const char *rest, err *e) {
-    (void)rest;
-    if (raw_active && raw_active(s)) return raw_step(s, argc, argv, e); /* cli/cmd_stream.c */
-    if (need_tokens(s, e)) return -1;
-    long n = 1;
+/* step's optional N (default 1), in model and raw mode alike */
+static int step_count(int argc, char **argv, long *n, err *e) {
+    *n = 1;
     if (argc == 2) {
         char *end;
-        n = strtol(argv[1], &end, 10);
-        if (*end || end == argv[1] || n < 1)
+        *n = strtol(argv[1], &end, 10);
+        if (*end || end == argv[1] || *n < 1)
             return err_set(e, "step: N must be a positive integer");
     }
+    return 0;
+}
+
+static int run_step(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)rest;
+    long n;
+    if (raw_active && raw_active(s)) /* cli/cmd_stream.c */
+        return step_count(argc, argv, &n, e) ? -1 : raw_step(s, n, e);
+    if (need_tokens(s, e) || step_count(argc, argv, &n, e)) return -1;
     int left = s->ntokens - s->model->pos;
     if (left <= 0) return err_set(e, "all %d tokens have run (reset to start again)", s->ntokens);
     if (n > left) n = left;

@@ -278,14 +278,7 @@ int raw_advance(session *s, int n, int verbose, err *e) {
 
 /* ---- step / run / reset / info in raw mode (called from cli/cmd_model.c) ---- */
 
-int raw_step(session *s, int argc, char **argv, err *e) {
-    long n = 1;
-    if (argc == 2) {
-        char *end;
-        n = strtol(argv[1], &end, 10);
-        if (*end || end == argv[1] || n < 1)
-            return err_set(e, "step: N must be a positive integer");
-    }
+int raw_step(session *s, long n, err *e) {
     if (s->raw->st.T && s->raw->pos >= s->raw->st.T)
         return err_set(e, "all %d tokens have run (reset to start again)", s->raw->st.T);
     return raw_advance(s, n > 1 << 30 ? 1 << 30 : (int)n, 1, e);

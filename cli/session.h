@@ -58,7 +58,7 @@ int session_set_arith(session *s, int tf32, err *e);
  * task; raw_active: a mixer is selected, so step / run / reset / info act on it. */
 void session_raw_free(session *s) __attribute__((weak));
 int raw_active(session *s) __attribute__((weak));
-int raw_step(session *s, int argc, char **argv, err *e) __attribute__((weak));
+int raw_step(session *s, long n, err *e) __attribute__((weak));
 int raw_run(session *s, int argc, char **argv, err *e) __attribute__((weak));
 int raw_reset(session *s, err *e) __attribute__((weak));
 void raw_info(session *s) __attribute__((weak));
