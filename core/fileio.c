@@ -17,6 +17,19 @@ char *path_join(const char *dir, const char *name) {
     return s;
 }
 
+char *path_sibling(const char *path, const char *name) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return path_join(".", name);
+    size_t d = (size_t)(slash - path);
+    char *dir = malloc(d + 1);
+    if (!dir) return NULL;
+    memcpy(dir, path, d);
+    dir[d] = 0;
+    char *s = path_join(dir, name);
+    free(dir);
+    return s;
+}
+
 int path_is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

@@ -32,6 +32,8 @@ int file_read_all(const char *path, size_t max_size, char **out, size_t *size, e
 
 /* Joins a folder and a name with one '/', into a malloc'd string. */
 char *path_join(const char *dir, const char *name);
+/* The file `name` in the folder that holds path (malloc'd; "." when path has no '/'). */
+char *path_sibling(const char *path, const char *name);
 /* 1 if path is an existing folder. */
 int path_is_dir(const char *path);
 

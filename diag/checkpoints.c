@@ -192,13 +192,7 @@ static int resolve(const char *path, char **cfg, char **w, err *e) {
     }
     if (!ends_with(path, ".safetensors") && !ends_with(path, ".index.json"))
         return err_set(e, "%s: expected a checkpoint folder or a .safetensors file", path);
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (slash)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    else
-        snprintf(dir, sizeof dir, ".");
-    *cfg = path_join(dir, "config.json");
+    *cfg = path_sibling(path, "config.json");
     *w = strdup(path);
     return *cfg && *w ? 0 : err_set(e, "out of memory");
 }

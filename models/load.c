@@ -263,13 +263,7 @@ int model_load(model **out, const char *path, err *e) {
             fclose(probe);
         }
     } else if (ends_with(path, ".safetensors") || ends_with(path, ".index.json")) {
-        const char *slash = strrchr(path, '/');
-        char dir[4096];
-        if (slash)
-            snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-        else
-            snprintf(dir, sizeof dir, ".");
-        if (!(cfg_path = path_join(dir, "config.json")) || !(w_path = strdup(path))) goto oom;
+        if (!(cfg_path = path_sibling(path, "config.json")) || !(w_path = strdup(path))) goto oom;
     } else {
         if (access(path, F_OK) != 0)
             err_set(e, "%s: no such file or folder", path);
