@@ -32,7 +32,8 @@
 #include "gpu_common.cuh"
 #include "mma.cuh"
 
-#define TC_C 64 // chunk
+#define TC_C  64 // chunk
+#define TC_BV 32 // value columns of a state-pass block (two row groups of 16)
 
 // The per-(head, chunk) arrays of the scratch, in order: W [C][dk], U [C][dv], P [C][C],
 // Sc [dv][dk], Dt [dv][C] (bf16), then GK [2C] (fp32: gamma, ks).
@@ -58,7 +59,7 @@ extern "C" int delta_tc_supported(int dk, int dv, int chunk, int bf16) {
 extern "C" size_t delta_tc_scratch_bytes(int B, int T, int H, int dk, int dv) {
     size_t per = (size_t)B * H * ((T + TC_C - 1) / TC_C);
     return per * (tc_bf16_per_chunk(dk, dv) * 2 + 2 * TC_C * sizeof(float) + sizeof(int)) +
-           (size_t)B * H * (dv / 16) * sizeof(int) + 512;
+           (size_t)B * H * (dv / TC_BV) * sizeof(int) + 512;
 }
 
 static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
@@ -105,7 +106,7 @@ __device__ __forceinline__ void wait_at_least(const int *p, int v) {
 
 // ---------------------------------------------------------------- prepare
 
-// grid (nchunks, N), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
+// grid (N, nchunks), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
 // product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
 // K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
 // beta, kc [C].
@@ -562,7 +563,7 @@ __global__ void __launch_bounds__(BV * 2 * KS)
 
 // ---------------------------------------------------------------- the output pass
 
-// grid (nchunks, N), 128 threads: warp w owns tokens 16 w .. + 15 of the chunk, all DV columns.
+// grid (N, nchunks), 128 threads: warp w owns tokens 16 w .. + 15 of the chunk, all DV columns.
 // Shared: Q [C][DK+8], Sc [DV][DK+8], P [C][C+8], Dt [DV][C+8] (bf16), gamma [C].
 template <int DK, int DV> struct out_smem {
     static constexpr int LK = DK + 8, LC = TC_C + 8;
@@ -713,7 +714,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
     const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
-    const int nslices = DV / 32;
+    const int nslices = DV / TC_BV;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
@@ -743,7 +744,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-#define TC_STATE(ST, KS) launch_state<DK, 32, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
+#define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
 #undef TC_STATE
