@@ -39,38 +39,18 @@ struct kfeat {
     float s, rs; // scale and sqrt(scale)
 };
 
+// The CPU's feature map of the variant (mixers/kata.c), in the form the kernels read.
 static kfeat kfeat_of(int variant, int dk, int groups, float scale) {
+    const kata_fmap m = kata_variant_fmap(variant, dk, groups, scale);
     kfeat f;
-    f.d = dk, f.M = 1, f.s = scale, f.rs = sqrtf(scale);
-    switch (variant) {
-    case KATA_MG:
-        f.kind = KATA_FEAT_PSD_CONCAT, f.M = groups;
-        break;
-    case KATA_SIGMA:
-        f.kind = KATA_FEAT_PSD_SUM, f.M = groups;
-        break;
-    case KATA_ORTHANT:
-        f.kind = KATA_FEAT_ORTHANT;
-        break;
-    case KATA_LORENTZ:
-        f.kind = KATA_FEAT_LORENTZ;
-        break;
-    case KATA_LINEAR:
-        f.kind = KATA_FEAT_LINEAR;
-        break;
-    default:
-        f.kind = KATA_FEAT_PSD_CONCAT;
-        break; // m1
-    }
-    f.E = dk / f.M;
+    f.kind = m.kind, f.d = dk, f.M = m.groups, f.E = dk / m.groups;
+    f.s = scale, f.rs = sqrtf(scale);
     return f;
 }
 
 static size_t kfeat_dim(const kfeat &f) {
-    const size_t P = (size_t)f.E * (f.E + 1) / 2;
-    return f.kind == KATA_FEAT_PSD_CONCAT ? (size_t)f.M * P
-           : f.kind == KATA_FEAT_PSD_SUM  ? P
-                                          : (size_t)f.d;
+    const kata_fmap m = {(kata_feat_kind)f.kind, f.d, f.M, f.s};
+    return kata_fmap_dim(&m);
 }
 
 // Feature r's code: (m << 20) | (i << 10) | j for the PSD maps (group m, entry (i, j), i >= j, in

@@ -37,15 +37,15 @@ int kata_variant_parse(const char *name) {
     return -1;
 }
 
-kata_fmap kata_cfg_fmap(const mixer_cfg *c) {
-    kata_fmap f = {KATA_FEAT_PSD_CONCAT, c->dk, 1, c->scale};
-    switch (c->variant) {
+kata_fmap kata_variant_fmap(int variant, int dk, int groups, float scale) {
+    kata_fmap f = {KATA_FEAT_PSD_CONCAT, dk, 1, scale};
+    switch (variant) {
     case KATA_MG:
     case KATA_DELTA:
-        f.groups = c->groups;
+        f.groups = groups;
         break;
     case KATA_SIGMA:
-        f.kind = KATA_FEAT_PSD_SUM, f.groups = c->groups;
+        f.kind = KATA_FEAT_PSD_SUM, f.groups = groups;
         break;
     case KATA_ORTHANT:
         f.kind = KATA_FEAT_ORTHANT;
@@ -60,6 +60,10 @@ kata_fmap kata_cfg_fmap(const mixer_cfg *c) {
         break; /* m1: one PSD group */
     }
     return f;
+}
+
+kata_fmap kata_cfg_fmap(const mixer_cfg *c) {
+    return kata_variant_fmap(c->variant, c->dk, c->groups, c->scale);
 }
 
 static size_t feat_dim(const mixer_cfg *c) {

@@ -39,7 +39,9 @@ extern const mixer_ops mixer_kata;
 const char *kata_variant_name(int variant);
 /* The index of a variant name, or -1. */
 int kata_variant_parse(const char *name);
-/* The feature map a config uses (groups, scale folded in). */
+/* The feature map of a variant (groups, scale folded in); kata_cfg_fmap: of a config. The GPU
+ * kernels (kernels/kata.cu) take theirs from kata_variant_fmap too. */
+kata_fmap kata_variant_fmap(int variant, int dk, int groups, float scale);
 kata_fmap kata_cfg_fmap(const mixer_cfg *c);
 
 /* The flash-style form over x->T tokens, all heads: o [T, H, dv]. state0: NULL (zero) or an initial
