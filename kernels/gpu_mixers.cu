@@ -197,8 +197,9 @@ static int run_ld(const mixer_ops *m, const mixer_cfg *c, float *state, const mi
     return probes ? download(probes, dp, (size_t)T * np, e) : 0;
 }
 
-// kalman: the Mobius + affine scan for prefill, the lane walk token by token for the step (in
-// the CPU's exact arithmetic: the step reproduces mixers/kalman.c's state and probes).
+// kalman: the scan for prefill (gpu_kalman_scan: the division-free walk, time-chunked when the
+// lanes do not fill the device), the lane walk token by token for the step (in the CPU's exact
+// arithmetic: the step reproduces mixers/kalman.c's state and probes).
 static int run_kalman(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
                       float *o, float *probes, int mode, int bf16, err *e) {
     const int T = x->T, H = c->H, S = c->dk, M = c->dv, prior = (c->variant & 2) != 0;
