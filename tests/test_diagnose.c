@@ -1,6 +1,6 @@
 /* test_diagnose.c: diag/ (issue 8): the first non-finite value, precision replay, checkpoint
  * series with planted faults, per-layer replay, CPU against GPU without a GPU. */
-#include "testutil.h"
+#include "tests/tsession.h"
 
 #include <sys/stat.h>
 
@@ -44,50 +44,6 @@ static const diag_finding *find_kind(const diag_ckpt *ck, const char *kind) {
     for (int i = 0; i < ck->nfind; i++)
         if (strcmp(ck->find[i].kind, kind) == 0) return &ck->find[i];
     return NULL;
-}
-
-/* A session whose output goes to a temporary file; out() reads it back. */
-typedef struct tsession {
-    session s;
-    FILE *f;
-    char *buf;
-} tsession;
-
-static void ts_open(tsession *t) {
-    err e = {{0}};
-    memset(t, 0, sizeof *t);
-    assert_int_equal(session_init(&t->s, &e), 0);
-    t->f = tmpfile();
-    assert_non_null(t->f);
-    t->s.out = t->f;
-    t->s.batch = 1;
-}
-
-static const char *ts_out(tsession *t) {
-    fflush(t->f);
-    long n = ftell(t->f);
-    free(t->buf);
-    t->buf = malloc((size_t)n + 1);
-    rewind(t->f);
-    size_t r = fread(t->buf, 1, (size_t)n, t->f);
-    t->buf[r] = '\0';
-    return t->buf;
-}
-
-static void ts_close(tsession *t) {
-    session_free(&t->s);
-    fclose(t->f);
-    free(t->buf);
-}
-
-static int ts_exec(tsession *t, err *e, const char *fmt, ...) {
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    err_clear(e);
-    return command_exec(&t->s, line, e);
 }
 
 /* ---- checkpoint names ---- */

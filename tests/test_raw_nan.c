@@ -1,53 +1,12 @@
 /* test_raw_nan.c: raw-mixer mode's `step` and `run` stop at the first NaN / Inf, as model mode
  * does, and name it: token, layer (with the lane), head and the quantity of the recurrence
  * (diag_nf_scan_core, diag/nonfinite.c; the stop is in cli/cmd_stream.c). */
-#include "testutil.h"
+#include "tests/tsession.h"
 
 #include "cli/command.h"
 #include "cli/session.h"
 #include "core/trace.h"
 #include "scenes/session_raw.h"
-
-/* A session whose output goes to a temporary file. */
-typedef struct tsession {
-    session s;
-    FILE *f;
-    char *buf;
-} tsession;
-
-static void ts_open(tsession *t) {
-    err e = {{0}};
-    memset(t, 0, sizeof *t);
-    assert_int_equal(session_init(&t->s, &e), 0);
-    t->f = tmpfile();
-    assert_non_null(t->f);
-    t->s.out = t->f;
-    t->s.batch = 1;
-}
-
-static const char *ts_out(tsession *t) {
-    fflush(t->f);
-    long n = ftell(t->f);
-    free(t->buf);
-    t->buf = malloc((size_t)n + 1);
-    assert_non_null(t->buf);
-    rewind(t->f);
-    size_t r = fread(t->buf, 1, (size_t)n, t->f);
-    t->buf[r] = '\0';
-    fseek(t->f, 0, SEEK_END);
-    return t->buf;
-}
-
-static void ts_close(tsession *t) {
-    session_free(&t->s);
-    fclose(t->f);
-    free(t->buf);
-}
-
-static int ts_exec(tsession *t, err *e, const char *cmd) {
-    err_clear(e);
-    return command_exec(&t->s, cmd, e);
-}
 
 /* |k| = 1e6 with GDN's beta = 1: rho = beta |k|^2 = 1e12, so every write multiplies the state
  * along k by |1 - rho| ~ 1e12. The state norm is 1e6, 1.6e17, 6.7e28 after tokens 0..2; the write
