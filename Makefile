@@ -50,6 +50,7 @@ ifeq ($(CUDA),1)
 CPPFLAGS += -DMIXSCOPE_CUDA=1
 KOBJ     := $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
 NVFLAGS  ?= -O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90] -I. -Xcompiler -fPIC
+NVFLAGS_90A ?= -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. -Xcompiler -fPIC
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 else
 LIB_SRC  += kernels/gpu_none.c
@@ -81,6 +82,13 @@ $(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh mixers/*
 	@mkdir -p $(dir $@)
 	@echo NVCC $<
 	@$(NVCC) $(NVFLAGS) $(CPPFLAGS) -c -o $@ $<
+
+# The wgmma kernels (*_wgmma.cu) are Hopper-only instructions: sm_90a machine code alone. On other
+# GPUs they have no image and the callers keep their sm_90 kernels.
+$(BUILD)/kernels/%_wgmma.o: kernels/%_wgmma.cu $(wildcard kernels/*.h kernels/*.cuh mixers/*.h core/*.h)
+	@mkdir -p $(dir $@)
+	@echo NVCC $<
+	@$(NVCC) $(NVFLAGS_90A) $(CPPFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(LIB_OBJ) $(KOBJ) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "attention_wgmma.cuh"
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "mma.cuh"
@@ -465,6 +466,8 @@ extern "C" int gpu_attn_forward(int B, int Tq, int Tk, int H, int dk, int dv, in
     if (Tq < 1) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     const bool plx = r != NULL;
+    if (bf16 && dk == dv && dk == 128 && attn_wgmma_usable())
+        return attn_wgmma_forward(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, stream, e);
     if (bf16 && dk == dv && (dk == 64 || dk == 128)) {
         if (dk == 64)
             return plx ? attn_launch_mma<64, 64, true>(B, Tq, Tk, H, pos0, window, scale, q, r, k,

@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all|tune]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn]
+#   attn: scripts/wgmma-probe.cu, the attention lines of test-gpu, and the attention rows of
+#         bench-gpu with the wgmma kernel (MIXSCOPE_ATTN_WGMMA=1) and without it (0)
 #   tune: the chunked delta rows alone for the state pass's key split (MIXSCOPE_DELTA_KS) and
 #         copy-ring depth (MIXSCOPE_DELTA_ST), and run one kernel at a time with
 #         the time of each kernel (MIXSCOPE_DELTA_PROFILE); with NCU=1 also ncu's view of them
@@ -12,6 +14,17 @@ for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
 export CPATH=/tmp/dd/usr/include LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.refs"
 nvidia-smi -L
+if [ "$what" = attn ]; then
+    nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. -o /tmp/wgmma-probe scripts/wgmma-probe.cu
+    /tmp/wgmma-probe || true
+    make -j16 BUILD=build/gpu CUDA=1 build/gpu/tests/gpu/test_gpu build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
+    build/gpu/tests/gpu/test_gpu 2>&1 | grep -E 'softmax|parallax|gpu:' || true
+    for knob in 1 0; do
+        echo "== MIXSCOPE_ATTN_WGMMA=$knob"
+        MIXSCOPE_ATTN_WGMMA=$knob MIXSCOPE_BENCH_ONLY=attn build/gpu/bench/gpu/bench_gpu 2>&1 | tail -5
+    done
+    exit 0
+fi
 if [ "$what" = tune ]; then
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
     for cfg in "" "MIXSCOPE_DELTA_KS=1" "MIXSCOPE_DELTA_KS=4" "MIXSCOPE_DELTA_ST=3" "MIXSCOPE_DELTA_PROFILE=1"; do

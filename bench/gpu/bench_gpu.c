@@ -144,7 +144,7 @@ static double dev_rel(const float *a, const float *b, size_t n, err *e) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-static void bench_others(double bw, err *e) {
+static void bench_attention(double bw, err *e) {
     const int Ts[2] = {4096, 16384};
     const double peer_plx[2] = {0.61, 8.02};
     for (int plx = 0; plx <= 1; plx++)
@@ -174,7 +174,9 @@ static void bench_others(double bw, err *e) {
                 flops / (ms * 1e-3) / 1e12);
             other_free(&c);
         }
+}
 
+static void bench_others(double bw, err *e) {
     /* kata m1 (D = d (d+1)/2 = 8256 features), chunk 32: the chunked state form at 128K; the
      * flash form at 4K, checked against the chunked form from a zero state */
     {
@@ -297,6 +299,10 @@ int main(void) {
         bench_kalman(bw, &e);
         return 0;
     }
+    if (only_rows && !strcmp(only_rows, "attn")) {
+        bench_attention(bw, &e);
+        return 0;
+    }
     const int Ts[4] = {4096, 16384, 65536, 131072};
     const double peer_chunk[4] = {0.86, 1.17, 2.53, 4.96};
     for (int kacz = 0; kacz <= 1; kacz++)
@@ -324,7 +330,7 @@ int main(void) {
                    mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0);
             teardown(&c);
         }
-    /* MIXSCOPE_BENCH_ONLY=delta or kalman: those rows alone (tuning runs) */
+    /* MIXSCOPE_BENCH_ONLY=delta, attn or kalman: those rows alone (tuning runs) */
     const char *only = getenv("MIXSCOPE_BENCH_ONLY");
     if (only && !strcmp(only, "delta")) return 0;
     const int Bs[3] = {1, 8, 64};
@@ -344,6 +350,7 @@ int main(void) {
                bytes / (bw * 1e9) * 1e3);
         teardown(&c);
     }
+    bench_attention(bw, &e);
     bench_others(bw, &e);
     bench_kalman(bw, &e);
     printf(

@@ -178,6 +178,45 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
 }
 
 /* cuBLAS dense layer against a double-precision product. */
+/* Attention prefill (bf16, the tensor-core forward) after a cache already holding T0 tokens and
+ * with a sliding window: queries and keys of different lengths, tiles cut by the window. */
+static void test_attn_window(const mixer_ops *m, int T0, int T, int H, int d, int window) {
+    opts o = {0};
+    mixer_cfg c;
+    err e = {{0}};
+    if (mixer_configure(m, &c, H, d, d, &o, &e)) {
+        printf("%s: %s\n", m->name, e.msg);
+        failed++;
+        return;
+    }
+    c.window = window;
+    c.max_t = T0 + T;
+    float *in0[IN_COUNT], *in[IN_COUNT];
+    make_inputs(m, &c, T0, in0);
+    make_inputs(m, &c, T, in);
+    mixer_seq seq0 = {.T = T0}, seq = {.T = T};
+    for (int i = 0; i < IN_COUNT; i++) seq0.in[i] = in0[i], seq.in[i] = in[i];
+    size_t sf = m->state_floats(&c), on = (size_t)T * H * d;
+    float *s_cpu = malloc(sf * 4), *s_gpu = malloc(sf * 4);
+    float *o0 = malloc((size_t)T0 * H * d * 4 + 4), *o_cpu = malloc(on * 4),
+          *o_gpu = malloc(on * 4);
+    m->state_init(&c, s_cpu);
+    m->prefill(&c, s_cpu, &seq0, 0, o0);
+    memcpy(s_gpu, s_cpu, sf * 4);
+    m->prefill(&c, s_cpu, &seq, T0, o_cpu);
+    char what[128];
+    snprintf(what, sizeof what, "%s prefill bf16 pos0=%d T=%d H=%d d=%d window=%d", m->name, T0, T,
+             H, d, window);
+    if (gpu_mixer_run(m, &c, s_gpu, &seq, T0, o_gpu, NULL, GPU_PREFILL, GPU_BF16, &e)) {
+        printf("%-44s %s  FAIL\n", what, e.msg);
+        failed++;
+    } else {
+        report(what, rel(o_gpu, o_cpu, on), 1e-2);
+    }
+    for (int i = 0; i < IN_COUNT; i++) free(in0[i]), free(in[i]);
+    free(s_cpu), free(s_gpu), free(o0), free(o_cpu), free(o_gpu);
+}
+
 static void test_linear(int T, int out, int in) {
     float *x = malloc((size_t)T * in * 4), *W = malloc((size_t)out * in * 4), *b = malloc(out * 4);
     float *y = malloc((size_t)T * out * 4), *ref = malloc((size_t)T * out * 4);
@@ -279,6 +318,20 @@ int main(void) {
         test_mixer(m, 64, 2, 128, 64, 64);
         test_mixer(m, 129, 3, 64, 128, 64);
         test_mixer(m, 1000, 2, 128, 128, 64);
+    }
+    /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
+     * blocks and tiles, many blocks; a pre-filled cache and sliding windows */
+    const char *attn[] = {"softmax", "parallax"};
+    for (int i = 0; i < 2; i++) {
+        const mixer_ops *m = mixer_find(attn[i]);
+        if (!m) continue;
+        test_mixer(m, 1, 2, 128, 128, 64);
+        test_mixer(m, 129, 3, 128, 128, 64);
+        test_mixer(m, 1000, 2, 128, 128, 64);
+        test_attn_window(m, 300, 200, 2, 128, 0);
+        test_attn_window(m, 0, 700, 2, 128, 100);
+        test_attn_window(m, 250, 333, 2, 128, 200);
+        test_attn_window(m, 100, 150, 2, 64, 37);
     }
     const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
                            "mamba2",         "transformer", "parallax"};

@@ -1,0 +1,285 @@
+// attention_wgmma.cu: the bf16 flash forward of causal softmax attention and Parallax on Hopper's
+// warpgroup matrix instructions (wgmma, sm_90a), d = 128. The same arithmetic as attn_fwd_mma in
+// attention.cu (which stays the path for every other shape and GPU): scores and the probe scores
+// u = r.k on the tensor cores, the online softmax in fp32, the weights w (and Parallax's w u)
+// rounded to bf16 for the value products, fp32 accumulators. Spec: kata-parallax.md B.4.
+//
+// Built for compute_90a only (Makefile NVFLAGS_90A): on any other GPU the kernel has no image,
+// attn_wgmma_usable() says so and attention.cu keeps the mma.sync kernel.
+//
+// Block: 128 query rows, two warpgroups of 64 (256 threads, one block per multiprocessor: the
+// Parallax accumulators O1, O2 take 128 registers a thread). Key tiles of BN (64 for Parallax,
+// 128 for softmax) stream through a two-stage cp.async ring; per tile a warpgroup issues
+//   S = Q K^T (and U = R K^T): wgmma m64nBNk16, A and B from shared memory (sw128, K-major),
+//   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
+//   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
+//   shared memory read N-major (imm-trans-b), so V needs no transpose;
+// and waits for its products before the next tile (the other warpgroup's work fills the gap).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_wgmma.cuh"
+#include "gpu_common.cuh"
+#include "mma.cuh"
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
+#include "wgmma.cuh"
+#define AW_HAVE_WGMMA 1
+#endif
+
+#define AW_D  128 // dk = dv
+#define AW_BQ 128 // query rows of a block (two warpgroups)
+#define AW_NT 256
+
+template <bool PLX> struct aw_cfg {
+    static constexpr int BN = PLX ? 64 : 128;                                   // keys of a tile
+    static constexpr int QBYTES = AW_BQ * AW_D * 2;                             // Q (and R) tile
+    static constexpr int KBYTES = BN * AW_D * 2;                                // K or V tile
+    static constexpr int SMEM = (PLX ? 2 : 1) * QBYTES + 2 * 2 * KBYTES + 1024; // + alignment
+};
+
+__device__ __forceinline__ int aw_first(int p, int window) {
+    return window > 0 ? max(0, p - window + 1) : 0;
+}
+
+// grid (ceil(Tq / 128), B H), 256 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
+// o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
+template <bool PLX>
+__global__ void __launch_bounds__(AW_NT, 1)
+    attn_fwd_wgmma(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
+                   const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o) {
+#ifdef AW_HAVE_WGMMA
+    using C = aw_cfg<PLX>;
+    constexpr int BN = C::BN, NS = BN / 2; // S accumulators a thread: 64 x BN / 128
+    extern __shared__ unsigned char aw_raw[];
+    unsigned char *base =
+        (unsigned char *)(((uintptr_t)aw_raw + 1023) & ~(uintptr_t)1023); // sw128 tiles
+    unsigned char *sQ = base, *sR = sQ + C::QBYTES, *sKV = sR + (PLX ? C::QBYTES : 0);
+    const uint32_t aQ = (uint32_t)__cvta_generic_to_shared(sQ),
+                   aR = (uint32_t)__cvta_generic_to_shared(sR),
+                   aKV = (uint32_t)__cvta_generic_to_shared(sKV);
+    const int tid = threadIdx.x, wg = tid / 128, wt = tid % 128, warp = wt / 32, lane = tid % 32;
+    const int gid = lane / 4, tig = lane % 4;
+    const int bx = gridDim.x - 1 - blockIdx.x; // the longest rows first
+    const int q0 = bx * AW_BQ, n = blockIdx.y, b = n / H, h = n % H;
+    const int nq = min(AW_BQ, Tq - q0);
+    const size_t qrow = (size_t)H * AW_D; // elements between consecutive tokens
+
+    // Q (and R) into shared memory, zero rows past Tq
+    for (int x = tid; x < AW_BQ * 16; x += AW_NT) {
+        const int i = x / 16, c = x % 16;
+        const uint32_t off = sw128_chunk(AW_BQ, i, c);
+        const size_t g = ((size_t)b * Tq + q0 + i) * qrow + (size_t)h * AW_D + c * 8;
+        if (i < nq) {
+            cp_async16(sQ + off, q + g);
+            if constexpr (PLX) cp_async16(sR + off, r + g);
+        } else {
+            *reinterpret_cast<uint4 *>(sQ + off) = make_uint4(0, 0, 0, 0);
+            if constexpr (PLX) *reinterpret_cast<uint4 *>(sR + off) = make_uint4(0, 0, 0, 0);
+        }
+    }
+    const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
+    const int kfirst = aw_first(pfirst, window) / BN * BN;
+    const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
+    // K, V of the tile at key k0 into stage s; zero rows past Tk (their weights are 0, and 0 x
+    // garbage could be NaN)
+    auto issue = [&](int k0, int s) {
+        unsigned char *dK = sKV + s * 2 * C::KBYTES, *dV = dK + C::KBYTES;
+        for (int x = tid; x < BN * 16; x += AW_NT) {
+            const int j = x / 16, c = x % 16;
+            const uint32_t off = sw128_chunk(BN, j, c);
+            if (k0 + j < Tk) {
+                const size_t g = ((size_t)b * Tk + k0 + j) * qrow + (size_t)h * AW_D + c * 8;
+                cp_async16(dK + off, k + g);
+                cp_async16(dV + off, v + g);
+            } else {
+                *reinterpret_cast<uint4 *>(dK + off) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(dV + off) = make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+    if (ntiles > 0) issue(kfirst, 0);
+    cp_async_commit();
+
+    // this warpgroup's rows: q0 + 64 wg .. + 63; this thread's: r_lo, r_lo + 8
+    const int w0 = q0 + wg * 64, wrows = min(64, q0 + nq - w0);
+    const int r_lo = w0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
+    const int wp_first = pos0 + w0, wp_last = min(pos0 + w0 + wrows - 1, Tk - 1);
+    const int wk_first = aw_first(wp_first, window);
+    float O1[64], O2[PLX ? 64 : 1];
+#pragma unroll
+    for (int i = 0; i < 64; i++) {
+        O1[i] = 0.0f;
+        if constexpr (PLX) O2[i] = 0.0f;
+    }
+    float mrow[2] = {-INFINITY, -INFINITY}, d1[2] = {0.0f, 0.0f}, d2[2] = {0.0f, 0.0f};
+    const uint32_t qoff = (uint32_t)wg * 64 * 128; // the group's rows inside each Q region
+
+    for (int j = 0; j < ntiles; j++) {
+        const int k0 = kfirst + j * BN, s = j & 1;
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads(); // tile j in stage s for everyone; stage s ^ 1 is free (tile j - 1 done)
+        if (j + 1 < ntiles) issue(k0 + BN, s ^ 1);
+        cp_async_commit();
+        // a tile no row of this group sees (past its last row, or before its window)
+        if (wrows <= 0 || k0 > wp_last || k0 + BN - 1 < wk_first) continue;
+        const uint32_t aK = aKV + s * 2 * C::KBYTES, aV = aK + C::KBYTES;
+
+        float S[NS], U[PLX ? NS : 1];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < AW_D / 16; ks++) {
+            const uint32_t ka = (ks >> 2) * (uint32_t)(AW_BQ * 128) + qoff + (ks & 3) * 32;
+            const uint32_t kb = (ks >> 2) * (uint32_t)(BN * 128) + (ks & 3) * 32;
+            const uint64_t db = wgmma_desc(aK + kb, 16, 1024);
+            if constexpr (PLX)
+                wgmma_ss_n64(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
+            else
+                wgmma_ss_n128(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
+            if constexpr (PLX) wgmma_ss_n64(U, wgmma_desc(aR + ka, 16, 1024), db, ks > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_regs<NS>(S);
+        if constexpr (PLX) wgmma_fence_regs<NS>(U);
+
+        // mask, scale, the online softmax of rows lo (c = 0, 1) and hi (c = 2, 3)
+        const bool whole = k0 + BN - 1 <= wp_first && k0 + BN <= Tk &&
+                           (window == 0 || k0 >= wp_first + 64 - window);
+        float mt[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int t = 0; t < BN / 8; t++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
+                const bool vis = whole || (key < Tk && key <= p && key >= aw_first(p, window));
+                float &x = S[4 * t + c];
+                x = vis ? x * scale_l2 : -INFINITY;
+                mt[c >> 1] = fmaxf(mt[c >> 1], x);
+            }
+        float al[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
+            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
+            const float mn = fmaxf(mrow[hr], mt[hr]);
+            al[hr] = mrow[hr] == -INFINITY ? 0.0f : exp2f(mrow[hr] - mn);
+            mrow[hr] = mn;
+            d1[hr] *= al[hr], d2[hr] *= al[hr];
+        }
+        uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
+#pragma unroll
+        for (int t = 0; t < BN / 8; t++) {
+            float w[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int hr = c >> 1;
+                const float x = S[4 * t + c];
+                w[c] = x == -INFINITY ? 0.0f : exp2f(x - mrow[hr]);
+                d1[hr] += w[c];
+                if constexpr (PLX) {
+                    U[4 * t + c] *= w[c];
+                    d2[hr] += U[4 * t + c];
+                }
+            }
+            // n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys 16 kk .. 16 kk + 15
+            P[t / 2][(t & 1) * 2 + 0] = pack_bf16(w[0], w[1]);
+            P[t / 2][(t & 1) * 2 + 1] = pack_bf16(w[2], w[3]);
+            if constexpr (PLX) {
+                PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
+                PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 64; i++) {
+            const float a = al[(i >> 1) & 1];
+            O1[i] *= a;
+            if constexpr (PLX) O2[i] *= a;
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            const uint64_t dv = wgmma_desc(aV + kk * 2048, BN * 128, 1024);
+            wgmma_rs_n128_tb(O1, P[kk], dv);
+            if constexpr (PLX) wgmma_rs_n128_tb(O2, PU[kk], dv);
+        }
+        wgmma_commit();
+        wgmma_wait<0>(); // P, PU and the stage stay untouched until the products are done
+        wgmma_fence_regs<64>(O1);
+        if constexpr (PLX) wgmma_fence_regs<64>(O2);
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 1);
+        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 2);
+        if constexpr (PLX) {
+            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 1);
+            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 2);
+        }
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int row = r_lo + 8 * hr;
+        if (row >= q0 + nq) continue;
+        const float inv = d1[hr] > 0.0f ? 1.0f / d1[hr] : 0.0f, ub = d2[hr] * inv;
+        float *orow = o + ((size_t)b * Tq + row) * qrow + (size_t)h * AW_D;
+#pragma unroll
+        for (int t = 0; t < 16; t++) {
+            float x0 = O1[4 * t + 2 * hr] * inv, x1 = O1[4 * t + 2 * hr + 1] * inv;
+            if constexpr (PLX) {
+                x0 = x0 - (O2[4 * t + 2 * hr] * inv - ub * x0);
+                x1 = x1 - (O2[4 * t + 2 * hr + 1] * inv - ub * x1);
+            }
+            *reinterpret_cast<float2 *>(orow + t * 8 + 2 * tig) = make_float2(x0, x1);
+        }
+    }
+#else
+    __trap(); // no wgmma in this image: attn_wgmma_usable() keeps launches away
+#endif
+}
+
+// 1 when this build has the sm_90a kernels, the device runs them and MIXSCOPE_ATTN_WGMMA is not
+// 0; asked once per process.
+extern "C" int attn_wgmma_usable(void) {
+    static int usable = -1;
+    if (usable >= 0) return usable;
+    const char *env = getenv("MIXSCOPE_ATTN_WGMMA");
+    cudaFuncAttributes fa;
+    int dev = 0, major = 0, minor = 0;
+    usable =
+        !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+        major == 9 && minor == 0 && cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true>) == cudaSuccess;
+    cudaGetLastError(); // a missing image is an answer, not an error to carry
+    return usable;
+}
+
+template <bool PLX>
+static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale, const void *q,
+                     const void *r, const void *k, const void *v, float *o, cudaStream_t st,
+                     err *e) {
+    const int smem = aw_cfg<PLX>::SMEM;
+    CUDA_TRY(cudaFuncSetAttribute(attn_fwd_wgmma<PLX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  smem),
+             "gpu attention: shared memory (wgmma)");
+    attn_fwd_wgmma<PLX><<<dim3((Tq + AW_BQ - 1) / AW_BQ, B * H), AW_NT, smem, st>>>(
+        Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
+        (const bf16_t *)k, (const bf16_t *)v, o);
+    CUDA_LAUNCHED("gpu attention: forward (wgmma)");
+    return 0;
+}
+
+extern "C" int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
+                                  const void *q, const void *r, const void *k, const void *v,
+                                  float *o, void *stream, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    return r ? aw_launch<true>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
+             : aw_launch<false>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
+}

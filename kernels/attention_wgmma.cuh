@@ -1,0 +1,14 @@
+// attention_wgmma.cuh: attention.cu's way into the sm_90a kernels of attention_wgmma.cu.
+#pragma once
+
+#include "../core/err.h"
+
+extern "C" {
+// 1 when the wgmma forward can run here (an sm_90 GPU, a build with the sm_90a image, and
+// MIXSCOPE_ATTN_WGMMA not 0).
+int attn_wgmma_usable(void);
+// gpu_attn_forward's contract for bf16 inputs with dk = dv = 128 (r NULL: softmax).
+int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
+                       const void *q, const void *r, const void *k, const void *v, float *o,
+                       void *stream, err *e);
+}
