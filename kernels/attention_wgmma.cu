@@ -7,14 +7,15 @@
 // Built for compute_90a only (Makefile NVFLAGS_90A): on any other GPU the kernel has no image,
 // attn_wgmma_usable() says so and attention.cu keeps the mma.sync kernel.
 //
-// Block: 128 query rows, two warpgroups of 64 (256 threads, one block per multiprocessor: the
-// Parallax accumulators O1, O2 take 128 registers a thread). Key tiles of BN (64 for Parallax,
-// 128 for softmax) stream through a two-stage cp.async ring; per tile a warpgroup issues
-//   S = Q K^T (and U = R K^T): wgmma m64nBNk16, A and B from shared memory (sw128, K-major),
+// Block: 64 query rows, one warpgroup (128 threads); two blocks share a multiprocessor (the
+// Parallax accumulators O1, O2 take 128 of a thread's 255 registers), so one block's softmax runs
+// while the other's products occupy the tensor cores. Key tiles of 64 stream through a
+// two-stage cp.async ring; per tile the warpgroup issues
+//   S = Q K^T (and U = R K^T): wgmma m64n64k16, A and B from shared memory (sw128, K-major),
 //   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
 //   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
 //   shared memory read N-major (imm-trans-b), so V needs no transpose;
-// and waits for its products before the next tile (the other warpgroup's work fills the gap).
+// and waits for its products before the next tile.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -31,15 +32,22 @@
 #endif
 
 #define AW_D  128 // dk = dv
-#define AW_BQ 128 // query rows of a block (two warpgroups)
-#define AW_NT 256
+#define AW_BQ 64  // query rows of a block: one warpgroup
+#define AW_NT 128
 
 template <bool PLX> struct aw_cfg {
-    static constexpr int BN = PLX ? 64 : 128;                                   // keys of a tile
+    static constexpr int BN = 64;                                               // keys of a tile
     static constexpr int QBYTES = AW_BQ * AW_D * 2;                             // Q (and R) tile
     static constexpr int KBYTES = BN * AW_D * 2;                                // K or V tile
     static constexpr int SMEM = (PLX ? 2 : 1) * QBYTES + 2 * 2 * KBYTES + 1024; // + alignment
 };
+
+// 2^x on the special-function unit (flushes denormal results to 0; ex2(-inf) = 0)
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
 
 __device__ __forceinline__ int aw_first(int p, int window) {
     return window > 0 ? max(0, p - window + 1) : 0;
@@ -48,7 +56,7 @@ __device__ __forceinline__ int aw_first(int p, int window) {
 // grid (ceil(Tq / 128), B H), 256 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
 // o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX>
-__global__ void __launch_bounds__(AW_NT, 1)
+__global__ void __launch_bounds__(AW_NT, 2)
     attn_fwd_wgmma(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                    const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o) {
 #ifdef AW_HAVE_WGMMA
@@ -136,7 +144,7 @@ __global__ void __launch_bounds__(AW_NT, 1)
             const uint32_t ka = (ks >> 2) * (uint32_t)(AW_BQ * 128) + qoff + (ks & 3) * 32;
             const uint32_t kb = (ks >> 2) * (uint32_t)(BN * 128) + (ks & 3) * 32;
             const uint64_t db = wgmma_desc(aK + kb, 16, 1024);
-            if constexpr (PLX)
+            if constexpr (BN == 64)
                 wgmma_ss_n64(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
             else
                 wgmma_ss_n128(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
@@ -151,23 +159,31 @@ __global__ void __launch_bounds__(AW_NT, 1)
         const bool whole = k0 + BN - 1 <= wp_first && k0 + BN <= Tk &&
                            (window == 0 || k0 >= wp_first + 64 - window);
         float mt[2] = {-INFINITY, -INFINITY};
+        if (whole) {
 #pragma unroll
-        for (int t = 0; t < BN / 8; t++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
-                const bool vis = whole || (key < Tk && key <= p && key >= aw_first(p, window));
-                float &x = S[4 * t + c];
-                x = vis ? x * scale_l2 : -INFINITY;
-                mt[c >> 1] = fmaxf(mt[c >> 1], x);
+            for (int i = 0; i < NS; i++) {
+                S[i] *= scale_l2;
+                mt[(i >> 1) & 1] = fmaxf(mt[(i >> 1) & 1], S[i]);
             }
+        } else {
+#pragma unroll
+            for (int t = 0; t < BN / 8; t++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
+                    const bool vis = key < Tk && key <= p && key >= aw_first(p, window);
+                    float &x = S[4 * t + c];
+                    x = vis ? x * scale_l2 : -INFINITY;
+                    mt[c >> 1] = fmaxf(mt[c >> 1], x);
+                }
+        }
         float al[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
             const float mn = fmaxf(mrow[hr], mt[hr]);
-            al[hr] = mrow[hr] == -INFINITY ? 0.0f : exp2f(mrow[hr] - mn);
+            al[hr] = mrow[hr] == -INFINITY ? 0.0f : ex2(mrow[hr] - mn);
             mrow[hr] = mn;
             d1[hr] *= al[hr], d2[hr] *= al[hr];
         }
@@ -179,7 +195,7 @@ __global__ void __launch_bounds__(AW_NT, 1)
             for (int c = 0; c < 4; c++) {
                 const int hr = c >> 1;
                 const float x = S[4 * t + c];
-                w[c] = x == -INFINITY ? 0.0f : exp2f(x - mrow[hr]);
+                w[c] = x == -INFINITY ? 0.0f : ex2(x - mrow[hr]);
                 d1[hr] += w[c];
                 if constexpr (PLX) {
                     U[4 * t + c] *= w[c];
