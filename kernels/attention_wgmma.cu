@@ -69,54 +69,65 @@ __global__ void __launch_bounds__(AW_NT, 2)
     const uint32_t aQ = (uint32_t)__cvta_generic_to_shared(sQ),
                    aR = (uint32_t)__cvta_generic_to_shared(sR),
                    aKV = (uint32_t)__cvta_generic_to_shared(sKV);
-    const int tid = threadIdx.x, wg = tid / 128, wt = tid % 128, warp = wt / 32, lane = tid % 32;
-    const int gid = lane / 4, tig = lane % 4;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     const int bx = gridDim.x - 1 - blockIdx.x; // the longest rows first
     const int q0 = bx * AW_BQ, n = blockIdx.y, b = n / H, h = n % H;
     const int nq = min(AW_BQ, Tq - q0);
     const size_t qrow = (size_t)H * AW_D; // elements between consecutive tokens
 
-    // Q (and R) into shared memory, zero rows past Tq
-    for (int x = tid; x < AW_BQ * 16; x += AW_NT) {
-        const int i = x / 16, c = x % 16;
-        const uint32_t off = sw128_chunk(AW_BQ, i, c);
-        const size_t g = ((size_t)b * Tq + q0 + i) * qrow + (size_t)h * AW_D + c * 8;
-        if (i < nq) {
-            cp_async16(sQ + off, q + g);
-            if constexpr (PLX) cp_async16(sR + off, r + g);
-        } else {
-            *reinterpret_cast<uint4 *>(sQ + off) = make_uint4(0, 0, 0, 0);
-            if constexpr (PLX) *reinterpret_cast<uint4 *>(sR + off) = make_uint4(0, 0, 0, 0);
+    // Copies: thread tid moves chunk lc of rows lr + 8 i (i < 8) of a 64-row tile; rows 8 apart
+    // share their swizzle, so the shared offsets are soff + 1024 i.
+    const int lc = tid % 16, lr = tid / 16;
+    const uint32_t soff = sw128_chunk(64, lr, lc);
+    static_assert(AW_BQ == 64 && BN == 64, "one copy pattern for the Q and K/V tiles");
+    {
+        const bf16_t *gq = q + ((size_t)b * Tq + q0 + lr) * qrow + (size_t)h * AW_D + lc * 8;
+        const bf16_t *gr = PLX ? r + (gq - q) : NULL;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t off = soff + 1024 * i;
+            if (lr + 8 * i < nq) {
+                cp_async16(sQ + off, gq + 8 * i * qrow);
+                if constexpr (PLX) cp_async16(sR + off, gr + 8 * i * qrow);
+            } else {
+                *reinterpret_cast<uint4 *>(sQ + off) = make_uint4(0, 0, 0, 0);
+                if constexpr (PLX) *reinterpret_cast<uint4 *>(sR + off) = make_uint4(0, 0, 0, 0);
+            }
         }
     }
     const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
     const int kfirst = aw_first(pfirst, window) / BN * BN;
     const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
-    // K, V of the tile at key k0 into stage s; zero rows past Tk (their weights are 0, and 0 x
-    // garbage could be NaN)
+    // K, V of the tile at key k0 into stage s; rows past Tk zero (their weights are 0, and
+    // 0 x garbage could be NaN)
+    const size_t kv0 = ((size_t)b * Tk + lr) * qrow + (size_t)h * AW_D + lc * 8;
     auto issue = [&](int k0, int s) {
-        unsigned char *dK = sKV + s * 2 * C::KBYTES, *dV = dK + C::KBYTES;
-        for (int x = tid; x < BN * 16; x += AW_NT) {
-            const int j = x / 16, c = x % 16;
-            const uint32_t off = sw128_chunk(BN, j, c);
-            if (k0 + j < Tk) {
-                const size_t g = ((size_t)b * Tk + k0 + j) * qrow + (size_t)h * AW_D + c * 8;
-                cp_async16(dK + off, k + g);
-                cp_async16(dV + off, v + g);
-            } else {
-                *reinterpret_cast<uint4 *>(dK + off) = make_uint4(0, 0, 0, 0);
-                *reinterpret_cast<uint4 *>(dV + off) = make_uint4(0, 0, 0, 0);
+        unsigned char *dK = sKV + s * 2 * C::KBYTES + soff, *dV = dK + C::KBYTES;
+        const bf16_t *gk = k + kv0 + (size_t)k0 * qrow, *gv = v + kv0 + (size_t)k0 * qrow;
+        if (k0 + BN <= Tk) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                cp_async16(dK + 1024 * i, gk + 8 * i * qrow);
+                cp_async16(dV + 1024 * i, gv + 8 * i * qrow);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                if (k0 + lr + 8 * i < Tk) {
+                    cp_async16(dK + 1024 * i, gk + 8 * i * qrow);
+                    cp_async16(dV + 1024 * i, gv + 8 * i * qrow);
+                } else {
+                    *reinterpret_cast<uint4 *>(dK + 1024 * i) = make_uint4(0, 0, 0, 0);
+                    *reinterpret_cast<uint4 *>(dV + 1024 * i) = make_uint4(0, 0, 0, 0);
+                }
             }
         }
     };
     if (ntiles > 0) issue(kfirst, 0);
     cp_async_commit();
 
-    // this warpgroup's rows: q0 + 64 wg .. + 63; this thread's: r_lo, r_lo + 8
-    const int w0 = q0 + wg * 64, wrows = min(64, q0 + nq - w0);
-    const int r_lo = w0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
-    const int wp_first = pos0 + w0, wp_last = min(pos0 + w0 + wrows - 1, Tk - 1);
-    const int wk_first = aw_first(wp_first, window);
+    // this thread's rows: r_lo, r_lo + 8 (positions p_lo, p_hi)
+    const int r_lo = q0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
     float O1[64], O2[PLX ? 64 : 1];
 #pragma unroll
     for (int i = 0; i < 64; i++) {
@@ -124,7 +135,11 @@ __global__ void __launch_bounds__(AW_NT, 2)
         if constexpr (PLX) O2[i] = 0.0f;
     }
     float mrow[2] = {-INFINITY, -INFINITY}, d1[2] = {0.0f, 0.0f}, d2[2] = {0.0f, 0.0f};
-    const uint32_t qoff = (uint32_t)wg * 64 * 128; // the group's rows inside each Q region
+    // descriptors of k step 0 (stage 0); a k step adds its byte offset >> 4 (the address field
+    // cannot carry: shared addresses stay below 2^18)
+    const uint64_t dQ = wgmma_desc(aQ, 16, 1024), dR = wgmma_desc(aR, 16, 1024);
+    const uint64_t dK0 = wgmma_desc(aKV, 16, 1024),
+                   dV0 = wgmma_desc(aKV + C::KBYTES, BN * 128, 1024);
 
     for (int j = 0; j < ntiles; j++) {
         const int k0 = kfirst + j * BN, s = j & 1;
@@ -133,58 +148,48 @@ __global__ void __launch_bounds__(AW_NT, 2)
         __syncthreads(); // tile j in stage s for everyone; stage s ^ 1 is free (tile j - 1 done)
         if (j + 1 < ntiles) issue(k0 + BN, s ^ 1);
         cp_async_commit();
-        // a tile no row of this group sees (past its last row, or before its window)
-        if (wrows <= 0 || k0 > wp_last || k0 + BN - 1 < wk_first) continue;
-        const uint32_t aK = aKV + s * 2 * C::KBYTES, aV = aK + C::KBYTES;
+        const uint64_t dK = dK0 + (uint64_t)(s * 2 * C::KBYTES >> 4),
+                       dV = dV0 + (uint64_t)(s * 2 * C::KBYTES >> 4);
 
         float S[NS], U[PLX ? NS : 1];
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < AW_D / 16; ks++) {
-            const uint32_t ka = (ks >> 2) * (uint32_t)(AW_BQ * 128) + qoff + (ks & 3) * 32;
-            const uint32_t kb = (ks >> 2) * (uint32_t)(BN * 128) + (ks & 3) * 32;
-            const uint64_t db = wgmma_desc(aK + kb, 16, 1024);
-            if constexpr (BN == 64)
-                wgmma_ss_n64(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
-            else
-                wgmma_ss_n128(S, wgmma_desc(aQ + ka, 16, 1024), db, ks > 0);
-            if constexpr (PLX) wgmma_ss_n64(U, wgmma_desc(aR + ka, 16, 1024), db, ks > 0);
+            const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4; // Q and K alike
+            wgmma_ss_n64(S, dQ + step, dK + step, ks > 0);
+            if constexpr (PLX) wgmma_ss_n64(U, dR + step, dK + step, ks > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_regs<NS>(S);
         if constexpr (PLX) wgmma_fence_regs<NS>(U);
 
-        // mask, scale, the online softmax of rows lo (c = 0, 1) and hi (c = 2, 3)
-        const bool whole = k0 + BN - 1 <= wp_first && k0 + BN <= Tk &&
-                           (window == 0 || k0 >= wp_first + 64 - window);
-        float mt[2] = {-INFINITY, -INFINITY};
-        if (whole) {
-#pragma unroll
-            for (int i = 0; i < NS; i++) {
-                S[i] *= scale_l2;
-                mt[(i >> 1) & 1] = fmaxf(mt[(i >> 1) & 1], S[i]);
-            }
-        } else {
+        // The online softmax of rows lo (c = 0, 1) and hi (c = 2, 3), in base 2: invisible keys
+        // get -inf, so w = 2^(s scale - m) = 0 for them; a row that has seen no key yet keeps
+        // m = -inf and uses 0 in its place.
+        const bool whole = k0 + BN - 1 <= pfirst && k0 + BN <= Tk &&
+                           (window == 0 || k0 >= pos0 + q0 + AW_BQ - window);
+        if (!whole) {
 #pragma unroll
             for (int t = 0; t < BN / 8; t++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
-                    const bool vis = key < Tk && key <= p && key >= aw_first(p, window);
-                    float &x = S[4 * t + c];
-                    x = vis ? x * scale_l2 : -INFINITY;
-                    mt[c >> 1] = fmaxf(mt[c >> 1], x);
+                    if (!(key < Tk && key <= p && key >= aw_first(p, window)))
+                        S[4 * t + c] = -INFINITY;
                 }
         }
-        float al[2];
+        float mt[2] = {-INFINITY, -INFINITY}, ms[2], al[2];
+#pragma unroll
+        for (int i = 0; i < NS; i++) mt[(i >> 1) & 1] = fmaxf(mt[(i >> 1) & 1], S[i]);
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
-            const float mn = fmaxf(mrow[hr], mt[hr]);
-            al[hr] = mrow[hr] == -INFINITY ? 0.0f : ex2(mrow[hr] - mn);
+            const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2); // scale > 0
+            al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
             mrow[hr] = mn;
+            ms[hr] = mn == -INFINITY ? 0.0f : mn;
             d1[hr] *= al[hr], d2[hr] *= al[hr];
         }
         uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
@@ -194,8 +199,7 @@ __global__ void __launch_bounds__(AW_NT, 2)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int hr = c >> 1;
-                const float x = S[4 * t + c];
-                w[c] = x == -INFINITY ? 0.0f : ex2(x - mrow[hr]);
+                w[c] = ex2(fmaf(S[4 * t + c], scale_l2, -ms[hr]));
                 d1[hr] += w[c];
                 if constexpr (PLX) {
                     U[4 * t + c] *= w[c];
@@ -210,18 +214,20 @@ __global__ void __launch_bounds__(AW_NT, 2)
                 PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
             }
         }
+        // once a row's maximum settles, al = 1: skip the rescale when the whole warp has it
+        if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
-        for (int i = 0; i < 64; i++) {
-            const float a = al[(i >> 1) & 1];
-            O1[i] *= a;
-            if constexpr (PLX) O2[i] *= a;
+            for (int i = 0; i < 64; i++) {
+                const float a = al[(i >> 1) & 1];
+                O1[i] *= a;
+                if constexpr (PLX) O2[i] *= a;
+            }
         }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
-            const uint64_t dv = wgmma_desc(aV + kk * 2048, BN * 128, 1024);
-            wgmma_rs_n128_tb(O1, P[kk], dv);
-            if constexpr (PLX) wgmma_rs_n128_tb(O2, PU[kk], dv);
+            wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
+            if constexpr (PLX) wgmma_rs_n128_tb(O2, PU[kk], dV + (kk * 2048 >> 4));
         }
         wgmma_commit();
         wgmma_wait<0>(); // P, PU and the stage stay untouched until the products are done

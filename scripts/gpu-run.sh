@@ -19,10 +19,19 @@ if [ "$what" = attn ]; then
     /tmp/wgmma-probe || true
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/tests/gpu/test_gpu build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
     build/gpu/tests/gpu/test_gpu 2>&1 | grep -E 'softmax|parallax|gpu:' || true
+    python3 bench/gpu/sdpa.py >/tmp/sdpa.txt 2>/dev/null || echo "PyTorch SDPA not available"
     for knob in 1 0; do
         echo "== MIXSCOPE_ATTN_WGMMA=$knob"
-        MIXSCOPE_ATTN_WGMMA=$knob MIXSCOPE_BENCH_ONLY=attn build/gpu/bench/gpu/bench_gpu 2>&1 | tail -5
+        SDPA_FILE=/tmp/sdpa.txt MIXSCOPE_ATTN_WGMMA=$knob MIXSCOPE_BENCH_ONLY=attn \
+            build/gpu/bench/gpu/bench_gpu 2>&1 | tail -5
     done
+    [ -n "$NCU" ] || exit 0
+    # ncu on the Parallax forward at 16K (the 25th wgmma<true> launch of the attn rows)
+    MIXSCOPE_BENCH_ONLY=attn ncu --kernel-name-base mangled --kernel-name regex:wgmmaILb1 \
+        --launch-skip 24 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+        --section WarpStateStats --section MemoryWorkloadAnalysis \
+        build/gpu/bench/gpu/bench_gpu >"${OUT:-/tmp}/ncu.txt" 2>&1
+    grep -E "Duration|Throughput|Issue Slots|Ipc|pipeline|Spilling|Warp Cycles" "${OUT:-/tmp}/ncu.txt"
     exit 0
 fi
 if [ "$what" = tune ]; then
