@@ -15,7 +15,8 @@
 //   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
 //   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
 //   shared memory read N-major (imm-trans-b), so V needs no transpose;
-// and waits for its products before the next tile.
+// The products run as three groups, S, U, then O1's, so that the softmax of S overlaps U's
+// products and U's weights overlap O1's; the tile ends when O2's are done.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -151,18 +152,28 @@ __global__ void __launch_bounds__(AW_NT, 2)
         const uint64_t dK = dK0 + (uint64_t)(s * 2 * C::KBYTES >> 4),
                        dV = dV0 + (uint64_t)(s * 2 * C::KBYTES >> 4);
 
+        // Two product groups: S = Q K^T, then U = R K^T. The softmax of S runs while U is on the
+        // tensor cores, and U's weights (w u) while O1 += P V is.
         float S[NS], U[PLX ? NS : 1];
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < AW_D / 16; ks++) {
             const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4; // Q and K alike
             wgmma_ss_n64(S, dQ + step, dK + step, ks > 0);
-            if constexpr (PLX) wgmma_ss_n64(U, dR + step, dK + step, ks > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        if constexpr (PLX) {
+#pragma unroll
+            for (int ks = 0; ks < AW_D / 16; ks++) {
+                const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4;
+                wgmma_ss_n64(U, dR + step, dK + step, ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<1>();
+        } else {
+            wgmma_wait<0>();
+        }
         wgmma_fence_regs<NS>(S);
-        if constexpr (PLX) wgmma_fence_regs<NS>(U);
 
         // The online softmax of rows lo (c = 0, 1) and hi (c = 2, 3), in base 2: invisible keys
         // get -inf, so w = 2^(s scale - m) = 0 for them; a row that has seen no key yet keeps
@@ -192,27 +203,18 @@ __global__ void __launch_bounds__(AW_NT, 2)
             ms[hr] = mn == -INFINITY ? 0.0f : mn;
             d1[hr] *= al[hr], d2[hr] *= al[hr];
         }
-        uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
+        // the weights w replace S; n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys
+        // 16 kk .. 16 kk + 15
+        uint32_t P[BN / 16][4];
 #pragma unroll
         for (int t = 0; t < BN / 8; t++) {
-            float w[4];
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                const int hr = c >> 1;
-                w[c] = ex2(fmaf(S[4 * t + c], scale_l2, -ms[hr]));
-                d1[hr] += w[c];
-                if constexpr (PLX) {
-                    U[4 * t + c] *= w[c];
-                    d2[hr] += U[4 * t + c];
-                }
+                S[4 * t + c] = ex2(fmaf(S[4 * t + c], scale_l2, -ms[c >> 1]));
+                d1[c >> 1] += S[4 * t + c];
             }
-            // n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys 16 kk .. 16 kk + 15
-            P[t / 2][(t & 1) * 2 + 0] = pack_bf16(w[0], w[1]);
-            P[t / 2][(t & 1) * 2 + 1] = pack_bf16(w[2], w[3]);
-            if constexpr (PLX) {
-                PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
-                PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
-            }
+            P[t / 2][(t & 1) * 2 + 0] = pack_bf16(S[4 * t], S[4 * t + 1]);
+            P[t / 2][(t & 1) * 2 + 1] = pack_bf16(S[4 * t + 2], S[4 * t + 3]);
         }
         // once a row's maximum settles, al = 1: skip the rescale when the whole warp has it
         if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
@@ -225,11 +227,28 @@ __global__ void __launch_bounds__(AW_NT, 2)
         }
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
-            if constexpr (PLX) wgmma_rs_n128_tb(O2, PU[kk], dV + (kk * 2048 >> 4));
-        }
+        for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
         wgmma_commit();
+        if constexpr (PLX) {
+            wgmma_wait<1>(); // U (committed before O1's products)
+            wgmma_fence_regs<NS>(U);
+            uint32_t PU[BN / 16][4];
+#pragma unroll
+            for (int t = 0; t < BN / 8; t++) {
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    U[4 * t + c] *= S[4 * t + c];
+                    d2[c >> 1] += U[4 * t + c];
+                }
+                PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
+                PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wgmma_rs_n128_tb(O2, PU[kk], dV + (kk * 2048 >> 4));
+            wgmma_commit();
+        }
         wgmma_wait<0>(); // P, PU and the stage stay untouched until the products are done
         wgmma_fence_regs<64>(O1);
         if constexpr (PLX) wgmma_fence_regs<64>(O2);
