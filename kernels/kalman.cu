@@ -33,6 +33,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <type_traits>
+
 #include "gpu.h"
 #include "gpu_common.cuh"
 
@@ -552,25 +554,31 @@ template <typename T, int S, bool LV, bool Q> struct kx_tile {
 // Reduce-scatter over the W lanes of a channel inside a warp: y[i] holds this lane's term of
 // token i < KX_U; afterwards y[0 .. HELD) hold the sums over the W lanes of tokens base + i
 // (HELD = KX_U / W when W < KX_U, else 1 and W / KX_U lanes, differing in their low bits, hold
-// the same token). Returns base.
-template <int W> __device__ __forceinline__ int kx_scatter(float (&y)[KX_U], int lane) {
-    int base = 0, h = KX_U;
-#pragma unroll
-    for (int off = W / 2; off >= 1; off >>= 1) {
-        if (h > 1) {
-            const int half = h / 2;
-            const bool hi = (lane & off) != 0;
+// the same token). Each round halves the tokens a lane holds: it keeps one half, sends the other
+// to its partner and adds what it receives. The rounds are templates so that every index into y
+// is a constant (a run-time index turns the array into predicated moves: 3x the instructions).
+template <int OFF, int HH>
+__device__ __forceinline__ void kx_scatter_round(float (&y)[KX_U], int lane, int &base) {
+    if constexpr (OFF >= 1) {
+        if constexpr (HH > 1) {
+            constexpr int half = HH / 2;
+            const bool hi = (lane & OFF) != 0;
 #pragma unroll
             for (int i = 0; i < half; i++) {
                 const float send = hi ? y[i] : y[i + half], keep = hi ? y[i + half] : y[i];
-                y[i] = keep + __shfl_xor_sync(FULL_MASK, send, off);
+                y[i] = keep + __shfl_xor_sync(FULL_MASK, send, OFF);
             }
             base += hi ? half : 0;
-            h = half;
+            kx_scatter_round<OFF / 2, half>(y, lane, base);
         } else {
-            y[0] += __shfl_xor_sync(FULL_MASK, y[0], off);
+            y[0] += __shfl_xor_sync(FULL_MASK, y[0], OFF);
+            kx_scatter_round<OFF / 2, 1>(y, lane, base);
         }
     }
+}
+template <int W> __device__ __forceinline__ int kx_scatter(float (&y)[KX_U], int lane) {
+    int base = 0;
+    kx_scatter_round<W / 2, KX_U>(y, lane, base);
     return base;
 }
 
@@ -633,10 +641,8 @@ __global__ void __launch_bounds__(kx<S>::NT)
         const float *sk = buf + L.s * TP, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
         const float *svl = buf + 3 * S * TP + L.c * TP, *slv = svl + C * TP;
         const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
-#pragma unroll 1
-        for (int g0 = 0; g0 < TT && g0 < nv; g0 += KX_U, gi++) {
-            float y[KX_U];
-            const int gn = nv - g0; // tokens of this group (>= KX_U: all)
+        // one group of KX_U tokens: this lane's readout terms y; FULL: no token past the end
+        auto walk = [&](auto full, int g0, int gn, float(&y)[KX_U]) {
 #pragma unroll
             for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
                 const float4 k4 = *reinterpret_cast<const float4 *>(sk + g0 + i0);
@@ -652,7 +658,7 @@ __global__ void __launch_bounds__(kx<S>::NT)
                 for (int u = 0; u < KX_R; u++) {
                     const int i = i0 + u;
                     y[i] = 0.0f;
-                    if (i < gn) { // uniform over the block
+                    if (decltype(full)::value || i < gn) { // uniform over the block
                         const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
                         Dn = fmaf(L.a2, Dn, L.p * N);
                         N = fmaf(phi, Dn, N);
@@ -663,6 +669,15 @@ __global__ void __launch_bounds__(kx<S>::NT)
                     }
                 }
             }
+        };
+#pragma unroll 1
+        for (int g0 = 0; g0 < TT && g0 < nv; g0 += KX_U, gi++) {
+            float y[KX_U];
+            const int gn = nv - g0; // tokens of this group (>= KX_U: all)
+            if (gn >= KX_U)
+                walk(std::true_type(), g0, gn, y);
+            else
+                walk(std::false_type(), g0, gn, y);
             const int base = kx_scatter<W>(y, lane_w);
             if (WPC == 1) {
                 if (L.live && (lane_w & (DUP - 1)) == 0)
