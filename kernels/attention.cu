@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "attention_rows.cuh"
 #include "attention_wgmma.cuh"
 #include "gpu.h"
 #include "gpu_common.cuh"
@@ -396,31 +397,13 @@ __global__ void __launch_bounds__(128)
         }
         __syncthreads(); // the buffer is free for the copy after next
     }
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 1);
-        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 2);
-        if constexpr (PLX) {
-            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 1);
-            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 2);
-        }
-    }
+    float *orow[2];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int row = row_lo + 8 * hr;
-        if (row >= q0 + nq) continue;
-        const float inv = d1[hr] > 0.0f ? 1.0f / d1[hr] : 0.0f, ub = d2[hr] * inv;
-        float *orow = o + (((size_t)b * Tq + row) * H + h) * DV;
-#pragma unroll
-        for (int t = 0; t < NO; t++) {
-            float x0 = O1[t][2 * hr] * inv, x1 = O1[t][2 * hr + 1] * inv;
-            if constexpr (PLX) {
-                x0 = x0 - (O2[t][2 * hr] * inv - ub * x0);
-                x1 = x1 - (O2[t][2 * hr + 1] * inv - ub * x1);
-            }
-            *reinterpret_cast<float2 *>(orow + t * 8 + 2 * tig) = make_float2(x0, x1);
-        }
+        orow[hr] = row < q0 + nq ? o + (((size_t)b * Tq + row) * H + h) * DV : NULL;
     }
+    attn_store_rows<PLX, NO>(d1, d2, &O1[0][0], &O2[0][0], orow, tig);
 }
 
 template <int DK, int DV, bool PLX>

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_rows.cuh"
 #include "attention_wgmma.cuh"
 #include "gpu_common.cuh"
 #include "mma.cuh"
@@ -255,31 +256,13 @@ __global__ void __launch_bounds__(AW_NT, 2)
     }
     cp_async_wait<0>();
 
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 1);
-        d1[hr] += __shfl_xor_sync(0xffffffffu, d1[hr], 2);
-        if constexpr (PLX) {
-            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 1);
-            d2[hr] += __shfl_xor_sync(0xffffffffu, d2[hr], 2);
-        }
-    }
+    float *orow[2];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int row = r_lo + 8 * hr;
-        if (row >= q0 + nq) continue;
-        const float inv = d1[hr] > 0.0f ? 1.0f / d1[hr] : 0.0f, ub = d2[hr] * inv;
-        float *orow = o + ((size_t)b * Tq + row) * qrow + (size_t)h * AW_D;
-#pragma unroll
-        for (int t = 0; t < 16; t++) {
-            float x0 = O1[4 * t + 2 * hr] * inv, x1 = O1[4 * t + 2 * hr + 1] * inv;
-            if constexpr (PLX) {
-                x0 = x0 - (O2[4 * t + 2 * hr] * inv - ub * x0);
-                x1 = x1 - (O2[4 * t + 2 * hr + 1] * inv - ub * x1);
-            }
-            *reinterpret_cast<float2 *>(orow + t * 8 + 2 * tig) = make_float2(x0, x1);
-        }
+        orow[hr] = row < q0 + nq ? o + ((size_t)b * Tq + row) * qrow + (size_t)h * AW_D : NULL;
     }
+    attn_store_rows<PLX, 16>(d1, d2, O1, O2, orow, tig);
 #else
     __trap(); // no wgmma in this image: attn_wgmma_usable() keeps launches away
 #endif
