@@ -817,8 +817,11 @@ static pid_t xvfb_start(void) {
         if (null >= 0) dup2(null, 2), dup2(null, 1);
         char fd[16];
         snprintf(fd, sizeof fd, "%d", fds[1]);
+        /* -noreset: an X server resets when its last client leaves, and the display check's
+         * connection is the first to leave; a window opened during that reset fails ("x11 not
+         * available", seen once under load) */
         execlp("Xvfb", "Xvfb", "-displayfd", fd, "-screen", "0", "1280x1024x24", "-nolisten", "tcp",
-               (char *)NULL);
+               "-noreset", (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
