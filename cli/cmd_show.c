@@ -18,7 +18,7 @@ const char *const *session_probe_names(session *s) {
     int n = 0;
     if (s)
         for (int i = 0; i < s->tr.nseries && n < 255; i++) names[n++] = s->tr.series[i].name;
-    if (s && s->tr.nsnap) names[n++] = "state";
+    if (s && trace_find_snapshot(&s->tr, "state") >= 0) names[n++] = "state";
     names[n] = NULL;
     return names;
 }
@@ -34,9 +34,10 @@ static void list_probes(session *s) {
         fprintf(s->out, "  %-18s %-9s %-14s %s\n", se->name, se->source, shape, se->meaning);
     }
     for (int i = 0; i < tr->nsnap; i++)
-        fprintf(s->out, "  %-18s %-9s [%d][%d][%d x %d] latest value (show state)\n",
-                tr->snaps[i].name, "snapshot", tr->snaps[i].layers, tr->snaps[i].heads,
-                tr->snaps[i].rows, tr->snaps[i].cols);
+        fprintf(s->out, "  %-18s %-9s [%d][%d][%d x %d] %s\n", tr->snaps[i].name, "snapshot",
+                tr->snaps[i].layers, tr->snaps[i].heads, tr->snaps[i].rows, tr->snaps[i].cols,
+                strcmp(tr->snaps[i].name, "state") ? "latest attention rows (view parallax)"
+                                                   : "latest value (show state)");
 }
 
 static void print_num(FILE *f, float x) {

@@ -131,6 +131,7 @@ int raw_register(trace *tr, raw_lane *lanes, int nl, const raw_stream *st, err *
         if (snap >= 0 && (k < 0 || (tr->snaps[k].rows == parts[snap].shape[1] &&
                                     tr->snaps[k].cols == parts[snap].shape[2])))
             if (probe_register_state(tr, L->m, &L->c, nl, e)) return -1;
+        if (probe_register_attn(tr, L->m, &L->c, nl, e)) return -1;
     }
     int H = nl ? lanes[0].c.H : 1;
     if (trace_add_series(tr, "recall_err", "|o - v*| / |v*| on query tokens (v* the right answer)",
@@ -161,6 +162,7 @@ static int record_token(trace *tr, raw_lane *lanes, int nl, const raw_stream *st
         if (nf) diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, L->probes, t, l);
         probe_record(tr, L->m, &L->c, L->probes, t, l);
         probe_record_state(tr, L->m, &L->c, L->state, t, l);
+        probe_record_attn(tr, L->m, &L->c, L->state, &x, t, l);
         int rc = L->keymajor && t < RAW_RECALL_MAX_TOKENS
                      ? recall_record(tr, nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], L->state, t, e)
                      : recall_record_kv(tr, nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], t, e);

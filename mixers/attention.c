@@ -482,8 +482,13 @@ void attn_prefill(const mixer_cfg *c, float *state, const mixer_seq *x, int pos0
 
 int parallax_effective_weights(const mixer_cfg *c, const float *state, const float *q,
                                const float *r, int pos, int h, float *p, float *a) {
+    return parallax_effective_weights_from(c, state, q, r, pos, h, 0, p, a);
+}
+
+int parallax_effective_weights_from(const mixer_cfg *c, const float *state, const float *q,
+                                    const float *r, int pos, int h, int j0, float *p, float *a) {
     const int dk = c->dk;
-    if (pos < 0 || pos >= c->max_t || h < 0 || h >= c->H) return -1;
+    if (pos < 0 || pos >= c->max_t || h < 0 || h >= c->H || j0 < 0 || j0 > pos) return -1;
     float cs[ATTN_MAX_DIM / 2], sn[ATTN_MAX_DIM / 2];
     float qr[ATTN_MAX_DIM], rr[ATTN_MAX_DIM]; /* [dk] rotated query and probe */
     memcpy(qr, q, (size_t)dk * sizeof *qr);
@@ -504,15 +509,15 @@ int parallax_effective_weights(const mixer_cfg *c, const float *state, const flo
         if (r) d2 += w * attn_dot(rr, k, dk);
     }
     double ubar = d2 / d1;
-    for (int j = 0; j <= pos; j++) {
+    for (int j = j0; j <= pos; j++) {
         double pj = 0.0, aj = 0.0;
         if (j >= first) {
             const float *k = state + attn_k_offset(c, j, h);
             pj = exp((double)c->scale * attn_dot(qr, k, dk) - m) / d1;
             aj = r ? pj * (1.0 + ubar - attn_dot(rr, k, dk)) : pj;
         }
-        if (p) p[j] = (float)pj;
-        if (a) a[j] = (float)aj;
+        if (p) p[j - j0] = (float)pj;
+        if (a) a[j - j0] = (float)aj;
     }
     return 0;
 }

@@ -92,5 +92,9 @@ void attn_prefill(const mixer_cfg *c, float *state, const mixer_seq *x, int pos0
  * sum_j a_j = 1 and sum_j a_j v_j = o. Returns -1 (writes nothing) when pos is not in the cache. */
 int parallax_effective_weights(const mixer_cfg *c, const float *state, const float *q,
                                const float *r, int pos, int h, float *p, float *a);
+/* The same for the keys j0..pos alone: p, a [pos - j0 + 1] (p[0], a[0] for key j0). The sums
+ * (ubar, the normaliser) still run over every visible key. */
+int parallax_effective_weights_from(const mixer_cfg *c, const float *state, const float *q,
+                                    const float *r, int pos, int h, int j0, float *p, float *a);
 
 #endif

@@ -1,6 +1,9 @@
 #include "record.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "attention.h"
 
 int probe_register(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e) {
     for (int i = 0; i < m->nprobes; i++)
@@ -52,4 +55,52 @@ void probe_record_state(trace *tr, const mixer_ops *m, const mixer_cfg *c, const
     memcpy(trace_snapshot_at(tr, k, layer, 0), state + parts[i].offset,
            (size_t)c->H * s->rows * s->cols * sizeof(float));
     s->t = t;
+}
+
+static int is_attention(const mixer_ops *m) {
+    return !strcmp(m->name, "softmax") || !strcmp(m->name, "parallax");
+}
+
+int probe_register_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e) {
+    if (!is_attention(m)) return 0;
+    int ka = trace_add_snapshot(tr, "attn_a", layers, c->H, RECORD_ATTN_Q, RECORD_ATTN_K, e);
+    int kp = ka < 0 ? -1 : trace_add_snapshot(tr, "attn_pos", layers, c->H, RECORD_ATTN_Q, 1, e);
+    if (kp < 0) return -1;
+    /* a new snapshot starts empty (a found one keeps its rows) */
+    trace_snapshot *sp = &tr->snaps[kp];
+    if (sp->t < 0)
+        for (size_t i = 0; i < (size_t)sp->layers * sp->heads * RECORD_ATTN_Q; i++)
+            sp->data[i] = -1.0f;
+    return 0;
+}
+
+void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
+                       const mixer_tok *x, int pos, int layer) {
+    int ka = trace_find_snapshot(tr, "attn_a"), kp = trace_find_snapshot(tr, "attn_pos");
+    if (!is_attention(m) || ka < 0 || kp < 0 || !x->in[IN_Q]) return;
+    trace_snapshot *sa = &tr->snaps[ka], *sp = &tr->snaps[kp];
+    if (layer >= sa->layers || sa->heads != c->H || layer >= sp->layers || sp->heads != c->H ||
+        pos < 0 || pos >= c->max_t)
+        return;
+    const int use_r = !strcmp(m->name, "parallax") && x->in[IN_R];
+    const int j0 = pos - (RECORD_ATTN_K - 1) > 0 ? pos - (RECORD_ATTN_K - 1) : 0;
+    const int first = attn_first_key(c, pos), row = pos % RECORD_ATTN_Q;
+    for (int h = 0; h < c->H; h++) {
+        float *ps = trace_snapshot_at(tr, kp, layer, h); /* [Q] */
+        if (pos == 0)
+            for (int i = 0; i < RECORD_ATTN_Q; i++) ps[i] = -1.0f;
+        float *a = trace_snapshot_at(tr, ka, layer, h) + (size_t)row * RECORD_ATTN_K;
+        /* the row ends on the diagonal: column K - 1 is key pos */
+        const int lead = RECORD_ATTN_K - 1 - (pos - j0);
+        for (int i = 0; i < lead; i++) a[i] = NAN;
+        const float *q = x->in[IN_Q] + (size_t)h * c->dk;
+        const float *r = use_r ? x->in[IN_R] + (size_t)h * c->dk : NULL;
+        if (parallax_effective_weights_from(c, state, q, r, pos, h, j0, NULL, a + lead)) {
+            ps[row] = -1.0f;
+            continue;
+        }
+        for (int j = j0; j < first; j++) a[lead + j - j0] = NAN;
+        ps[row] = (float)pos;
+    }
+    sa->t = sp->t = pos;
 }

@@ -22,4 +22,21 @@ int probe_register_state(trace *tr, const mixer_ops *m, const mixer_cfg *c, int 
 void probe_record_state(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
                         int64_t t, int layer);
 
+/* Attention rows for the views (softmax and Parallax layers; nothing for other mixers). Two
+ * snapshots per layer and head, a ring of the last RECORD_ATTN_Q query tokens:
+ *   "attn_a"   [RECORD_ATTN_Q][RECORD_ATTN_K]: ring row i holds the effective weights
+ *              a_{q, q - K + 1 .. q} (attention.h; a = p for softmax) of its query position q,
+ *              so the row ends on the diagonal; keys the query cannot see (before 0, outside the
+ *              window) are NaN;
+ *   "attn_pos" [RECORD_ATTN_Q][1]: the query position of ring row i, -1 when empty.
+ * Query q goes to ring row q % RECORD_ATTN_Q; position 0 empties the ring first (a new
+ * sequence), so rows of an earlier run never mix with the current one. */
+#define RECORD_ATTN_Q 64
+#define RECORD_ATTN_K 128
+int probe_register_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e);
+/* After the step of position pos (state: the KV cache that now holds pos; x: that token's inputs
+ * as given to the mixer). */
+void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
+                       const mixer_tok *x, int pos, int layer);
+
 #endif

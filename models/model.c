@@ -432,7 +432,8 @@ int model_register_probes(const model *m, trace *tr, err *e) {
     for (int li = 0; li < m->c.layers; li++) {
         const layer *L = &m->layers[li];
         if (probe_register(tr, L->mx, &L->mc, m->c.layers, e) ||
-            probe_register_state(tr, L->mx, &L->mc, m->c.layers, e))
+            probe_register_state(tr, L->mx, &L->mc, m->c.layers, e) ||
+            probe_register_attn(tr, L->mx, &L->mc, m->c.layers, e))
             return err_prefix(e, "layer %d (%s)", li, L->mx->name);
         for (int i = 0; i < f->nprobes; i++)
             if (trace_add_series(tr, f->probes[i].name, f->probes[i].meaning, "model", m->c.layers,
@@ -544,6 +545,7 @@ static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, er
         if (tr) {
             probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
             probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
+            probe_record_attn(tr, L->mx, &L->mc, L->state, &tok, m->pos, li);
         }
         if (m->layer_hook) m->layer_hook(m->layer_hook_ctx, m, li, &tok, L->state);
         f->post(m, L, m->o, m->aux, m->y, m->h1);

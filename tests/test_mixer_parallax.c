@@ -12,6 +12,7 @@
 #include "core/opts.h"
 #include "mixers/attention.h"
 #include "mixers/mixer.h"
+#include "mixers/record.h"
 
 extern const mixer_ops mixer_parallax;
 extern const mixer_ops mixer_softmax;
@@ -499,6 +500,85 @@ static void test_effective_weights(void **st) {
     pb_free(&d);
 }
 
+/* The attention-row snapshots of mixers/record.h: after T steps the ring holds the last
+ * RECORD_ATTN_Q rows, each the effective weights of its query over RECORD_ATTN_K keys ending on
+ * the diagonal, NaN where the query sees nothing (before 0, outside the window); a run that starts
+ * again at position 0 empties the ring first; other mixers record nothing. */
+static void test_record_attn(void **st) {
+    (void)st;
+    const int Q = RECORD_ATTN_Q, K = RECORD_ATTN_K;
+    prob d;
+    pb_make(&d, 2, 8, 6, 0, 200, 77, 0.5);
+    const char *args[] = {"rope=1", "window=100", NULL};
+    mixer_cfg c;
+    cfg(&mixer_parallax, &c, &d, args);
+    trace tr;
+    trace_init(&tr);
+    err e = {{0}};
+    assert_int_equal(probe_register_attn(&tr, &mixer_parallax, &c, 1, &e), 0);
+    const int ka = trace_find_snapshot(&tr, "attn_a"), kp = trace_find_snapshot(&tr, "attn_pos");
+    assert_true(ka >= 0 && kp >= 0);
+    float *s = state_new(&mixer_parallax, &c, &d), o[2 * 6], full[256];
+    for (int pass = 0; pass < 2; pass++) {
+        const int T = pass == 0 ? d.T : 10; /* the second run: 10 tokens from position 0 again */
+        mixer_parallax.state_init(&c, s);
+        for (int t = 0; t < T; t++) {
+            mixer_tok x = {{0}};
+            x.in[IN_Q] = d.q + (size_t)t * d.H * d.dk, x.in[IN_R] = d.r + (size_t)t * d.H * d.dk;
+            x.in[IN_K] = d.k + (size_t)t * d.H * d.dk, x.in[IN_V] = d.v + (size_t)t * d.H * d.dv;
+            mixer_parallax.step(&c, s, &x, t, o, NULL);
+            probe_record_attn(&tr, &mixer_parallax, &c, s, &x, t, 0);
+        }
+        assert_int_equal(tr.snaps[ka].t, T - 1);
+        double worst = 0;
+        int nan_window = 0;
+        for (int h = 0; h < d.H; h++) {
+            const float *A = trace_snapshot_at(&tr, ka, 0, h),
+                        *P = trace_snapshot_at(&tr, kp, 0, h);
+            for (int i = 0; i < Q; i++) {
+                const int want = pass == 0 ? T - Q + (i - (T - Q) % Q + Q) % Q : (i < T ? i : -1);
+                assert_int_equal((int)P[i], want);
+            }
+            for (int qp = T > Q ? T - Q : 0; qp < T; qp++) {
+                const float *row = A + (size_t)(qp % Q) * K;
+                const float *q = d.q + ((size_t)qp * d.H + h) * d.dk,
+                            *r = d.r + ((size_t)qp * d.H + h) * d.dk;
+                assert_int_equal(parallax_effective_weights(&c, s, q, r, qp, h, NULL, full), 0);
+                const int first = attn_first_key(&c, qp);
+                double sum = 0;
+                for (int col = 0; col < K; col++) {
+                    const int j = qp - (K - 1) + col;
+                    if (j < 0 || j < first) {
+                        assert_true(isnan(row[col]));
+                        nan_window += j >= 0;
+                    } else {
+                        assert_true(row[col] == full[j]);
+                        sum += row[col];
+                    }
+                }
+                worst = fmax(worst, fabs(sum - 1)); /* the window (100) fits in K: whole rows */
+            }
+        }
+        assert_true(worst < 1e-5);
+        if (pass == 0) assert_true(nan_window > 0);
+        print_message("attention rows, run %d: |sum a - 1| %.3g, %d keys outside the window\n",
+                      pass, worst, nan_window);
+    }
+    /* no snapshots for a mixer that is not attention */
+    trace t2;
+    trace_init(&t2);
+    mixer_cfg cg;
+    const mixer_ops *gdn = mixer_find("gdn");
+    assert_non_null(gdn);
+    opts none = {0};
+    assert_int_equal(mixer_configure(gdn, &cg, 2, 8, 6, &none, &e), 0);
+    assert_int_equal(probe_register_attn(&t2, gdn, &cg, 1, &e), 0);
+    assert_int_equal(trace_find_snapshot(&t2, "attn_a"), -1);
+    trace_free(&t2), trace_free(&tr);
+    free(s);
+    pb_free(&d);
+}
+
 /* Every probe against its definition, from the double quadratic form, on a few tokens. */
 static void test_probes(void **st) {
     (void)st;
@@ -632,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_r_zero_is_softmax),
         cmocka_unit_test(test_welford_merge),
         cmocka_unit_test(test_effective_weights),
+        cmocka_unit_test(test_record_attn),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_config_and_state),
     };

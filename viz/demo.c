@@ -251,7 +251,8 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
     }
     for (int l = 0; l < nl; l++)
         if (probe_register(tr, L[l].m, &L[l].c, nl, e) ||
-            probe_register_state(tr, L[l].m, &L[l].c, nl, e))
+            probe_register_state(tr, L[l].m, &L[l].c, nl, e) ||
+            probe_register_attn(tr, L[l].m, &L[l].c, nl, e))
             goto done;
     if (kind == KIND_PRECISION && prec_setup(&P, tr, L, nl, e)) goto done;
 
@@ -313,6 +314,7 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
             L[l].m->step(&L[l].c, L[l].state, &x, t, L[l].o, L[l].probes);
             probe_record(tr, L[l].m, &L[l].c, L[l].probes, t, l);
             probe_record_state(tr, L[l].m, &L[l].c, L[l].state, t, l);
+            probe_record_attn(tr, L[l].m, &L[l].c, L[l].state, &x, t, l);
             if (kind == KIND_DELTA &&
                 recall_record(tr, nl, l, H, dk, dv, x.in[IN_K], v, L[l].state, t, e))
                 goto done;

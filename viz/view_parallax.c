@@ -12,11 +12,15 @@
  *   the softmax entropy normalised by log n (selected head; the other heads grey) and the
  *     largest softmax weight;
  *   the effective weights a_j = p_j (1 + ubar - u_j): min, max and the negative mass, with the
- *     sink weights p_{t,0} and a_{t,0}. */
+ *     sink weights p_{t,0} and a_{t,0};
+ *   the rows a_ij themselves (B.9 item 4): the latest recorded queries (up to RECORD_ATTN_Q) over
+ *     the latest keys (up to RECORD_ATTN_K), diverging colours (blue < 0 < red), from the
+ *     "attn_a" / "attn_pos" snapshots (mixers/record.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../mixers/record.h"
 #include "plot.h"
 #include "view.h"
 
@@ -28,6 +32,78 @@ static void missing(canvas *c, box b, const char *title, const char *probe) {
     snprintf(msg, sizeof msg, "no '%s' probe in the trace", probe);
     plot_message(&pl, msg);
     plot_end(&pl);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The effective-weight rows of (layer, head) aligned on absolute key positions: D [Q][K], query
+ * positions *q0 .. *q0 + Q - 1 (the newest recorded last), keys *k0 .. *k0 + K - 1. Returns the
+ * number of rows found (0: nothing recorded). */
+static int attn_rows(const trace *tr, int layer, int head, float *D, int *q0, int *k0) {
+    const int Q = RECORD_ATTN_Q, K = RECORD_ATTN_K;
+    int ka = trace_find_snapshot(tr, "attn_a"), kp = trace_find_snapshot(tr, "attn_pos");
+    if (ka < 0 || kp < 0 || tr->snaps[ka].t < 0 || layer >= tr->snaps[ka].layers ||
+        head >= tr->snaps[ka].heads || tr->snaps[ka].rows != Q || tr->snaps[ka].cols != K)
+        return 0;
+    const float *A = trace_snapshot_at(tr, ka, layer, head),
+                *P = trace_snapshot_at(tr, kp, layer, head);
+    int tq = -1, found = 0;
+    for (int i = 0; i < Q; i++)
+        if (P[i] > tq) tq = (int)P[i];
+    *q0 = tq - (Q - 1), *k0 = tq - (K - 1);
+    for (int i = 0; i < Q; i++) {
+        const int qp = *q0 + i, ring = qp >= 0 ? qp % Q : 0;
+        const int ok = qp >= 0 && (int)P[ring] == qp;
+        found += ok;
+        for (int jj = 0; jj < K; jj++) {
+            const int j = *k0 + jj, col = j - qp + K - 1;
+            D[(size_t)i * K + jj] = ok && j <= qp && col >= 0 ? A[(size_t)ring * K + col] : NAN;
+        }
+    }
+    return tq >= 0 ? found : 0;
+}
+
+static void draw_rows(canvas *c, box b, const trace *tr, view_params *p) {
+    const int Q = RECORD_ATTN_Q, K = RECORD_ATTN_K;
+    float *D = malloc(2 * sizeof(float) * Q * K), *sorted = D ? D + Q * K : NULL;
+    int q0 = 0, k0 = 0, n = D ? attn_rows(tr, p->layer, p->head, D, &q0, &k0) : 0, m = 0;
+    for (int i = 0; n && i < Q * K; i++)
+        if (isfinite(D[i])) sorted[m++] = fabsf(D[i]);
+    /* symmetric about 0 at the 99th percentile of |a|: the diagonal's few large weights would
+     * wash the rest out to white */
+    double hi = 1;
+    if (m) {
+        qsort(sorted, (size_t)m, sizeof *sorted, cmp_float);
+        hi = sorted[(size_t)(0.99 * (m - 1))];
+        if (!(hi > 0)) hi = sorted[m - 1] > 0 ? sorted[m - 1] : 1;
+    }
+    char title[96];
+    if (n)
+        snprintf(title, sizeof title, "rows a_ij, layer %d head %d", p->layer, p->head);
+    else
+        snprintf(title, sizeof title, "effective weight rows a_ij");
+    const int cbw = 88;
+    int kfirst = k0 < 0 ? 0 : k0, qfirst = q0 < 0 ? 0 : q0;
+    axis ax = {kfirst - 0.5, k0 + K - 0.5, 0, 0, "key position j", 1};
+    axis ay = {qfirst - 0.5, q0 + Q - 0.5, 0, 1, "query i", 1};
+    plot pl;
+    plot_begin(&pl, c, b.x, b.y, b.w - cbw, b.h, title, ax, ay, PLOT_NO_GRID);
+    if (n) {
+        /* rows and columns before position 0 are left out */
+        const int r0 = qfirst - q0, c0 = kfirst - k0;
+        plot_heatmap(&pl, D + (size_t)r0 * K + c0, Q - r0, K - c0, K, 1, kfirst, 1, qfirst, 1,
+                     CMAP_DIVERGING, -hi, hi, 0);
+    } else {
+        plot_message(&pl, "no attention rows (run a softmax or parallax layer)");
+    }
+    plot_end(&pl);
+    plot_colorbar(c, b.x + b.w - cbw + 22, pl.y - 8, cbw - 22, pl.h + 16, CMAP_DIVERGING, -hi, hi,
+                  0, "a_ij");
+    vu_note_crange(p, "a_ij", -hi, hi, 0);
+    free(D);
 }
 
 static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
@@ -163,8 +239,9 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     } else
         missing(c, b4, "‖Σρ‖ against ‖o_SA‖", "corr_norm");
 
-    /* 5: entropy */
-    box b5 = vu_cell(area, 3, 2, 2, 0);
+    /* the bottom row in thirds: 5 entropy, 6 the weights' extremes, 7 the rows a_ij */
+    box bottom = vu_cell(area, 3, 1, 2, 0);
+    box b5 = vu_cell(bottom, 1, 3, 0, 0);
     if (s_en >= 0) {
         vu_line L[66];
         int n = 0;
@@ -177,14 +254,14 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
             L[n++] = (vu_line){s_mw, L0, H0, 0, "max weight p", palette(1), STYLE_LINE, 1.4f, 0};
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE},
                          {1, NULL, theme_faint(), STYLE_LINE}};
-        vu_lines(&pl, c, b5, "softmax entropy normalised by log n (other heads grey)", NULL, tr, p,
-                 L, n, refs, 2, 0, 0);
+        vu_lines(&pl, c, b5, "entropy H / log n (other heads grey)", NULL, tr, p, L, n, refs, 2, 0,
+                 0);
         plot_end(&pl);
     } else
         missing(c, b5, "softmax entropy", "entropy_norm");
 
     /* 6: effective weights */
-    box b6 = vu_cell(area, 3, 2, 2, 1);
+    box b6 = vu_cell(bottom, 1, 3, 0, 1);
     vu_line L[6];
     int n = 0;
     if (s_amin >= 0)
@@ -199,17 +276,21 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         L[n++] = (vu_line){s_sa0, L0, H0, 0, "sink a_t,0", palette(5), STYLE_DASHED, 1.3f, 0};
     if (n) {
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE}};
-        vu_lines(&pl, c, b6, "effective weights a_j = p_j(1 + ū − u_j) and the sink", NULL, tr, p,
-                 L, n, refs, 1, 0, 0);
+        vu_lines(&pl, c, b6, "a_j = p_j(1 + ū − u_j): extremes, sink", NULL, tr, p, L, n, refs, 1,
+                 0, 0);
         plot_end(&pl);
     } else
         missing(c, b6, "effective weights", "a_min");
+
+    /* 7: the rows */
+    draw_rows(c, vu_cell(bottom, 1, 3, 0, 2), tr, p);
     return 0;
 }
 
 const view view_parallax = {
     "parallax",
-    "Parallax COR ‖Σρ‖/‖o_SA‖ per token × layer and head, depth profile, entropy, weights",
+    "Parallax COR ‖Σρ‖/‖o_SA‖ per token × layer and head, depth profile, entropy, weights and "
+    "their rows a_ij",
     "",
     draw,
 };
