@@ -498,13 +498,18 @@ int parallax_effective_weights_from(const mixer_cfg *c, const float *state, cons
         attn_rope_apply(dk, cs, sn, qr);
         if (r) attn_rope_apply(dk, cs, sn, rr);
     }
+    /* the normaliser and ubar in one streaming pass over the visible keys (each product once:
+     * the views call this for every token), then the weights of keys j0..pos */
     int first = attn_first_key(c, pos);
     double m = -INFINITY, d1 = 0.0, d2 = 0.0;
-    for (int j = first; j <= pos; j++)
-        m = fmax(m, (double)c->scale * attn_dot(qr, state + attn_k_offset(c, j, h), dk));
     for (int j = first; j <= pos; j++) {
         const float *k = state + attn_k_offset(c, j, h);
-        double w = exp((double)c->scale * attn_dot(qr, k, dk) - m);
+        const double sj = (double)c->scale * attn_dot(qr, k, dk);
+        if (sj > m) {
+            const double a = exp(m - sj); /* 0 at the first key */
+            d1 *= a, d2 *= a, m = sj;
+        }
+        const double w = exp(sj - m);
         d1 += w;
         if (r) d2 += w * attn_dot(rr, k, dk);
     }
