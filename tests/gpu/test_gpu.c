@@ -6,6 +6,7 @@
  * are rounded to bf16 before the fp32 arithmetic). Prints one line per case and ends with
  * "gpu: N passed, M failed". Exits 0 without running anything when there is no GPU. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,82 @@ static void test_attn_window(const mixer_ops *m, int T0, int T, int H, int d, in
     free(s_cpu), free(s_gpu), free(o0), free(o_cpu), free(o_gpu);
 }
 
+static uint16_t to_bf16(float x) { /* round to nearest even (finite inputs) */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static float from_bf16(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* gpu_attn_forward on raw bf16 tensors with B > 1, Tq != Tk, an offset and a window, against a
+ * double reference on the same rounded inputs: q, r [B, Tq, H, d], k, v [B, Tk, H, d]. */
+static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int pos0, int window) {
+    const size_t nq = (size_t)B * Tq * H * d, nk = (size_t)B * Tk * H * d;
+    uint16_t *hq = malloc(nq * 2), *hr = malloc(nq * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2);
+    float *o = malloc(nq * 4), *ref = malloc(nq * 4);
+    double *w = malloc((size_t)Tk * sizeof *w), *u = malloc((size_t)Tk * sizeof *u);
+    for (size_t i = 0; i < nq; i++)
+        hq[i] = to_bf16((float)nrand()), hr[i] = to_bf16(0.3f * (float)nrand());
+    for (size_t i = 0; i < nk; i++)
+        hk[i] = to_bf16((float)nrand()), hv[i] = to_bf16((float)nrand());
+    const float scale = 1.0f / sqrtf((float)d);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++)
+            for (int h = 0; h < H; h++) {
+                const int p = pos0 + i,
+                          first = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+                const uint16_t *qi = hq + (((size_t)b * Tq + i) * H + h) * d,
+                               *ri = hr + (((size_t)b * Tq + i) * H + h) * d;
+                double m = -INFINITY, d1 = 0, d2 = 0;
+                for (int j = first; j <= p && j < Tk; j++) {
+                    const uint16_t *kj = hk + (((size_t)b * Tk + j) * H + h) * d;
+                    double sq = 0, sr = 0;
+                    for (int c = 0; c < d; c++)
+                        sq += (double)from_bf16(qi[c]) * from_bf16(kj[c]),
+                            sr += (double)from_bf16(ri[c]) * from_bf16(kj[c]);
+                    w[j] = scale * sq, u[j] = sr;
+                    if (w[j] > m) m = w[j];
+                }
+                for (int j = first; j <= p && j < Tk; j++)
+                    w[j] = exp(w[j] - m), d1 += w[j], d2 += w[j] * u[j];
+                float *out = ref + (((size_t)b * Tq + i) * H + h) * d;
+                for (int c = 0; c < d; c++) {
+                    double o1 = 0, o2 = 0;
+                    for (int j = first; j <= p && j < Tk; j++) {
+                        const double vj = from_bf16(hv[(((size_t)b * Tk + j) * H + h) * d + c]);
+                        o1 += w[j] * vj, o2 += w[j] * u[j] * vj;
+                    }
+                    const double vbar = d1 > 0 ? o1 / d1 : 0, ubar = d1 > 0 ? d2 / d1 : 0;
+                    out[c] = (float)(plx && d1 > 0 ? vbar - (o2 / d1 - ubar * vbar) : vbar);
+                }
+            }
+    err e = {{0}};
+    void *dq = gpu_malloc(nq * 2, &e), *dr = gpu_malloc(nq * 2, &e), *dk = gpu_malloc(nk * 2, &e),
+         *dv = gpu_malloc(nk * 2, &e), *dout = gpu_malloc(nq * 4, &e);
+    char what[128];
+    snprintf(what, sizeof what, "%s forward bf16 B=%d Tq=%d Tk=%d d=%d pos0=%d window=%d",
+             plx ? "parallax" : "softmax", B, Tq, Tk, d, pos0, window);
+    int bad = !dq || !dr || !dk || !dv || !dout || gpu_copy_to_device(dq, hq, nq * 2, &e) ||
+              gpu_copy_to_device(dr, hr, nq * 2, &e) || gpu_copy_to_device(dk, hk, nk * 2, &e) ||
+              gpu_copy_to_device(dv, hv, nk * 2, &e) ||
+              gpu_attn_forward(B, Tq, Tk, H, d, d, pos0, window, scale, 1, dq, plx ? dr : NULL, dk,
+                               dv, dout, NULL, &e) ||
+              gpu_sync(&e) || gpu_copy_to_host(o, dout, nq * 4, &e);
+    if (bad) {
+        printf("%-44s %s  FAIL\n", what, e.msg);
+        failed++;
+    } else {
+        report(what, rel(o, ref, nq), 1e-2);
+    }
+    gpu_free(dq), gpu_free(dr), gpu_free(dk), gpu_free(dv), gpu_free(dout);
+    free(hq), free(hr), free(hk), free(hv), free(o), free(ref), free(w), free(u);
+}
+
 static void test_linear(int T, int out, int in) {
     float *x = malloc((size_t)T * in * 4), *W = malloc((size_t)out * in * 4), *b = malloc(out * 4);
     float *y = malloc((size_t)T * out * 4), *ref = malloc((size_t)T * out * 4);
@@ -332,6 +409,13 @@ int main(void) {
         test_attn_window(m, 0, 700, 2, 128, 100);
         test_attn_window(m, 250, 333, 2, 128, 200);
         test_attn_window(m, 100, 150, 2, 64, 37);
+    }
+    /* the forward's raw entry point: batches, queries after a cache, windows (d = 128: wgmma on
+     * sm_90; d = 64: mma.sync) */
+    for (int plx = 0; plx <= 1; plx++) {
+        test_attn_batch(plx, 2, 150, 230, 2, 128, 80, 0);
+        test_attn_batch(plx, 3, 97, 97, 2, 128, 0, 33);
+        test_attn_batch(plx, 2, 150, 230, 2, 64, 80, 61);
     }
     const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
                            "mamba2",         "transformer", "parallax"};
