@@ -479,10 +479,6 @@ static int kalman_launch_scan(int B, int T_, int H, int M, int S, float scale, i
 #define KX_R     4  // tokens between two renormalisations (the float4 loads of the inputs)
 #define KX_MAXCH 64 // most time chunks
 #define KX_CHUNK 32 // chunk lengths are multiples of this (of every tile length)
-// Blocks a multiprocessor should hold (register caps: the walks are issue-bound, and more warps
-// hide their latencies; shared memory allows 7 apply blocks at S = 16)
-#define KX_APPLY_BLOCKS   6
-#define KX_COMPOSE_BLOCKS 8
 
 // Shape of a block for S states per channel: NT threads, one lane each, C channels of S lanes
 // (s fastest); W lanes of a channel share a warp, WPC warps make a channel; tiles of TT tokens
@@ -495,6 +491,11 @@ template <int S> struct kx {
     static constexpr int WPC = S / W;
     static constexpr int TT = S >= 64 ? 16 : 32;
     static constexpr int TP = TT + 4;
+    // kx_apply blocks a multiprocessor should hold: at S <= 32 the walk is issue-bound and 6
+    // blocks (80 registers) hide its latencies better than 5 (H200, T = 64K, S = 16: 4.04 ->
+    // 3.89 ms); the wider blocks of S >= 64 keep every register (capped they spilled: S = 128
+    // 37.0 -> 48.6 ms). The compose walk gained nothing from a cap.
+    static constexpr int APPLY_BLOCKS = NT == 128 ? 6 : 1;
     static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
     static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
 };
@@ -609,7 +610,7 @@ __device__ __forceinline__ kx_lane kx_lane_of(int H, int M, int m0, const float 
 // st0[2 j lanes + lane], eta at st0[(2 j + 1) lanes + lane] (st0 = state itself when nch = 1:
 // each thread reads its lane before it writes it). The last chunk writes the final state.
 template <typename T, int S, bool LV, bool PRIOR>
-__global__ void __launch_bounds__(kx<S>::NT, KX_APPLY_BLOCKS)
+__global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     kx_apply_kernel(int T_, int H, int M, int CL, int nch, float scale, const T *q, const T *k,
                     const T *v, const float *lv, const float *a_, const float *p_, const float *st0,
                     float *state, float *o) {
@@ -713,7 +714,7 @@ __global__ void __launch_bounds__(kx<S>::NT, KX_APPLY_BLOCKS)
 // EE, the E entry of (0, 0, 1)'s image, with one common scale (trace-normalised every KX_R
 // tokens). X[(7 j + i) lanes + lane] for i = NN, DN, EN, ND, DD, ED, EE.
 template <typename T, int S, bool LV>
-__global__ void __launch_bounds__(kx<S>::NT, KX_COMPOSE_BLOCKS)
+__global__ void __launch_bounds__(kx<S>::NT)
     kx_compose_kernel(int T_, int H, int M, int CL, const T *k, const T *v, const float *lv,
                       const float *a_, const float *p_, float *X) {
     using K = kx<S>;
