@@ -493,10 +493,11 @@ template <int S> struct kx {
     static constexpr int TP = TT + 4;
     // kx_apply blocks a multiprocessor should hold (register caps). At S = 16 the walk is
     // issue-bound and 6 blocks (80 registers) hide its latencies better than 5 (H200, T = 64K:
-    // 4.04 -> 3.89 ms); at S = 8, 32, 64 that cap spills (not measured: left uncapped). At S = 128
+    // 4.04 -> 3.89 ms); at S = 8, 32, 64 that cap spills, and 4 blocks (<= 128 registers, as the
+    // compiler chose before the reduce-scatter was unrolled) keep their occupancy. At S = 128
     // two 256-thread blocks need <= 128 registers: one more (131, with no cap) halved the
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
-    static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 1;
+    static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 4;
     static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
     static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
 };
