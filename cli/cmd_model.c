@@ -17,6 +17,7 @@
 #include "../mixers/tf32.h"
 #include "../models/arith.h"
 #include "../models/model.h"
+#include "../models/ranks.h"
 #include "../models/tokenizer.h"
 #include "../viz/recall.h"
 #include "command.h"
@@ -207,6 +208,54 @@ const command cmd_save = {
     COMPLETE_FILE,
     NULL};
 
+static void print_rank(FILE *f, double v) {
+    if (isfinite(v))
+        fprintf(f, " %7.2f", v);
+    else
+        fprintf(f, " %7s", "-");
+}
+
+static void print_circuit(FILE *f, const double *c, int last) {
+    char buf[40];
+    if (isfinite(c[0]))
+        snprintf(buf, sizeof buf, "%.2f [%.2f, %.2f]", c[0], c[1], c[2]);
+    else
+        snprintf(buf, sizeof buf, "-");
+    fprintf(f, last ? "  %s\n" : "  %-21s", buf);
+}
+
+/* model ranks [layer=N]: the stable ranks of models/ranks.h, a row per layer (printed as each is
+ * done: large layers take a moment) */
+static int model_ranks(session *s, int argc, char **argv, err *e) {
+    if (need_model(s, e)) return -1;
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return -1;
+    long only = -1;
+    int rc = opts_int(&o, "layer", -1, &only, e) || opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return -1;
+    const model *m = s->model;
+    if (only >= m->c.layers)
+        return err_set(e, "model ranks: layer %ld out of range (%d layers)", only, m->c.layers);
+    fprintf(s->out,
+            "stable ranks ||M||_F^2 / ||M||_2^2 (spec B.7); circuits per head: mean [min, max]\n"
+            "layer  core       %7s %7s %7s %7s %7s  %-21s  %-21s  %s\n",
+            "W_Q", "W_K", "W_V", "W_O", "W_R", "W_QK = W_Q^T W_K", "W_RK = W_R^T W_K",
+            "W_OV = W_O W_V");
+    for (int li = 0; li < m->c.layers; li++) {
+        if (only >= 0 && li != only) continue;
+        layer_ranks r;
+        if (model_layer_ranks(m, li, &r, e)) return -1;
+        fprintf(s->out, "%5d  %-10s", li, m->layers[li].mx->name);
+        print_rank(s->out, r.wq), print_rank(s->out, r.wk), print_rank(s->out, r.wv);
+        print_rank(s->out, r.wo), print_rank(s->out, r.wr);
+        print_circuit(s->out, r.qk, 0), print_circuit(s->out, r.rk, 0);
+        print_circuit(s->out, r.ov, 1);
+        fflush(s->out);
+    }
+    return 0;
+}
+
 static int run_model(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     if (argc == 1 || (argc == 2 && strcmp(argv[1], "info") == 0)) {
@@ -214,8 +263,11 @@ static int run_model(session *s, int argc, char **argv, const char *rest, err *e
         model_print_info(s->model, s->out);
         return 0;
     }
+    if (strcmp(argv[1], "ranks") == 0) return model_ranks(s, argc, argv, e);
     if (strcmp(argv[1], "random") != 0)
-        return err_set(e, "model: expected 'random MIXER [key=value ...]' or 'info', got '%.40s'",
+        return err_set(e,
+                       "model: expected 'random MIXER [key=value ...]', 'info' or 'ranks', got "
+                       "'%.40s'",
                        argv[1]);
     if (argc < 3)
         return err_set(e, "usage: model random MIXER [layers= hidden= heads= head_dim= "
@@ -233,14 +285,18 @@ static int run_model(session *s, int argc, char **argv, const char *rest, err *e
 
 const command cmd_model = {
     "model",
-    "random MIXER [key=value ...] | info",
-    "build a random model, or describe the model",
+    "random MIXER [key=value ...] | info | ranks [layer=N]",
+    "build a random model, describe it, or list the stable ranks of its projections",
     "  model random MIXER [layers=2 hidden=64 heads= head_dim= vocab=256 seed=0 KEY=VALUE ...]\n"
     "      a model whose layers use MIXER (gdn, deltanet, kaczmarz, gla, mamba2, softmax,\n"
     "      parallax, kalman, kata), initialised as the spec says, deterministic from the seed.\n"
     "      Other KEY=VALUE pairs are config.json keys (e.g. num_v_heads=4 use_gate=false).\n"
     "  model [info]\n"
-    "      type, sizes, each layer's core, and which cores a swap can use",
+    "      type, sizes, each layer's core, and which cores a swap can use\n"
+    "  model ranks [layer=N]\n"
+    "      stable ranks ||M||_F^2 / ||M||_2^2 of each layer's W_Q, W_K, W_V, W_O, W_R and, per\n"
+    "      head, of the circuits W_Q^T W_K, W_R^T W_K (Parallax) and W_O W_V (spec B.7: the\n"
+    "      paper finds W_R far higher under Muon than AdamW). '-': the layer has no such matrix.",
     0,
     -1,
     run_model,
