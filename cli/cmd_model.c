@@ -14,6 +14,7 @@
 #include "../export/sha256.h"
 #include "../core/safetensors.h"
 #include "../diag/diag.h"
+#include "../mixers/record.h"
 #include "../mixers/tf32.h"
 #include "../models/arith.h"
 #include "../models/model.h"
@@ -449,6 +450,8 @@ static void record_layer(void *ctx, const model *m, int li, const mixer_tok *in,
     recall_ctx *rc = ctx;
     const layer *L = &m->layers[li];
     diag_nf_scan_layer(&rc->nf, m, li, in, state);
+    if (rc->s->set_lla > 0)
+        probe_record_lla(&rc->s->tr, L->mx, &L->mc, state, in, m->pos, li, rc->s->set_lla);
     if (rc->failed || !in->in[IN_K] || !in->in[IN_V]) return;
     state_part parts[MIXER_MAX_STATE_PARTS];
     int np = L->mx->state_parts ? L->mx->state_parts(&L->mc, parts) : 0, keymajor = 0;
@@ -472,6 +475,9 @@ static int step_tokens(session *s, int n, int quiet, err *e) {
         if (model_register_probes(m, &s->tr, e)) return -1;
         s->tr_ready = 1;
     }
+    for (int li = 0; s->set_lla > 0 && li < m->c.layers; li++)
+        if (probe_register_lla(&s->tr, m->layers[li].mx, &m->layers[li].mc, m->c.layers, e))
+            return -1;
     for (int i = 0; i < n; i++) {
         if (session_interrupted(s)) return err_set(e, "interrupted at token %d", m->pos);
         int pos = m->pos;

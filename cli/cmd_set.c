@@ -67,6 +67,10 @@ static const char *setting_text(const session *s, const char *key, char *buf, si
         return s->set_progress > 0 ? "on" : s->set_progress < 0 ? "off" : "auto";
     if (!strcmp(key, "device")) return s->device == DEVICE_GPU ? "gpu" : "cpu";
     if (!strcmp(key, "arith")) return s->set_arith ? "tf32" : "fp32";
+    if (!strcmp(key, "lla")) {
+        if (!(s->set_lla > 0)) return "off";
+        return snprintf(buf, n, "%g", s->set_lla), buf;
+    }
     return NULL;
 }
 
@@ -81,6 +85,8 @@ static const struct {
     {"progress", "tokens/s line on long runs: auto (on a terminal), on, off"},
     {"device", "cpu or gpu (as the device command)"},
     {"arith", "fp32 (exact) or tf32: fla's GPU arithmetic on loaded models (docs/models.md)"},
+    {"lla", "off, on or a ridge: record LLA beside softmax and Parallax layers (lla_eta, lla_cos, "
+            "cpa, lla_gap, lla_gap_sa; costly)"},
 };
 enum { NSETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
 
@@ -159,6 +165,17 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
         char cmd[64];
         snprintf(cmd, sizeof cmd, "device %.40s", v);
         return command_exec(s, cmd, e);
+    } else if (!strcmp(key, "lla")) { /* read by step (cmd_model.c) */
+        char *end;
+        double d = strtod(v, &end);
+        if (!strcmp(v, "off"))
+            s->set_lla = 0;
+        else if (!strcmp(v, "on"))
+            s->set_lla = 0.01;
+        else if (*end || end == v || !(d > 0) || d > 1e30)
+            return err_set(e, "set lla: expected off, on or a positive ridge, got '%.40s'", v);
+        else
+            s->set_lla = d;
     } else if (!strcmp(key, "arith")) { /* the model now and every later load (cmd_model.c) */
         if (strcmp(v, "fp32") && strcmp(v, "tf32"))
             return err_set(e, "set arith: expected fp32 or tf32, got '%.40s'", v);
@@ -172,7 +189,7 @@ static int run_set(session *s, int argc, char **argv, const char *rest, err *e) 
 const command cmd_set = {
     "set",
     "[KEY [VALUE]]",
-    "show or change session settings (outdir seed rows chunk blowup progress device arith)",
+    "show or change session settings (outdir seed rows chunk blowup progress device arith lla)",
     "  set                 every setting with its value\n"
     "  set KEY             one value\n"
     "  set KEY VALUE       change it\n"

@@ -39,6 +39,7 @@ typedef struct session {
     int set_rows;             /* `set rows`: most token rows `show` prints, 0 = 40, -1 = all */
     long set_seed;            /* `set seed`: the seed generators use when seed= is not given */
     double set_blowup;        /* `set blowup`: state norm that counts as blown up, 0 = 1e3 */
+    double set_lla;           /* `set lla`: ridge of the LLA diagnostics (mixers/lla.h), 0 = off */
     char set_outdir[256];     /* `set outdir`: where scenes write figures ($outdir), "" = default */
     int set_arith;            /* `set arith`: 1 tf32, fla's GPU arithmetic on models (arith.h) */
     double progress_t0, progress_last; /* progress lines on long runs (seconds, monotonic) */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "lla.h"
 
 int probe_register(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e) {
     for (int i = 0; i < m->nprobes; i++)
@@ -103,4 +104,43 @@ void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const 
         ps[row] = (float)pos;
     }
     sa->t = sp->t = pos;
+}
+
+static const struct {
+    const char *name, *meaning;
+} LLA_SERIES[5] = {
+    {"lla_eta", "LLA boundary amplification eta = (kbar - q)^T (S_KK + lambda I)^-1 (kbar - q)"},
+    {"lla_cos", "cos(rho, rho_c): Parallax's probe against the LLA probe (S_KK + lambda I)^-1 "
+                "(kbar - q)"},
+    {"cpa", "covariance-probe alignment |S_KV rho| / (|S_KV|_2 |rho|), in [0, 1]"},
+    {"lla_gap", "|o_LLA - o_PLX| / |o_PLX|, local linear against Parallax"},
+    {"lla_gap_sa", "|o_LLA - o_SA| / |o_SA|, local linear against softmax"},
+};
+
+int probe_register_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e) {
+    if (!is_attention(m)) return 0;
+    for (int i = 0; i < 5; i++)
+        if (trace_add_series(tr, LLA_SERIES[i].name, LLA_SERIES[i].meaning, "lla", layers, c->H, 1,
+                             e) < 0)
+            return -1;
+    return 0;
+}
+
+void probe_record_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
+                      const mixer_tok *x, int pos, int layer, double lambda) {
+    int s[5];
+    for (int i = 0; i < 5; i++) {
+        s[i] = trace_find(tr, LLA_SERIES[i].name);
+        if (s[i] < 0 || layer >= tr->series[s[i]].layers || tr->series[s[i]].heads != c->H) return;
+    }
+    if (!is_attention(m) || !x->in[IN_Q] || pos < 0 || pos >= tr->T) return;
+    const int use_r = !strcmp(m->name, "parallax") && x->in[IN_R];
+    for (int h = 0; h < c->H; h++) {
+        attn_lla st;
+        const float *q = x->in[IN_Q] + (size_t)h * c->dk;
+        const float *r = use_r ? x->in[IN_R] + (size_t)h * c->dk : NULL;
+        if (attn_lla_stats(c, state, q, r, pos, h, lambda, &st, NULL)) continue;
+        const double v[5] = {st.eta, st.cos, st.cpa, st.gap, st.gap_sa};
+        for (int i = 0; i < 5; i++) *trace_at_lh(tr, s[i], pos, layer, h) = (float)v[i];
+    }
 }

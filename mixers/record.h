@@ -39,4 +39,13 @@ int probe_register_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, int l
 void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
                        const mixer_tok *x, int pos, int layer);
 
+/* LLA beside the attention layers (mixers/lla.h), per token and head, when asked for (`set lla`:
+ * it costs O(n dk (dk + dv)) a head and token, more than the layer itself): series "lla_eta",
+ * "lla_cos", "cpa", "lla_gap", "lla_gap_sa" (source "lla"). register adds them for softmax and
+ * Parallax layers; record fills token pos of a layer when they are registered (lambda: the
+ * ridge on the normalised weights). */
+int probe_register_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e);
+void probe_record_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float *state,
+                      const mixer_tok *x, int pos, int layer, double lambda);
+
 #endif

@@ -7,10 +7,11 @@
  * repeated step, raw and Welford merges) must match it; prefill must equal step, also from a
  * pre-filled cache and with RoPE across a decode offset; r = 0 must give softmax; the effective
  * weights sum to 1 and reproduce o; every probe matches its definition. */
-#include "testutil.h"
+#include "tsession.h"
 
 #include "core/opts.h"
 #include "mixers/attention.h"
+#include "mixers/lla.h"
 #include "mixers/mixer.h"
 #include "mixers/record.h"
 
@@ -579,6 +580,166 @@ static void test_record_attn(void **st) {
     pb_free(&d);
 }
 
+/* LLA beside Parallax (mixers/lla.h) against the spec's other route (B.1): rho* = A^-1 delta with
+ * A = sum p z z^T + lambda I, z = k - q, the weights l_j = p_j (1 - z_j.rho*) / (1 - delta.rho*),
+ * o_LLA = sum l_j v_j and eta = delta.rho* / (1 - delta.rho*); Parallax's output from its effective
+ * weights; a huge ridge gives softmax back. */
+static void lla_reference(const mixer_cfg *c, const float *s, const float *q, int pos, int h,
+                          double lambda, double *o, double *eta) {
+    const int dk = c->dk, dv = c->dv, first = attn_first_key(c, pos), n = pos - first + 1;
+    double p[256], A[16 * 16] = {0}, delta[16] = {0}, x[16], m = -INFINITY, sum = 0;
+    assert_true(n <= 256 && dk <= 16);
+    for (int j = 0; j < n; j++) {
+        const float *k = s + attn_k_offset(c, first + j, h);
+        double d = 0;
+        for (int i = 0; i < dk; i++) d += (double)q[i] * k[i];
+        p[j] = c->scale * d, m = fmax(m, p[j]);
+    }
+    for (int j = 0; j < n; j++) p[j] = exp(p[j] - m), sum += p[j];
+    for (int j = 0; j < n; j++) {
+        const float *k = s + attn_k_offset(c, first + j, h);
+        p[j] /= sum;
+        for (int a = 0; a < dk; a++) {
+            delta[a] += p[j] * ((double)k[a] - q[a]);
+            for (int b = 0; b < dk; b++)
+                A[a * dk + b] += p[j] * ((double)k[a] - q[a]) * ((double)k[b] - q[b]);
+        }
+    }
+    for (int a = 0; a < dk; a++) A[a * dk + a] += lambda, x[a] = delta[a];
+    /* Gaussian elimination with partial pivoting (a different solver from the module's) */
+    for (int col = 0; col < dk; col++) {
+        int piv = col;
+        for (int i = col + 1; i < dk; i++)
+            if (fabs(A[i * dk + col]) > fabs(A[piv * dk + col])) piv = i;
+        for (int b = 0; b < dk; b++) {
+            double tmp = A[col * dk + b];
+            A[col * dk + b] = A[piv * dk + b], A[piv * dk + b] = tmp;
+        }
+        double tmp = x[col];
+        x[col] = x[piv], x[piv] = tmp;
+        for (int i = col + 1; i < dk; i++) {
+            const double f = A[i * dk + col] / A[col * dk + col];
+            for (int b = col; b < dk; b++) A[i * dk + b] -= f * A[col * dk + b];
+            x[i] -= f * x[col];
+        }
+    }
+    for (int i = dk - 1; i >= 0; i--) {
+        double t = x[i];
+        for (int b = i + 1; b < dk; b++) t -= A[i * dk + b] * x[b];
+        x[i] = t / A[i * dk + i];
+    }
+    double dr = 0;
+    for (int a = 0; a < dk; a++) dr += delta[a] * x[a];
+    *eta = dr / (1 - dr);
+    for (int i = 0; i < dv; i++) o[i] = 0;
+    for (int j = 0; j < n; j++) {
+        const float *k = s + attn_k_offset(c, first + j, h),
+                    *v = s + attn_v_offset(c, first + j, h);
+        double zr = 0;
+        for (int a = 0; a < dk; a++) zr += ((double)k[a] - q[a]) * x[a];
+        const double l = p[j] * (1 - zr) / (1 - dr);
+        for (int i = 0; i < dv; i++) o[i] += l * v[i];
+    }
+}
+
+static void test_lla(void **st) {
+    (void)st;
+    prob d;
+    pb_make(&d, 2, 8, 6, 0, 90, 23, 0.7);
+    const char *args[] = {"rope=0", "window=50", NULL};
+    mixer_cfg c;
+    cfg(&mixer_parallax, &c, &d, args);
+    float *s = state_new(&mixer_parallax, &c, &d), o[2 * 6], a[128];
+    mixer_seq x = seq(&d);
+    float *out = malloc((size_t)d.T * d.H * d.dv * sizeof *out);
+    mixer_run_steps(&mixer_parallax, &c, s, &x, 0, out, NULL);
+    (void)o;
+    const int ts[] = {0, 3, 40, 89};
+    const double lambdas[] = {1e-2, 0.3};
+    double worst_o = 0, worst_eta = 0, worst_gap = 0;
+    for (int li = 0; li < 2; li++)
+        for (int h = 0; h < d.H; h++)
+            for (int k = 0; k < 4; k++) {
+                const int pos = ts[k];
+                const float *q = d.q + ((size_t)pos * d.H + h) * d.dk,
+                            *r = d.r + ((size_t)pos * d.H + h) * d.dk;
+                attn_lla st_;
+                double ol[6], ref[6], eta;
+                assert_int_equal(attn_lla_stats(&c, s, q, r, pos, h, lambdas[li], &st_, ol), 0);
+                lla_reference(&c, s, q, pos, h, lambdas[li], ref, &eta);
+                double num = 0, den = 0;
+                for (int i = 0; i < d.dv; i++) num += (ol[i] - ref[i]) * (ol[i] - ref[i]);
+                for (int i = 0; i < d.dv; i++) den += ref[i] * ref[i];
+                worst_o = fmax(worst_o, sqrt(num / den));
+                worst_eta = fmax(worst_eta, fabs(st_.eta - eta) / fmax(eta, 1e-12));
+                /* one visible key (position 0): no covariance, CPA undefined */
+                assert_true(st_.eta >= 0);
+                if (pos == 0)
+                    assert_true(isnan(st_.cpa));
+                else
+                    assert_true(st_.cpa >= 0 && st_.cpa <= 1 + 1e-9);
+                assert_true(fabs(st_.cos) <= 1 + 1e-12);
+                /* Parallax's output from its effective weights: the gap to LLA */
+                assert_int_equal(parallax_effective_weights(&c, s, q, r, pos, h, NULL, a), 0);
+                double op[6] = {0}, g = 0, n2 = 0;
+                for (int j = 0; j <= pos; j++)
+                    for (int i = 0; i < d.dv; i++) op[i] += a[j] * s[attn_v_offset(&c, j, h) + i];
+                for (int i = 0; i < d.dv; i++) g += (ol[i] - op[i]) * (ol[i] - op[i]);
+                for (int i = 0; i < d.dv; i++) n2 += op[i] * op[i];
+                worst_gap = fmax(worst_gap, fabs(st_.gap - sqrt(g / n2)) / sqrt(g / n2));
+                /* no probe: the Parallax quantities are NaN, the rest as before */
+                attn_lla sn;
+                assert_int_equal(attn_lla_stats(&c, s, q, NULL, pos, h, lambdas[li], &sn, NULL), 0);
+                assert_true(isnan(sn.cos) && isnan(sn.cpa) && isnan(sn.gap));
+                assert_true(sn.eta == st_.eta && sn.gap_sa == st_.gap_sa);
+            }
+    assert_true(worst_o < 1e-9 && worst_eta < 1e-9 && worst_gap < 1e-5);
+    /* a huge ridge: rho_c -> 0, eta -> 0, o_LLA -> o_SA */
+    attn_lla big;
+    assert_int_equal(attn_lla_stats(&c, s, d.q, d.r, 0, 0, 1e12, &big, NULL), 0);
+    assert_true(big.eta < 1e-9 && big.gap_sa < 1e-9);
+    attn_lla bad;
+    assert_int_equal(attn_lla_stats(&c, s, d.q, d.r, c.max_t, 0, 0.1, &bad, NULL), -1);
+    assert_int_equal(attn_lla_stats(&c, s, d.q, d.r, 5, 0, 0, &bad, NULL), -1);
+    print_message("LLA: two routes to o_LLA %.3g, eta %.3g; gap to Parallax vs its weights %.3g\n",
+                  worst_o, worst_eta, worst_gap);
+    free(s), free(out);
+    pb_free(&d);
+}
+
+/* `set lla` in a session: the five series appear and fill for every token and head of a Parallax
+ * model; off (the default) records none; a bad ridge is refused. */
+static void test_lla_session(void **st) {
+    (void)st;
+    err e = {{0}};
+    for (int on = 0; on <= 1; on++) {
+        tsession t;
+        ts_open(&t);
+        assert_int_equal(ts_exec(&t, &e, "model random parallax layers=2 hidden=32 heads=2"), 0);
+        if (on) assert_int_equal(ts_exec(&t, &e, "set lla 0.05"), 0);
+        assert_int_equal(ts_exec(&t, &e, "prompt 'local linear attention'"), 0);
+        assert_int_equal(ts_exec(&t, &e, "run"), 0);
+        const char *names[] = {"lla_eta", "lla_cos", "cpa", "lla_gap", "lla_gap_sa"};
+        for (int i = 0; i < 5; i++) {
+            int k = trace_find(&t.s.tr, names[i]);
+            if (!on) {
+                assert_int_equal(k, -1);
+                continue;
+            }
+            assert_true(k >= 0);
+            for (int64_t tok = 1; tok < t.s.tr.T; tok++)
+                for (int l = 0; l < 2; l++)
+                    for (int h = 0; h < 2; h++)
+                        assert_true(isfinite(*trace_at_lh(&t.s.tr, k, tok, l, h)));
+        }
+        if (on) {
+            assert_int_equal(ts_exec(&t, &e, "set lla -1"), -1);
+            assert_int_equal(ts_exec(&t, &e, "set lla off"), 0);
+        }
+        ts_close(&t);
+    }
+}
+
 /* Every probe against its definition, from the double quadratic form, on a few tokens. */
 static void test_probes(void **st) {
     (void)st;
@@ -713,6 +874,8 @@ int main(void) {
         cmocka_unit_test(test_welford_merge),
         cmocka_unit_test(test_effective_weights),
         cmocka_unit_test(test_record_attn),
+        cmocka_unit_test(test_lla),
+        cmocka_unit_test(test_lla_session),
         cmocka_unit_test(test_probes),
         cmocka_unit_test(test_config_and_state),
     };
