@@ -14,7 +14,7 @@
 //   S = Q K^T (and U = R K^T): wgmma m64n64k16, A and B from shared memory (sw128, K-major),
 //   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
 //   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
-//   shared memory read N-major (imm-trans-b), so V needs no transpose;
+//   shared memory read N-major (imm-trans-b), so V needs no transpose.
 // The products run as three groups, S, U, then O1's, so that the softmax of S overlaps U's
 // products and U's weights overlap O1's; the tile ends when O2's are done.
 #include <cuda_bf16.h>
@@ -55,7 +55,7 @@ __device__ __forceinline__ int aw_first(int p, int window) {
     return window > 0 ? max(0, p - window + 1) : 0;
 }
 
-// grid (ceil(Tq / 128), B H), 256 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
+// grid (ceil(Tq / 64), B H), 128 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
 // o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX>
 __global__ void __launch_bounds__(AW_NT, 2)
