@@ -9,8 +9,8 @@
  *     W_QK,h = W_Q,h^T W_K,g   [C, C]  the bilinear form x^T W_QK y = q.k (scale left out)
  *     W_RK,h = W_R,h^T W_K,g   [C, C]  the probe's circuit (Parallax)
  *     W_OV,i = W_O,i W_V,i     [C, C]  per value head i.
- * ||M||_2 comes from power iteration on M^T M in double (through the factors for the circuits,
- * which are never formed). */
+ * ||M||_2 comes from Lanczos on M^T M in double for the projections, and from the circuits'
+ * k x k Gram matrices (the products are never formed). */
 #ifndef MIXSCOPE_RANKS_H
 #define MIXSCOPE_RANKS_H
 

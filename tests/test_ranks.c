@@ -35,6 +35,30 @@ static void test_known_spectra(void **st) {
     const double want = (9 + 4 + 1 + 0.25) / 9.0;
     assert_true(fabs(stable_rank_dense(D, 5, 7) - want) < 1e-9);
     assert_true(isnan(stable_rank_dense((float[6]){0}, 2, 3)));
+    /* close top singular values (1, 0.999, 0.998, ...), the case power iteration crawls on:
+     * M = H1 D H2 [60, 40] with Householder reflections H = I - 2 u u^T / |u|^2 */
+    {
+        enum { R = 60, C = 40 };
+        static float M[R * C];
+        double u1[R], u2[C], n1 = 0, n2 = 0, want2 = 0;
+        for (int i = 0; i < R; i++) u1[i] = sin(1.3 * i + 0.2), n1 += u1[i] * u1[i];
+        for (int j = 0; j < C; j++) u2[j] = cos(0.7 * j + 0.1), n2 += u2[j] * u2[j];
+        /* (H1 D H2)_ij = sum_k H1_ik D_kk H2_kj */
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < C; j++) {
+                double acc = 0;
+                for (int k = 0; k < C; k++) {
+                    const double h1 = (i == k) - 2 * u1[i] * u1[k] / n1;
+                    const double h2 = (k == j) - 2 * u2[k] * u2[j] / n2;
+                    acc += h1 * (1.0 - 0.001 * k) * h2;
+                }
+                M[i * C + j] = (float)acc;
+            }
+        for (int k = 0; k < C; k++) want2 += (1.0 - 0.001 * k) * (1.0 - 0.001 * k);
+        const double got = stable_rank_dense(M, R, C);
+        assert_true(fabs(got - want2) < 1e-5 * want2);
+        print_message("clustered spectrum: %.9f (want %.9f)\n", got, want2);
+    }
     print_message("identity %.6f, rank one %.6f, diag %.6f (want %.6f)\n",
                   stable_rank_dense(I, N, N), stable_rank_dense(R1, N, N),
                   stable_rank_dense(D, 5, 7), want);
