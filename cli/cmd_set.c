@@ -205,6 +205,9 @@ const command cmd_set = {
     "  device cpu|gpu  the backend (same as the device command)\n"
     "  arith fp32|tf32 tf32: fla's GPU arithmetic (TF32 products) on the loaded model and later\n"
     "                  loads, where fla's forward has them; fp32 (default): exact float32\n"
+    "  lla off|on|X    record local linear attention beside softmax and Parallax layers as the\n"
+    "                  model steps, with ridge X (on: 0.01); off by default: it costs more than\n"
+    "                  the layer (series lla_eta lla_cos cpa lla_gap lla_gap_sa)\n"
     "Example: set outdir /tmp/figs; export png kaczmarz $outdir/k.png",
     0,
     2,
