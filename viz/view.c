@@ -182,8 +182,7 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The q-quantile of |v| over the finite values (0 when there are none). */
-static double abs_quantile(const float *v, size_t n, double q) {
+double vu_abs_quantile(const float *v, size_t n, double q) {
     float *a = v ? malloc((n ? n : 1) * sizeof *a) : NULL;
     size_t m = 0;
     for (size_t i = 0; a && i < n; i++)
@@ -216,7 +215,7 @@ void vu_heatmap_tokens(canvas *c, box b, const char *title, const char *ylabel, 
     if (mode == VU_SIGNED || (mode == VU_AUTO && neg)) {
         /* symmetric about 0 at the 99th percentile of |v|, so a few outliers do not wash the
          * rest out to white; beyond it the colours saturate */
-        double m = abs_quantile(v, (size_t)rows * (size_t)T, 0.99);
+        double m = vu_abs_quantile(v, (size_t)rows * (size_t)T, 0.99);
         lo = -(m > 0 ? m : 1), hi = m > 0 ? m : 1, k = CMAP_DIVERGING;
     } else if (mode == VU_UNIT) {
         lo = 0, hi = 1;

@@ -66,6 +66,9 @@ const float *vu_ptr(const trace *tr, int s, int64_t from, int layer, int head, i
 /* Appends a source mixer name to p->mixer (once) and a colour range to p->crange. */
 void vu_note_mixer(view_params *p, const trace *tr, int s);
 void vu_note_crange(view_params *p, const char *name, double lo, double hi, int log);
+/* The q-quantile of |v| over its finite values (0 when there are none): the bound of a diverging
+ * scale that a few outliers should not wash out. */
+double vu_abs_quantile(const float *v, size_t n, double q);
 /* Draws a full-canvas message (no data, missing series) below the header. */
 void vu_message(canvas *c, box area, const char *msg);
 

@@ -34,11 +34,6 @@ static void missing(canvas *c, box b, const char *title, const char *probe) {
     plot_end(&pl);
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* The effective-weight rows of (layer, head) aligned on absolute key positions: D [Q][K], query
  * positions *q0 .. *q0 + Q - 1 (the newest recorded last), keys *k0 .. *k0 + K - 1. Returns the
  * number of rows found (0: nothing recorded). */
@@ -68,18 +63,12 @@ static int attn_rows(const trace *tr, int layer, int head, float *D, int *q0, in
 
 static void draw_rows(canvas *c, box b, const trace *tr, view_params *p) {
     const int Q = RECORD_ATTN_Q, K = RECORD_ATTN_K;
-    float *D = malloc(2 * sizeof(float) * Q * K), *sorted = D ? D + Q * K : NULL;
-    int q0 = 0, k0 = 0, n = D ? attn_rows(tr, p->layer, p->head, D, &q0, &k0) : 0, m = 0;
-    for (int i = 0; n && i < Q * K; i++)
-        if (isfinite(D[i])) sorted[m++] = fabsf(D[i]);
+    float *D = malloc(sizeof(float) * Q * K);
+    int q0 = 0, k0 = 0, n = D ? attn_rows(tr, p->layer, p->head, D, &q0, &k0) : 0;
     /* symmetric about 0 at the 99th percentile of |a|: the diagonal's few large weights would
      * wash the rest out to white */
-    double hi = 1;
-    if (m) {
-        qsort(sorted, (size_t)m, sizeof *sorted, cmp_float);
-        hi = sorted[(size_t)(0.99 * (m - 1))];
-        if (!(hi > 0)) hi = sorted[m - 1] > 0 ? sorted[m - 1] : 1;
-    }
+    double hi = n ? vu_abs_quantile(D, (size_t)Q * K, 0.99) : 0;
+    if (!(hi > 0)) hi = 1;
     char title[96];
     if (n)
         snprintf(title, sizeof title, "rows a_ij, layer %d head %d", p->layer, p->head);
