@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/eig.h"
 #include "attention.h"
 
 static double dotd(const double *a, const double *b, int n) {
@@ -40,20 +41,19 @@ static int cholesky_solve(double *A, int n, double *b) {
     return 0;
 }
 
-/* The largest eigenvalue of a symmetric positive semidefinite G [n, n] by power iteration. */
-static double top_eig_sym(const double *G, int n, double *x, double *y) {
-    for (int i = 0; i < n; i++) x[i] = 1.0 + 0.01 * (i % 5);
-    double nx = sqrt(dotd(x, x, n)), lam = 0;
-    for (int i = 0; i < n; i++) x[i] /= nx;
-    for (int it = 0; it < 2000; it++) {
-        for (int i = 0; i < n; i++) y[i] = dotd(G + (size_t)i * n, x, n);
-        const double ny = sqrt(dotd(y, y, n)), prev = lam;
-        if (!(ny > 0)) return 0;
-        for (int i = 0; i < n; i++) x[i] = y[i] / ny;
-        lam = ny;
-        if (it > 3 && fabs(lam - prev) <= 1e-12 * lam) break;
-    }
-    return lam;
+/* y = S_KV^T S_KV x for x, y [dk] (S_KV [dv, dk]; t [dv] scratch) */
+typedef struct skv_ctx {
+    const double *S;
+    int dv, dk;
+    double *t;
+} skv_ctx;
+
+static void skv_apply(void *p, const double *x, double *y) {
+    const skv_ctx *c = p;
+    for (int a = 0; a < c->dv; a++) c->t[a] = dotd(c->S + (size_t)a * c->dk, x, c->dk);
+    for (int b = 0; b < c->dk; b++) y[b] = 0;
+    for (int a = 0; a < c->dv; a++)
+        for (int b = 0; b < c->dk; b++) y[b] += c->S[(size_t)a * c->dk + b] * c->t[a];
 }
 
 int attn_lla_stats(const mixer_cfg *c, const float *state, const float *q, const float *r, int pos,
@@ -63,19 +63,19 @@ int attn_lla_stats(const mixer_cfg *c, const float *state, const float *q, const
         dv > ATTN_MAX_DIM)
         return -1;
     const int first = attn_first_key(c, pos), n = pos - first + 1;
-    /* scratch: q, r, kbar, delta, x, rho_c, y [dk]; vbar [dv]; p [n]; S_KK, G [dk, dk];
+    /* scratch: q, r, kbar, delta, rho_c, y [dk]; vbar, vt [dv]; p [n]; S_KK [dk, dk];
      * S_KV [dv, dk] */
     const size_t need =
-        7 * (size_t)dk + (size_t)dv + (size_t)n + 2 * (size_t)dk * dk + (size_t)dv * dk;
+        6 * (size_t)dk + 2 * (size_t)dv + (size_t)n + (size_t)dk * dk + (size_t)dv * dk;
     double *buf = calloc(need, sizeof *buf);
     float *rot = malloc(2 * (size_t)dk * sizeof *rot);
     if (!buf || !rot) {
         free(buf), free(rot);
         return -1;
     }
-    double *qd = buf, *rd = qd + dk, *kbar = rd + dk, *delta = kbar + dk, *x = delta + dk;
-    double *rc = x + dk, *y = rc + dk, *vbar = y + dk, *p = vbar + dv;
-    double *SKK = p + n, *SKV = SKK + (size_t)dk * dk, *G = SKV + (size_t)dv * dk;
+    double *qd = buf, *rd = qd + dk, *kbar = rd + dk, *delta = kbar + dk, *rc = delta + dk;
+    double *y = rc + dk, *vbar = y + dk, *vt = vbar + dv, *p = vt + dv;
+    double *SKK = p + n, *SKV = SKK + (size_t)dk * dk;
     float *qr = rot, *rr = rot + dk;
     memcpy(qr, q, (size_t)dk * sizeof *qr);
     if (r) memcpy(rr, r, (size_t)dk * sizeof *rr);
@@ -142,14 +142,8 @@ int attn_lla_stats(const mixer_cfg *c, const float *state, const float *q, const
             o.cos = nr > 0 && nc > 0 ? dotd(rd, rc, dk) / (nr * nc) : NAN;
             o.gap = np > 0 ? sqrt(dl / np) : NAN;
             /* |S_KV|_2 = sqrt of the top eigenvalue of S_KV^T S_KV */
-            for (int a = 0; a < dk; a++)
-                for (int b = a; b < dk; b++) {
-                    double s = 0;
-                    for (int i = 0; i < dv; i++)
-                        s += SKV[(size_t)i * dk + a] * SKV[(size_t)i * dk + b];
-                    G[(size_t)a * dk + b] = G[(size_t)b * dk + a] = s;
-                }
-            const double top = top_eig_sym(G, dk, x, y);
+            skv_ctx sc = {SKV, dv, dk, vt};
+            const double top = eig_top_sym(dk, skv_apply, &sc);
             o.cpa = top > 0 && nr > 0 ? sqrt(sr) / (sqrt(top) * nr) : NAN;
         }
     }

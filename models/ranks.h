@@ -9,8 +9,8 @@
  *     W_QK,h = W_Q,h^T W_K,g   [C, C]  the bilinear form x^T W_QK y = q.k (scale left out)
  *     W_RK,h = W_R,h^T W_K,g   [C, C]  the probe's circuit (Parallax)
  *     W_OV,i = W_O,i W_V,i     [C, C]  per value head i.
- * ||M||_2 comes from Lanczos on M^T M in double for the projections, and from the circuits'
- * k x k Gram matrices (the products are never formed). */
+ * ||M||_2^2 is the top eigenvalue of M^T M by Lanczos (core/eig.h) in double, applied through the
+ * factors for the circuits (the products are never formed). */
 #ifndef MIXSCOPE_RANKS_H
 #define MIXSCOPE_RANKS_H
 
@@ -27,9 +27,9 @@ typedef struct layer_ranks {
 /* Stable rank of a dense row-major matrix [rows, cols]; NAN for a zero matrix. */
 double stable_rank_dense(const float *M, int rows, int cols);
 /* Stable rank of A^T B for A, B [k, n] read as A[r * ars + c * acs], B[r * brs + c * bcs] (a
- * slice of rows, or of columns, of a stored matrix); NAN for a zero product. Through the k x k
- * Gram matrices: ||A^T B||_F^2 = sum G_A .* G_B and ||A^T B||_2^2 = the top eigenvalue of
- * G_A G_B, with G_A = A A^T, G_B = B B^T. */
+ * slice of rows, or of columns, of a stored matrix); NAN for a zero product. With the k x k Gram
+ * matrices G_A = A A^T, G_B = B B^T: ||A^T B||_F^2 = sum G_A .* G_B, and ||A^T B||_2^2 is the top
+ * eigenvalue of B^T G_A B, applied as x -> B^T (G_A (B x)). */
 double stable_rank_factored(const float *A, long ars, long acs, const float *B, long brs, long bcs,
                             int k, int n);
 /* Every stable rank of layer li. */
