@@ -62,6 +62,13 @@ static int is_attention(const mixer_ops *m) {
     return !strcmp(m->name, "softmax") || !strcmp(m->name, "parallax");
 }
 
+/* Head h's query and (Parallax only) probe of an attention token, as given to the mixer. */
+static void head_qr(const mixer_ops *m, const mixer_cfg *c, const mixer_tok *x, int h,
+                    const float **q, const float **r) {
+    *q = x->in[IN_Q] + (size_t)h * c->dk;
+    *r = !strcmp(m->name, "parallax") && x->in[IN_R] ? x->in[IN_R] + (size_t)h * c->dk : NULL;
+}
+
 int probe_register_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, int layers, err *e) {
     if (!is_attention(m)) return 0;
     int ka = trace_add_snapshot(tr, "attn_a", layers, c->H, RECORD_ATTN_Q, RECORD_ATTN_K, e);
@@ -83,7 +90,6 @@ void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const 
     if (layer >= sa->layers || sa->heads != c->H || layer >= sp->layers || sp->heads != c->H ||
         pos < 0 || pos >= c->max_t)
         return;
-    const int use_r = !strcmp(m->name, "parallax") && x->in[IN_R];
     const int j0 = pos - (RECORD_ATTN_K - 1) > 0 ? pos - (RECORD_ATTN_K - 1) : 0;
     const int first = attn_first_key(c, pos), row = pos % RECORD_ATTN_Q;
     for (int h = 0; h < c->H; h++) {
@@ -94,8 +100,8 @@ void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const 
         /* the row ends on the diagonal: column K - 1 is key pos */
         const int lead = RECORD_ATTN_K - 1 - (pos - j0);
         for (int i = 0; i < lead; i++) a[i] = NAN;
-        const float *q = x->in[IN_Q] + (size_t)h * c->dk;
-        const float *r = use_r ? x->in[IN_R] + (size_t)h * c->dk : NULL;
+        const float *q, *r;
+        head_qr(m, c, x, h, &q, &r);
         if (parallax_effective_weights_from(c, state, q, r, pos, h, j0, NULL, a + lead)) {
             ps[row] = -1.0f;
             continue;
@@ -134,11 +140,10 @@ void probe_record_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, const f
         if (s[i] < 0 || layer >= tr->series[s[i]].layers || tr->series[s[i]].heads != c->H) return;
     }
     if (!is_attention(m) || !x->in[IN_Q] || pos < 0 || pos >= tr->T) return;
-    const int use_r = !strcmp(m->name, "parallax") && x->in[IN_R];
     for (int h = 0; h < c->H; h++) {
         attn_lla st;
-        const float *q = x->in[IN_Q] + (size_t)h * c->dk;
-        const float *r = use_r ? x->in[IN_R] + (size_t)h * c->dk : NULL;
+        const float *q, *r;
+        head_qr(m, c, x, h, &q, &r);
         if (attn_lla_stats(c, state, q, r, pos, h, lambda, &st, NULL)) continue;
         const double v[5] = {st.eta, st.cos, st.cpa, st.gap, st.gap_sa};
         for (int i = 0; i < 5; i++) *trace_at_lh(tr, s[i], pos, layer, h) = (float)v[i];
