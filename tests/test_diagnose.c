@@ -12,18 +12,9 @@
 #include "export/png.h"
 #include "kernels/gpu.h"
 #include "models/model.h"
+#include "tests/tmodel.h"
 
 /* ---- helpers ---- */
-
-static model *random_model(const char *mixer, const char *const *kv, int n) {
-    opts o;
-    err e = {{0}};
-    assert_int_equal(opts_parse(&o, n, (char *const *)kv, &e), 0);
-    model *m = NULL;
-    if (model_random(&m, mixer, &o, &e)) fail_msg("model random %s: %s", mixer, e.msg);
-    opts_free(&o);
-    return m;
-}
 
 static float *slot_data(model *m, const char *name, int64_t *n) {
     wslot *s = model_find_slot(m, name);

@@ -22,22 +22,13 @@
 #include "models/blocks.h"
 #include "models/model.h"
 #include "models/tokenizer.h"
+#include "tmodel.h"
 
 static const char *const MIXERS[] = {"gdn",     "deltanet", "kaczmarz", "gla", "mamba2",
                                      "softmax", "parallax", "kalman",   "kata"};
 #define NMIXERS 9
 
 /* ---- helpers ---- */
-
-static model *random_model(const char *mixer, const char *const *kv, int n) {
-    opts o;
-    err e = {{0}};
-    assert_int_equal(opts_parse(&o, n, (char *const *)kv, &e), 0);
-    model *m = NULL;
-    if (model_random(&m, mixer, &o, &e)) fail_msg("model random %s: %s", mixer, e.msg);
-    opts_free(&o);
-    return m;
-}
 
 static int32_t *some_tokens(int T, int V, uint64_t seed) {
     int32_t *ids = malloc((size_t)T * sizeof *ids);

@@ -6,6 +6,7 @@
 #include "core/opts.h"
 #include "models/model.h"
 #include "models/ranks.h"
+#include "tests/tmodel.h"
 
 /* M [n, n] = A^T B for A, B read as in stable_rank_factored */
 static void product(const float *A, long ars, long acs, const float *B, long brs, long bcs, int k,
@@ -85,16 +86,6 @@ static void test_factored_equals_product(void **st) {
     const double ft = stable_rank_factored(At, 1, K, B, 1, 3 * K, K, N);
     assert_true(fabs(ft - f) < 1e-9 * f);
     print_message("factored %.6f, explicit %.6f\n", f, d);
-}
-
-static model *random_model(const char *mixer, const char *const *kv, int n) {
-    opts o;
-    err e = {{0}};
-    assert_int_equal(opts_parse(&o, n, (char *const *)kv, &e), 0);
-    model *m = NULL;
-    if (model_random(&m, mixer, &o, &e)) fail_msg("model random %s: %s", mixer, e.msg);
-    opts_free(&o);
-    return m;
 }
 
 /* A Parallax layer's head 0 circuits against explicit products; W_R only where there is one. */
