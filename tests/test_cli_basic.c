@@ -7,20 +7,7 @@
 #include "cli/version.h"
 #include "core/fileio.h"
 #include "core/opts.h"
-
-static char *g_dir; /* temporary folder for script files */
-
-static int group_setup(void **state) {
-    (void)state;
-    g_dir = test_tmpdir();
-    return 0;
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    test_rmdir(g_dir);
-    return 0;
-}
+#include "tests/tgroupdir.h"
 
 static int count_of(const char *text, const char *s) {
     int n = 0;

@@ -11,20 +11,7 @@
 
 #include "core/fileio.h"
 #include "core/safetensors.h"
-
-static char *tmp;
-
-static int setup(void **st) {
-    (void)st;
-    tmp = test_tmpdir();
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    test_rmdir(tmp);
-    return 0;
-}
+#include "tgroupdir.h"
 
 /* float32 tensor `name` of a file ([n] floats, malloc'd) */
 static float *read_f32(const char *path, const char *name, int64_t *n) {
@@ -69,7 +56,7 @@ static void expect_one_line_error(const char *cmds, const char *needle) {
 static double logits_vs_ref(const char *name, const char *extra) {
     char dir[512], cmds[2048], out[600], exp[600];
     ref_path(dir, sizeof dir, name);
-    snprintf(out, sizeof out, "%s/%s%s.safetensors", tmp, name, extra[0] ? "-x" : "");
+    snprintf(out, sizeof out, "%s/%s%s.safetensors", g_dir, name, extra[0] ? "-x" : "");
     snprintf(cmds, sizeof cmds, "load %s; tokens %s/expected.safetensors; %s; export logits %s",
              dir, dir, extra[0] ? extra : "run", out);
     free(run_ok(0, cmds));
@@ -122,9 +109,9 @@ static void test_paths_agree(void **st) {
     for (int i = 0; i < 3; i++) {
         char dir[512], cmds[2048], a[600], b[600], c[600];
         ref_path(dir, sizeof dir, names[i]);
-        snprintf(a, sizeof a, "%s/a.safetensors", tmp);
-        snprintf(b, sizeof b, "%s/b.safetensors", tmp);
-        snprintf(c, sizeof c, "%s/c.safetensors", tmp);
+        snprintf(a, sizeof a, "%s/a.safetensors", g_dir);
+        snprintf(b, sizeof b, "%s/b.safetensors", g_dir);
+        snprintf(c, sizeof c, "%s/c.safetensors", g_dir);
         snprintf(cmds, sizeof cmds,
                  "load %s; tokens %s/expected.safetensors; run; export logits %s; reset; "
                  "run prefill; export logits %s; reset; step 10; step 30; run; export logits %s",
@@ -147,9 +134,9 @@ static void test_save_load(void **st) {
     const char *mixers[] = {"kaczmarz", "kalman", "kata", "gla"};
     for (int i = 0; i < 4; i++) {
         char cmds[2048], d[600], a[600], b[600];
-        snprintf(d, sizeof d, "%s/ck-%s", tmp, mixers[i]);
-        snprintf(a, sizeof a, "%s/sa.safetensors", tmp),
-            snprintf(b, sizeof b, "%s/sb.safetensors", tmp);
+        snprintf(d, sizeof d, "%s/ck-%s", g_dir, mixers[i]);
+        snprintf(a, sizeof a, "%s/sa.safetensors", g_dir),
+            snprintf(b, sizeof b, "%s/sb.safetensors", g_dir);
         snprintf(cmds, sizeof cmds,
                  "model random %s seed=3 layers=2; save %s; prompt \"the cat sat\"; run; "
                  "export logits %s",
@@ -170,8 +157,8 @@ static void test_swap(void **st) {
     (void)st;
     char dir[512], cmds[2048], a[600], b[600];
     ref_path(dir, sizeof dir, "gated_deltanet");
-    snprintf(a, sizeof a, "%s/gdn.safetensors", tmp),
-        snprintf(b, sizeof b, "%s/kla.safetensors", tmp);
+    snprintf(a, sizeof a, "%s/gdn.safetensors", g_dir),
+        snprintf(b, sizeof b, "%s/kla.safetensors", g_dir);
     snprintf(cmds, sizeof cmds,
              "load %s; tokens %s/expected.safetensors; run; export logits %s; swap all kaczmarz; "
              "run; export logits %s",
@@ -186,7 +173,7 @@ static void test_swap(void **st) {
     assert_true(d > 1e-3 && d < 10);
     free(la), free(lb);
     /* model mode feeds the views: probes, keys/values and the recall readback per layer */
-    snprintf(a, sizeof a, "%s/recall.png", tmp), snprintf(b, sizeof b, "%s/beta.csv", tmp);
+    snprintf(a, sizeof a, "%s/recall.png", g_dir), snprintf(b, sizeof b, "%s/beta.csv", g_dir);
     snprintf(cmds, sizeof cmds,
              "load %s; prompt \"a rose is a rose\"; run; export png recall %s; export csv beta %s",
              dir, a, b);
@@ -215,7 +202,7 @@ static void test_refusals(void **st) {
     expect_one_line_error("model random gdn vocab=32000; prompt hello", "32000");
     expect_one_line_error("model random gdn vocab=100; prompt hello", "vocabulary");
     /* an unknown model type, and a truncated weights file */
-    snprintf(d, sizeof d, "%s/badtype", tmp);
+    snprintf(d, sizeof d, "%s/badtype", g_dir);
     snprintf(cmds, sizeof cmds, "model random gla; save %s", d);
     free(run_ok(0, cmds));
     snprintf(p, sizeof p, "%s/config.json", d);
@@ -224,7 +211,7 @@ static void test_refusals(void **st) {
     assert_int_equal(file_write_atomic(p, cfg, strlen(cfg), &e), 0);
     snprintf(cmds, sizeof cmds, "load %s", d);
     expect_one_line_error(cmds, "hyena");
-    snprintf(d, sizeof d, "%s/trunc", tmp);
+    snprintf(d, sizeof d, "%s/trunc", g_dir);
     snprintf(cmds, sizeof cmds, "model random mamba2; save %s", d);
     free(run_ok(0, cmds));
     snprintf(p, sizeof p, "%s/model.safetensors", d);
@@ -241,5 +228,5 @@ int main(void) {
         cmocka_unit_test(test_paths_agree),    cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_swap),           cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

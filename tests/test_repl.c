@@ -9,22 +9,7 @@
 #include "cli/command.h"
 #include "cli/session.h"
 #include "core/fileio.h"
-
-static char *g_dir;
-
-static int group_setup(void **state) {
-    (void)state;
-    const char *root = getenv("MIXSCOPE_ROOT");
-    if (root && *root && chdir(root) != 0) return -1;
-    g_dir = test_tmpdir();
-    return 0;
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    test_rmdir(g_dir);
-    return 0;
-}
+#include "tests/tgroupdir.h"
 
 /* Runs `mixscope -c 'CMDS'` (2>&1); returns the exit status. */
 static int mx(char **out, const char *cmds) {

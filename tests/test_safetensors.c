@@ -13,20 +13,7 @@
 
 #include "core/fileio.h"
 #include "core/tensor.h"
-
-static char *g_dir; /* temporary folder of this binary */
-
-static int group_setup(void **state) {
-    (void)state;
-    g_dir = test_tmpdir();
-    return 0;
-}
-
-static int group_teardown(void **state) {
-    (void)state;
-    test_rmdir(g_dir);
-    return 0;
-}
+#include "tests/tgroupdir.h"
 
 /* g_dir/name into a malloc'd string. */
 static char *tmp_path(const char *name) {
