@@ -101,11 +101,6 @@ extern "C" int gpu_attn_to_bf16(size_t n, const float *x, void *y, void *stream,
     return 0;
 }
 
-// The keys a query at position p sees: [first, p], first = max(0, p - window + 1) with a window.
-__device__ __forceinline__ int attn_first(int p, int window) {
-    return window > 0 ? max(0, p - window + 1) : 0;
-}
-
 // ---------------------------------------------------------------- fp32 flash forward
 
 #define AS_BQ 32
@@ -154,7 +149,7 @@ __global__ void __launch_bounds__(AS_NT)
         __syncthreads();
         for (int x = tid; x < AS_BQ * AS_BK; x += AS_NT) {
             const int i = x / AS_BK, j = x % AS_BK, p = pos0 + q0 + i, key = k0 + j;
-            const int vis = i < nq && key < Tk && key <= p && key >= attn_first(p, window);
+            const int vis = i < nq && attn_visible(key, p, Tk, window);
             float s1 = -INFINITY, u = 0.0f;
             if (vis) {
                 float a = 0.0f, c = 0.0f;
@@ -328,14 +323,13 @@ __global__ void __launch_bounds__(128)
         // mask, scale, the online softmax of rows lo (c = 0, 1) and hi (c = 2, 3)
         float mt[2] = {-INFINITY, -INFINITY};
         // a tile that every row of the block sees whole needs no mask
-        const bool whole = k0 + BK - 1 <= pos0 + q0 && k0 + BK <= Tk &&
-                           (window == 0 || k0 >= pos0 + q0 + AM_BQ - window);
+        const bool whole = attn_tile_whole(k0, BK, pos0 + q0, AM_BQ, Tk, window);
 #pragma unroll
         for (int t = 0; t < NT; t++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
-                const bool vis = whole || (key < Tk && key <= p && key >= attn_first(p, window));
+                const bool vis = whole || attn_visible(key, p, Tk, window);
                 S[t][c] = vis ? S[t][c] * scale : -INFINITY;
                 mt[c >> 1] = fmaxf(mt[c >> 1], S[t][c]);
             }

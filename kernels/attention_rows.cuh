@@ -1,8 +1,26 @@
-// attention_rows.cuh: the end of a flash forward (attention.cu's mma.sync kernel and
-// attention_wgmma.cu): the row sums, then the output rows, from accumulators in the mma fragment
-// layout (a thread holds rows lo and lo + 8; for n8 block t, O[4t], O[4t+1] of row lo at columns
-// 8t + 2 tig, + 1, and O[4t+2], O[4t+3] of row lo + 8).
+// attention_rows.cuh: what the flash forwards of attention.cu and attention_wgmma.cu share about
+// query rows: which keys a row sees, whether a key tile needs the mask, and the end of the
+// forward (the row sums, then the output rows) from accumulators in the mma fragment layout (a
+// thread holds rows lo and lo + 8; for n8 block t, O[4t], O[4t+1] of row lo at columns 8t + 2 tig,
+// + 1, and O[4t+2], O[4t+3] of row lo + 8).
 #pragma once
+
+// The keys a query at position p sees: [first, p], first = max(0, p - window + 1) with a window.
+__device__ __forceinline__ int attn_first(int p, int window) {
+    return window > 0 ? max(0, p - window + 1) : 0;
+}
+
+// Key `key` (of Tk) is visible from the query at position p.
+__device__ __forceinline__ bool attn_visible(int key, int p, int Tk, int window) {
+    return key < Tk && key <= p && key >= attn_first(p, window);
+}
+
+// Every row of a block (positions p0 .. p0 + rows - 1) sees every key of the tile k0 .. k0 + n - 1:
+// the tile needs no mask.
+__device__ __forceinline__ bool attn_tile_whole(int k0, int n, int p0, int rows, int Tk,
+                                                int window) {
+    return k0 + n - 1 <= p0 && k0 + n <= Tk && (window == 0 || k0 >= p0 + rows - window);
+}
 
 // d1, d2 [2] (rows lo, hi): this thread's partial sums, summed here over the 4 threads of the
 // quad. O1, O2 [4 NO]: the accumulators. orow[hr]: the output row (NULL: past the end).

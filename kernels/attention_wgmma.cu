@@ -51,10 +51,6 @@ __device__ __forceinline__ float ex2(float x) {
     return y;
 }
 
-__device__ __forceinline__ int aw_first(int p, int window) {
-    return window > 0 ? max(0, p - window + 1) : 0;
-}
-
 // grid (ceil(Tq / 64), B H), 128 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
 // o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX>
@@ -98,7 +94,7 @@ __global__ void __launch_bounds__(AW_NT, 2)
         }
     }
     const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
-    const int kfirst = aw_first(pfirst, window) / BN * BN;
+    const int kfirst = attn_first(pfirst, window) / BN * BN;
     const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
     // K, V of the tile at key k0 into stage s; rows past Tk zero (their weights are 0, and
     // 0 x garbage could be NaN)
@@ -179,16 +175,14 @@ __global__ void __launch_bounds__(AW_NT, 2)
         // The online softmax of rows lo (c = 0, 1) and hi (c = 2, 3), in base 2: invisible keys
         // get -inf, so w = 2^(s scale - m) = 0 for them; a row that has seen no key yet keeps
         // m = -inf and uses 0 in its place.
-        const bool whole = k0 + BN - 1 <= pfirst && k0 + BN <= Tk &&
-                           (window == 0 || k0 >= pos0 + q0 + AW_BQ - window);
+        const bool whole = attn_tile_whole(k0, BN, pfirst, AW_BQ, Tk, window);
         if (!whole) {
 #pragma unroll
             for (int t = 0; t < BN / 8; t++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
-                    if (!(key < Tk && key <= p && key >= aw_first(p, window)))
-                        S[4 * t + c] = -INFINITY;
+                    if (!attn_visible(key, p, Tk, window)) S[4 * t + c] = -INFINITY;
                 }
         }
         float mt[2] = {-INFINITY, -INFINITY}, ms[2], al[2];

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/safetensors.h"
+#include "core/tensor.h"
 #include "kernels/gpu.h"
 #include "mixers/mixer.h"
 #include "models/model.h"
@@ -218,18 +219,6 @@ static void test_attn_window(const mixer_ops *m, int T0, int T, int H, int d, in
     free(s_cpu), free(s_gpu), free(o0), free(o_cpu), free(o_gpu);
 }
 
-static uint16_t to_bf16(float x) { /* round to nearest even (finite inputs) */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-static float from_bf16(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 /* gpu_attn_forward on raw bf16 tensors with B > 1, Tq != Tk, an offset and a window, against a
  * double reference on the same rounded inputs: q, r [B, Tq, H, d], k, v [B, Tk, H, d]. */
 static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int pos0, int window) {
@@ -238,9 +227,9 @@ static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int po
     float *o = malloc(nq * 4), *ref = malloc(nq * 4);
     double *w = malloc((size_t)Tk * sizeof *w), *u = malloc((size_t)Tk * sizeof *u);
     for (size_t i = 0; i < nq; i++)
-        hq[i] = to_bf16((float)nrand()), hr[i] = to_bf16(0.3f * (float)nrand());
+        hq[i] = f32_to_bf16((float)nrand()), hr[i] = f32_to_bf16(0.3f * (float)nrand());
     for (size_t i = 0; i < nk; i++)
-        hk[i] = to_bf16((float)nrand()), hv[i] = to_bf16((float)nrand());
+        hk[i] = f32_to_bf16((float)nrand()), hv[i] = f32_to_bf16((float)nrand());
     const float scale = 1.0f / sqrtf((float)d);
     for (int b = 0; b < B; b++)
         for (int i = 0; i < Tq; i++)
@@ -254,8 +243,8 @@ static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int po
                     const uint16_t *kj = hk + (((size_t)b * Tk + j) * H + h) * d;
                     double sq = 0, sr = 0;
                     for (int c = 0; c < d; c++)
-                        sq += (double)from_bf16(qi[c]) * from_bf16(kj[c]),
-                            sr += (double)from_bf16(ri[c]) * from_bf16(kj[c]);
+                        sq += (double)bf16_to_f32(qi[c]) * bf16_to_f32(kj[c]),
+                            sr += (double)bf16_to_f32(ri[c]) * bf16_to_f32(kj[c]);
                     w[j] = scale * sq, u[j] = sr;
                     if (w[j] > m) m = w[j];
                 }
@@ -265,7 +254,7 @@ static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int po
                 for (int c = 0; c < d; c++) {
                     double o1 = 0, o2 = 0;
                     for (int j = first; j <= p && j < Tk; j++) {
-                        const double vj = from_bf16(hv[(((size_t)b * Tk + j) * H + h) * d + c]);
+                        const double vj = bf16_to_f32(hv[(((size_t)b * Tk + j) * H + h) * d + c]);
                         o1 += w[j] * vj, o2 += w[j] * u[j] * vj;
                     }
                     const double vbar = d1 > 0 ? o1 / d1 : 0, ubar = d1 > 0 ? d2 / d1 : 0;
