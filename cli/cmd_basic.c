@@ -82,26 +82,11 @@ static int run_device(session *s, int argc, char **argv, const char *rest, err *
     char why[256];
     if (argc == 1) {
         int ok = gpu_available(why, sizeof why);
-        fprintf(s->out, "device: %s (gpu: %s)\n", s->device == DEVICE_GPU ? "gpu" : "cpu",
+        fprintf(s->out, "device: %s (gpu: %s)\n", s->eng.device == DEVICE_GPU ? "gpu" : "cpu",
                 ok ? why : why);
         return 0;
     }
-    if (strcmp(argv[1], "cpu") == 0) {
-        s->device = DEVICE_CPU;
-        fprintf(s->out, "device: cpu\n");
-        return 0;
-    }
-    if (strcmp(argv[1], "gpu") == 0) {
-        if (!gpu_available(why, sizeof why)) {
-            s->device = DEVICE_CPU;
-            fprintf(s->out, "device: staying on the cpu: %s\n", why);
-            return 0;
-        }
-        s->device = DEVICE_GPU;
-        fprintf(s->out, "device: gpu, %s\n", why);
-        return 0;
-    }
-    return err_set(e, "device: expected cpu or gpu, got '%.40s'", argv[1]);
+    return session_set_device(s, argv[1], e);
 }
 
 const command cmd_device = {

@@ -14,7 +14,7 @@
 #include "../core/opts.h"
 #include "../models/model.h"
 #include "../scenes/prompts.h"
-#include "../scenes/session_raw.h"
+#include "../scenes/raw.h"
 #include "command.h"
 #include "session.h"
 
@@ -102,7 +102,7 @@ static void header(session *s, int w, column *col, int nc) {
 /* ---- raw mode ---- */
 
 static int compare_raw(session *s, int nspec, char **specs, opts *o, err *e) {
-    raw_mode *r = s->raw;
+    raw_mode *r = s->eng.raw;
     const raw_stream *st = &r->st;
     if (!st->T) return err_set(e, "compare: no stream (stream keys N, stream recall ...)");
     const char *plist = opts_str(o, "probe", "");
@@ -126,11 +126,11 @@ static int compare_raw(session *s, int nspec, char **specs, opts *o, err *e) {
         trace_init(&C->tr);
         raw_lane L;
         err le = {{0}};
-        if (raw_lane_build(&L, specs[c], r->shared, r->H, r->dk, r->dv, st->T, s->set_chunk, &le)) {
+        if (raw_lane_build(&L, specs[c], r->shared, r->H, r->dk, r->dv, st->T, s->eng.chunk, &le)) {
             snprintf(C->why, sizeof C->why, "%s", le.msg);
             continue;
         }
-        rc = raw_run_all(s, &C->tr, &L, 1, st, e);
+        rc = engine_raw_run_all(&s->eng, &C->tr, &L, 1, st, e);
         raw_lane_free(&L);
         if (rc) break;
         C->ok = 1;
@@ -317,11 +317,11 @@ static double all_mean(const trace *tr, const char *name) {
 }
 
 static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
-    model *m = s->model;
-    if (!s->tokens || !s->ntokens)
+    model *m = s->eng.model;
+    if (!s->eng.tokens || !s->eng.ntokens)
         return err_set(e, "compare: no tokens (prompt ... or tokens FILE first)");
     if (opts_check_unused(o, e)) return err_prefix(e, "compare (model mode takes no options)");
-    int T = s->ntokens, V = m->c.vocab, NL = m->c.layers, w = col_width(specs, nspec);
+    int T = s->eng.ntokens, V = m->c.vocab, NL = m->c.layers, w = col_width(specs, nspec);
     char(*orig)[32] = calloc((size_t)NL, sizeof *orig);
     float *logits = malloc((size_t)T * V * sizeof *logits);
     column *col = calloc(MAXCMP, sizeof *col);
@@ -332,7 +332,7 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
     }
     for (int l = 0; l < NL; l++) snprintf(orig[l], 32, "%s", m->layers[l].mx->name);
     int task = s->task && s->task->n == T &&
-               !memcmp(s->task->ids, s->tokens, (size_t)T * sizeof *s->tokens);
+               !memcmp(s->task->ids, s->eng.tokens, (size_t)T * sizeof *s->eng.tokens);
     int rc = 0, cap = T > 4096 ? T : 4096;
     for (int c = 0; c < nspec && !rc; c++) {
         column *C = &col[c];
@@ -358,19 +358,19 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
             continue;
         }
         opts_free(&mo);
-        m->gpu = s->device == DEVICE_GPU;
+        m->gpu = s->eng.device == DEVICE_GPU;
         for (int t = 0; t < T && !rc; t++) {
             if (session_interrupted(s))
                 rc = err_set(e, "interrupted at token %d", t);
             else if (trace_push_token(&C->tr, e) < 0 ||
-                     model_step(m, s->tokens[t], logits + (size_t)t * V, &C->tr, e))
+                     model_step(m, s->eng.tokens[t], logits + (size_t)t * V, &C->tr, e))
                 rc = -1;
-            if (session_progress) session_progress(s, t + 1, T);
+            session_tick(s, t + 1, T);
         }
         if (rc) break;
         C->ok = 1;
         int corr = 0, sc = 0;
-        vals[c][0] = nll(logits, V, s->tokens, T);
+        vals[c][0] = nll(logits, V, s->eng.tokens, T);
         vals[c][1] = task ? task_accuracy(s->task, logits, V, T, &corr, &sc) : NAN;
         vals[c][2] = all_mean(&C->tr, "state_norm");
         vals[c][3] = all_mean(&C->tr, "mix_out_norm");
@@ -382,9 +382,9 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
     for (int l = 0; l < NL; l++)
         if (strcmp(m->layers[l].mx->name, orig[l]) && model_swap(m, l, orig[l], NULL, &re))
             restored = 0;
-    trace_free(&s->tr);
-    trace_init(&s->tr);
-    s->tr_ready = 0;
+    trace_free(&s->eng.tr);
+    trace_init(&s->eng.tr);
+    s->eng.tr_ready = 0;
     model_reset(m, cap, &re);
     if (!rc) {
         fprintf(s->out, "compare on %d tokens through %s (%d layers)%s\n", T,
@@ -432,9 +432,9 @@ static int run_compare(session *s, int argc, char **argv, const char *rest, err 
     opts o;
     if (opts_parse(&o, nk, kv, e)) return err_prefix(e, "compare");
     int rc;
-    if (raw_active(s))
+    if (engine_raw_active(&s->eng))
         rc = compare_raw(s, ns, specs, &o, e);
-    else if (s->model)
+    else if (s->eng.model)
         rc = compare_model(s, ns, specs, &o, e);
     else
         rc = err_set(e, "compare: nothing to compare on (mixer ... + stream ..., or a model + "

@@ -16,7 +16,7 @@
 #include "../export/png.h"
 #include "../kernels/gpu.h"
 #include "../models/model.h"
-#include "../scenes/session_raw.h"
+#include "../scenes/raw.h"
 #include "../viz/view.h"
 #include "command.h"
 #include "session.h"
@@ -52,18 +52,18 @@ static int write_outputs(session *s, const diag_report *r, const char *csv, cons
 static int diagnose_session(session *s, opts *o, const char *cmd, err *e) {
     const char *csv = opts_str(o, "csv", NULL), *png = opts_str(o, "png", NULL);
     if (opts_check_unused(o, e)) return -1;
-    int raw = raw_active && raw_active(s);
-    if (!raw && !s->model)
+    int raw = engine_raw_active(&s->eng);
+    if (!raw && !s->eng.model)
         return err_set(e, "diagnose: nothing to diagnose (give a checkpoint PATH, or load a model "
                           "or select a mixer and run some tokens)");
-    if (s->tr.T == 0)
+    if (s->eng.tr.T == 0)
         return err_set(e, "diagnose: no tokens have run yet (step or run first, or diagnose PATH)");
-    int layers = raw ? s->raw->nl : s->model->c.layers, H = 1;
+    int layers = raw ? s->eng.raw->nl : s->eng.model->c.layers, H = 1;
     const mixer_ops **mx = malloc((size_t)layers * sizeof *mx);
     if (!mx) return err_set(e, "out of memory");
     for (int l = 0; l < layers; l++) {
-        mx[l] = raw ? s->raw->lane[l].m : s->model->layers[l].mx;
-        int h = raw ? s->raw->H : s->model->layers[l].mc.H;
+        mx[l] = raw ? s->eng.raw->lane[l].m : s->eng.model->layers[l].mx;
+        int h = raw ? s->eng.raw->H : s->eng.model->layers[l].mc.H;
         if (h > H) H = h;
     }
     diag_report r = {0};
@@ -74,20 +74,20 @@ static int diagnose_session(session *s, opts *o, const char *cmd, err *e) {
     if (!rc) {
         snprintf(ck.label, sizeof ck.label, "%s", raw ? "raw mixer session" : "session model");
         snprintf(ck.kind, sizeof ck.kind, "%s",
-                 raw ? "raw mixers" : model_kind_name(s->model->c.kind));
+                 raw ? "raw mixers" : model_kind_name(s->eng.model->c.kind));
         for (int l = 0; l < layers; l++) {
             if (raw)
-                snprintf(ck.mixer[l], sizeof ck.mixer[l], "%s", s->raw->lane[l].label);
+                snprintf(ck.mixer[l], sizeof ck.mixer[l], "%s", s->eng.raw->lane[l].label);
             else
                 snprintf(ck.mixer[l], sizeof ck.mixer[l], "%s", mx[l]->name);
         }
-        ck.step = -1, ck.T = (int)s->tr.T, ck.ok = 1;
+        ck.step = -1, ck.T = (int)s->eng.tr.T, ck.ok = 1;
         snprintf(r.prompt_desc, sizeof r.prompt_desc, "the %d tokens run in this session",
-                 (int)s->tr.T);
-        diag_nf_from_trace(&ck.nf, &s->tr, mx);
-        diag_figures_from_trace(&ck, &s->tr, mx);
-        if (!raw) diag_figures_from_weights(&ck, s->model);
-        diag_findings(&ck, &s->tr, mx);
+                 (int)s->eng.tr.T);
+        diag_nf_from_trace(&ck.nf, &s->eng.tr, mx);
+        diag_figures_from_trace(&ck, &s->eng.tr, mx);
+        if (!raw) diag_figures_from_weights(&ck, s->eng.model);
+        diag_findings(&ck, &s->eng.tr, mx);
         diag_report_print(&r, s->out);
         rc = write_outputs(s, &r, csv, png, cmd, e);
     }
@@ -128,18 +128,19 @@ static int diagnose_precision(session *s, opts *o, err *e) {
     const char *png = opts_str(o, "png", NULL);
     if (opts_check_unused(o, e)) return -1;
     if (!(thr > 0)) return err_set(e, "diagnose precision: threshold must be > 0");
-    if (!s->model) return err_set(e, "diagnose precision: no model (load PATH or model random)");
-    if (!s->tokens) return err_set(e, "diagnose precision: no tokens (prompt or tokens first)");
-    int T = ntok > 0 && ntok < s->ntokens ? (int)ntok : s->ntokens;
-    model *m = s->model;
+    if (!s->eng.model)
+        return err_set(e, "diagnose precision: no model (load PATH or model random)");
+    if (!s->eng.tokens) return err_set(e, "diagnose precision: no tokens (prompt or tokens first)");
+    int T = ntok > 0 && ntok < s->eng.ntokens ? (int)ntok : s->eng.ntokens;
+    model *m = s->eng.model;
     if (T > m->max_t && model_reset(m, T, e)) return -1;
-    if (!s->tr_ready) {
-        if (model_register_probes(m, &s->tr, e)) return -1;
-        s->tr_ready = 1;
+    if (!s->eng.tr_ready) {
+        if (model_register_probes(m, &s->eng.tr, e)) return -1;
+        s->eng.tr_ready = 1;
     }
     diag_prec r;
-    if (diag_precision_run(m, s->tokens, T, thr, &s->tr, s->logits, &r, e)) return -1;
-    int rc = diag_precision_record(&r, &s->tr, e);
+    if (diag_precision_run(m, s->eng.tokens, T, thr, &s->eng.tr, s->eng.logits, &r, e)) return -1;
+    int rc = diag_precision_record(&r, &s->eng.tr, e);
     if (!rc) {
         diag_precision_print(&r, s->out);
         fprintf(s->out,
@@ -153,7 +154,7 @@ static int diagnose_precision(session *s, opts *o, err *e) {
         view_params_default(&p);
         rc = canvas_init(&c, 1280, 800, e);
         if (!rc) {
-            rc = view_precision.draw(&c, &s->tr, &p, e);
+            rc = view_precision.draw(&c, &s->eng.tr, &p, e);
             char cmd[512];
             snprintf(cmd, sizeof cmd, "%s", s->current_command ? s->current_command : "");
             png_text text[] = {{"Software", "mixscope diagnose precision"},
@@ -206,8 +207,8 @@ int diag_compare_device(session *s, int argc, char **argv, err *e) {
     if (!gpu_available(why, sizeof why))
         return err_set(e, "compare device: no GPU here (%s); nothing was compared", why);
     diag_device r = {0};
-    if (raw_active && raw_active(s)) {
-        raw_mode *rm = s->raw;
+    if (engine_raw_active(&s->eng)) {
+        raw_mode *rm = s->eng.raw;
         if (rm->st.T == 0) return err_set(e, "compare device: no stream (stream ... first)");
         int T = ntok > 0 && ntok < rm->st.T ? (int)ntok : rm->st.T;
         size_t scr = raw_scratch_floats(rm->H, rm->dk, rm->dv);
@@ -249,12 +250,12 @@ int diag_compare_device(session *s, int argc, char **argv, err *e) {
         free(scratch);
         return rc;
     }
-    if (!s->model || !s->tokens)
+    if (!s->eng.model || !s->eng.tokens)
         return err_set(e,
                        "compare device: needs a model with tokens, or a raw mixer with a stream");
-    int T = ntok > 0 && ntok < s->ntokens ? (int)ntok : s->ntokens;
-    if (diag_device_model(s->model, s->tokens, T, tol, &r, e)) return -1;
-    trace_clear(&s->tr); /* the model went back to position 0 */
+    int T = ntok > 0 && ntok < s->eng.ntokens ? (int)ntok : s->eng.ntokens;
+    if (diag_device_model(s->eng.model, s->eng.tokens, T, tol, &r, e)) return -1;
+    trace_clear(&s->eng.tr); /* the model went back to position 0 */
     print_device(s, &r, "model logits");
     diag_device_free(&r);
     return 0;

@@ -1,4 +1,4 @@
-/* cmd_figure.c: `view NAME` (live SDL windows), `export png VIEW FILE` and `export csv PROBE FILE`.
+/* cmd_figure.c: `view NAME` (live SDL windows) and `export logits|png|csv`.
  *
  * All three read the session's probe trace (or, with demo=1, a demo trace from viz/demo.h, so a
  * figure can be previewed without a model). PNGs carry provenance text chunks and CSVs a '#'
@@ -17,8 +17,10 @@
 #include <readline/readline.h>
 
 #include "../core/opts.h"
+#include "../core/safetensors.h"
 #include "../export/csv.h"
 #include "../export/png.h"
+#include "../models/model.h"
 #include "../viz/demo.h"
 #include "../viz/view.h"
 #include "../viz/window.h"
@@ -28,12 +30,11 @@
 
 /* The hex SHA-256 of the loaded checkpoint's weights, provided by the session owner (cli/), or
  * NULL when the model is random or none is loaded. Weak: "none" is reported until it exists. */
-extern const char *session_checkpoint_sha256(session *s) __attribute__((weak));
 
 #define DEMO_TOKENS 160
 
 static const char *checkpoint_sha(session *s) {
-    const char *h = session_checkpoint_sha256 ? session_checkpoint_sha256(s) : NULL;
+    const char *h = session_checkpoint_sha256(s);
     return h && *h ? h : "none (no checkpoint loaded: random model, raw mixer or demo)";
 }
 
@@ -86,14 +87,14 @@ static int parse_view_opts(opts *o, view_params *p, long *w, long *h, long *demo
 
 /* The session's trace, or an explanation of why there is nothing to draw. */
 static const trace *session_trace_or_err(session *s, const char *what, err *e) {
-    if (s->tr.nseries == 0 || s->tr.T == 0) {
+    if (s->eng.tr.nseries == 0 || s->eng.tr.T == 0) {
         err_set(e,
                 "%s: no probes recorded yet (run tokens through a model or mixer first, or add "
                 "demo=1 for a preview on demo data)",
                 what);
         return NULL;
     }
-    return &s->tr;
+    return &s->eng.tr;
 }
 
 /* Renders view v over tr into a new canvas and writes it with provenance. */
@@ -127,7 +128,7 @@ static int write_png(session *s, const char *path, const char *cmd, const view *
     return rc;
 }
 
-int export_png(session *s, int argc, char **argv, err *e) {
+static int export_png(session *s, int argc, char **argv, err *e) {
     if (argc < 3)
         return err_set(e, "usage: export png VIEW FILE.png [width= height= layer= head= from= to= "
                           "index= probe= dim= seed= demo=]");
@@ -171,7 +172,7 @@ int export_png(session *s, int argc, char **argv, err *e) {
     return rc ? err_prefix(e, "export png") : 0;
 }
 
-int export_csv(session *s, int argc, char **argv, err *e) {
+static int export_csv(session *s, int argc, char **argv, err *e) {
     if (argc < 3) return err_set(e, "usage: export csv PROBE FILE.csv [layer= head= from= to=]");
     opts o;
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
@@ -257,7 +258,7 @@ int export_csv(session *s, int argc, char **argv, err *e) {
 static window_set *g_windows;
 
 static const trace *hook_trace(void *ctx) {
-    return &((session *)ctx)->tr;
+    return &((session *)ctx)->eng.tr;
 }
 
 static int hook_step(void *ctx, err *e) {
@@ -280,9 +281,9 @@ static int hook_save(void *ctx, const canvas *c, const view *v, const view_param
     canvas tmp;
     if (canvas_init(&tmp, c->w, c->h, e)) return -1;
     err ignore = {{0}};
-    v->draw(&tmp, &s->tr, &q, &ignore);
+    v->draw(&tmp, &s->eng.tr, &q, &ignore);
     canvas_free(&tmp);
-    return write_png(s, path, cmd, v, &s->tr, &q, c, e);
+    return write_png(s, path, cmd, v, &s->eng.tr, &q, c, e);
 }
 
 static void windows_done(void) {
@@ -375,3 +376,85 @@ const char *const *view_names(void) {
     names[n] = NULL;
     return names;
 }
+
+/* ---- export: one command word, a sub-command per kind of file ---- */
+
+/* ---- export logits ---- */
+
+static int export_logits(session *s, int argc, char **argv, err *e) {
+    if (argc != 2) return err_set(e, "usage: export logits FILE.safetensors");
+    if (!s->eng.model) return err_set(e, "no model (load PATH or model random MIXER first)");
+    int T = s->eng.model->pos, V = s->eng.model->c.vocab;
+    if (T == 0 || !s->eng.logits) return err_set(e, "export logits: no tokens have run yet");
+    int64_t ls[3] = {1, T, V}, is[2] = {1, T};
+    tensor lt = {.name = "logits",
+                 .dtype = DT_F32,
+                 .ndim = 3,
+                 .data = s->eng.logits,
+                 .nbytes = (size_t)T * V * sizeof(float)};
+    tensor it = {.name = "input_ids",
+                 .dtype = DT_I32,
+                 .ndim = 2,
+                 .data = s->eng.tokens,
+                 .nbytes = (size_t)T * sizeof(int32_t)};
+    memcpy(lt.shape, ls, sizeof ls), memcpy(it.shape, is, sizeof is);
+    const tensor *ts[2] = {&lt, &it};
+    /* provenance: where the model came from and the command that wrote the file */
+    char md[1400], src[600], cmd[600];
+    size_t o = 0;
+    for (const char *p = s->eng.model->source; *p && o + 2 < sizeof src; p++) {
+        if (*p == '"' || *p == '\\') src[o++] = '\\';
+        src[o++] = (char)((unsigned char)*p < 32 ? ' ' : *p);
+    }
+    src[o] = '\0', o = 0;
+    for (const char *p = s->current_command ? s->current_command : ""; *p && o + 2 < sizeof cmd;
+         p++) {
+        if (*p == '"' || *p == '\\') cmd[o++] = '\\';
+        cmd[o++] = (char)((unsigned char)*p < 32 ? ' ' : *p);
+    }
+    cmd[o] = '\0';
+    snprintf(md, sizeof md, "{\"source\":\"mixscope\",\"model\":\"%s\",\"command\":\"%s\"}", src,
+             cmd);
+    if (st_write(argv[1], ts, 2, md, e)) return -1;
+    fprintf(s->out, "wrote logits [1, %d, %d] to %s\n", T, V, argv[1]);
+    return 0;
+}
+
+typedef int export_fn(session *s, int argc, char **argv, err *e);
+
+static const struct {
+    const char *kind;
+    export_fn *fn;
+    const char *usage;
+} KINDS[] = {
+    {"logits", export_logits, "export logits FILE.safetensors"},
+    {"png", export_png, "export png VIEW FILE.png [width= height= layer= head= from= to=]"},
+    {"csv", export_csv, "export csv PROBE FILE.csv [layer= head=]"},
+};
+
+static int run_export(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)rest;
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        if (strcmp(argv[1], KINDS[i].kind) != 0) continue;
+        return KINDS[i].fn(s, argc - 1, argv + 1, e);
+    }
+    return err_set(e, "export: unknown kind '%.40s' (logits, png, csv)", argv[1]);
+}
+
+const command cmd_export = {
+    "export",
+    "logits|png|csv ...",
+    "write logits, a view as PNG, a probe as CSV",
+    "  export logits FILE.safetensors\n"
+    "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
+    "  export png VIEW FILE.png [width= height= layer= head= from= to=]\n"
+    "      render a view without a display; the PNG carries provenance text chunks\n"
+    "  export csv PROBE FILE.csv [layer= head=]\n"
+    "      one row per token, with a provenance header\n"
+
+    "Files are written to a temporary file and renamed: whole or not at all.",
+    2,
+    -1,
+    run_export,
+    COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE,
+    "width height layer head from to"};

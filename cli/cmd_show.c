@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../core/opts.h"
-#include "../scenes/session_raw.h"
+#include "../scenes/raw.h"
 #include "../viz/window.h"
 #include "command.h"
 #include "session.h"
@@ -17,14 +17,15 @@ const char *const *session_probe_names(session *s) {
     static const char *names[257];
     int n = 0;
     if (s)
-        for (int i = 0; i < s->tr.nseries && n < 255; i++) names[n++] = s->tr.series[i].name;
-    if (s && trace_find_snapshot(&s->tr, "state") >= 0) names[n++] = "state";
+        for (int i = 0; i < s->eng.tr.nseries && n < 255; i++)
+            names[n++] = s->eng.tr.series[i].name;
+    if (s && trace_find_snapshot(&s->eng.tr, "state") >= 0) names[n++] = "state";
     names[n] = NULL;
     return names;
 }
 
 static void list_probes(session *s) {
-    const trace *tr = &s->tr;
+    const trace *tr = &s->eng.tr;
     fprintf(s->out, "%d probe series over %lld tokens (show PROBE for the numbers):\n", tr->nseries,
             (long long)tr->T);
     for (int i = 0; i < tr->nseries; i++) {
@@ -48,19 +49,19 @@ static void print_num(FILE *f, float x) {
 }
 
 static int show_state(session *s, long layer, long head, err *e) {
-    int k = trace_find_snapshot(&s->tr, "state");
-    if (k < 0 || s->tr.snaps[k].t < 0)
+    int k = trace_find_snapshot(&s->eng.tr, "state");
+    if (k < 0 || s->eng.tr.snaps[k].t < 0)
         return err_set(e, "show state: no state recorded yet (step first)");
-    const trace_snapshot *sn = &s->tr.snaps[k];
+    const trace_snapshot *sn = &s->eng.tr.snaps[k];
     if (layer < 0) layer = 0;
     if (head < 0) head = 0;
     if (layer >= sn->layers || head >= sn->heads)
         return err_set(e, "show state: layer %ld head %ld out of range (%d layers, %d heads)",
                        layer, head, sn->layers, sn->heads);
-    const float *S = trace_snapshot_at(&s->tr, k, (int)layer, (int)head);
+    const float *S = trace_snapshot_at(&s->eng.tr, k, (int)layer, (int)head);
     char lab[64];
     fprintf(s->out, "state of layer %ld (%s) head %ld after token %lld: %d x %d", layer,
-            raw_layer_label(s, (int)layer, lab, sizeof lab), head, (long long)sn->t, sn->rows,
+            session_layer_label(s, (int)layer, lab, sizeof lab), head, (long long)sn->t, sn->rows,
             sn->cols);
     int rmax = sn->rows > 16 ? 16 : sn->rows, cmax = sn->cols > 10 ? 10 : sn->cols;
     if (rmax < sn->rows || cmax < sn->cols) fprintf(s->out, " (first %d x %d shown)", rmax, cmax);
@@ -93,7 +94,7 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
     opts_free(&o);
     if (rc) return err_prefix(e, "show");
     if (!strcmp(argv[1], "state")) return show_state(s, layer, head, e);
-    const trace *tr = &s->tr;
+    const trace *tr = &s->eng.tr;
     int k = trace_find(tr, argv[1]);
     if (k < 0) {
         if (!tr->nseries)
@@ -126,7 +127,7 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
     if (by_layer) {
         for (int l = 0; l < se->layers && nc < MAXCOL; l++, nc++) {
             cl[nc] = l, ch[nc] = H0, ci[nc] = 0;
-            snprintf(hdr[nc], sizeof hdr[nc], "%.11s", raw_layer_label(s, l, lab, sizeof lab));
+            snprintf(hdr[nc], sizeof hdr[nc], "%.11s", session_layer_label(s, l, lab, sizeof lab));
         }
     } else if (se->width == 1) {
         for (int h = head < 0 ? 0 : H0; h < (head < 0 ? se->heads : H0 + 1) && nc < MAXCOL;
@@ -145,7 +146,7 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
         fprintf(s->out, "%s (layers side by side, head %d", se->name, H0);
     else
         fprintf(s->out, "%s (%s, layer %d %s", se->name, se->source, L0,
-                raw_layer_label(s, L0, lab, sizeof lab));
+                session_layer_label(s, L0, lab, sizeof lab));
     if (!by_layer && (se->width > 1 || head >= 0)) fprintf(s->out, ", head %d", H0);
     if (se->width > 1)
         fprintf(s->out, ", elements %ld..%d of %d", index, (int)index + nc - 1, se->width);

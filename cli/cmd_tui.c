@@ -27,7 +27,7 @@
 #undef trace
 
 #include "../models/model.h"
-#include "../scenes/session_raw.h"
+#include "../scenes/raw.h"
 #include "command.h"
 #include "session.h"
 
@@ -52,7 +52,7 @@ static int is_scalar(const trace_series *se) {
 
 /* The selected series index (first scalar one when the name is unknown), or -1. */
 static int sel_series(tui *u) {
-    const trace *tr = &u->s->tr;
+    const trace *tr = &u->s->eng.tr;
     int k = trace_find(tr, u->probe);
     if (k >= 0 && is_scalar(&tr->series[k])) return k;
     /* a sensible first choice: what the mixers are about */
@@ -67,7 +67,7 @@ static int sel_series(tui *u) {
 }
 
 static void cycle_probe(tui *u, int dir) {
-    const trace *tr = &u->s->tr;
+    const trace *tr = &u->s->eng.tr;
     int k = sel_series(u), n = tr->nseries;
     for (int i = 1; k >= 0 && i <= n; i++) {
         int j = ((k + dir * i) % n + n) % n;
@@ -79,7 +79,7 @@ static void cycle_probe(tui *u, int dir) {
 }
 
 static int n_layers(tui *u) {
-    const trace *tr = &u->s->tr;
+    const trace *tr = &u->s->eng.tr;
     int L = 1;
     for (int i = 0; i < tr->nseries; i++)
         if (tr->series[i].layers > L) L = tr->series[i].layers;
@@ -88,12 +88,12 @@ static int n_layers(tui *u) {
 
 static int n_heads(tui *u) {
     int k = sel_series(u);
-    return k >= 0 ? u->s->tr.series[k].heads : 1;
+    return k >= 0 ? u->s->eng.tr.series[k].heads : 1;
 }
 
 static int total_tokens(session *s) {
-    if (raw_active(s)) return s->raw->st.T;
-    return s->ntokens;
+    if (engine_raw_active(&s->eng)) return s->eng.raw->st.T;
+    return s->eng.ntokens;
 }
 
 /* ---- drawing helpers ---- */
@@ -146,28 +146,29 @@ static void range_of(const float *v, int n, double *lo, double *hi) {
 static void draw_status(tui *u) {
     session *s = u->s;
     char mix[96] = "", line[512];
-    if (raw_active(s)) {
-        for (int l = 0; l < s->raw->nl; l++) {
+    if (engine_raw_active(&s->eng)) {
+        for (int l = 0; l < s->eng.raw->nl; l++) {
             size_t n = strlen(mix);
-            snprintf(mix + n, sizeof mix - n, "%s%s", l ? "," : "", s->raw->lane[l].label);
+            snprintf(mix + n, sizeof mix - n, "%s%s", l ? "," : "", s->eng.raw->lane[l].label);
         }
-    } else if (s->model) {
-        int l = u->layer < s->model->c.layers ? u->layer : 0;
-        snprintf(mix, sizeof mix, "%s", s->model->layers[l].mx->name);
+    } else if (s->eng.model) {
+        int l = u->layer < s->eng.model->c.layers ? u->layer : 0;
+        snprintf(mix, sizeof mix, "%s", s->eng.model->layers[l].mx->name);
     } else {
         snprintf(mix, sizeof mix, "none");
     }
     char model[80] = "none";
-    if (s->model)
-        snprintf(model, sizeof model, "%s %dL", model_kind_name(s->model->c.kind),
-                 s->model->c.layers);
+    if (s->eng.model)
+        snprintf(model, sizeof model, "%s %dL", model_kind_name(s->eng.model->c.kind),
+                 s->eng.model->c.layers);
     /* what changes first, so a narrow terminal still shows it */
     snprintf(line, sizeof line,
              " mixscope | t=%lld/%d | layer %d/%d head %d/%d | probe %s | model: %s | mixer: "
              "%s%s | device: %s",
-             (long long)s->tr.T, total_tokens(s), u->layer, n_layers(u) - 1, u->head,
+             (long long)s->eng.tr.T, total_tokens(s), u->layer, n_layers(u) - 1, u->head,
              n_heads(u) - 1, u->probe[0] ? u->probe : "-", model, mix,
-             raw_active(s) ? " (raw)" : "", s->device == DEVICE_GPU ? "gpu" : "cpu");
+             engine_raw_active(&s->eng) ? " (raw)" : "",
+             s->eng.device == DEVICE_GPU ? "gpu" : "cpu");
     if (u->colour) attron(COLOR_PAIR(PAIR_STATUS));
     attron(A_REVERSE * !u->colour | A_BOLD);
     mvhline(0, 0, ' ', COLS);
@@ -206,7 +207,7 @@ static void draw_keybar(tui *u) {
 }
 
 static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
-    const trace *tr = &u->s->tr;
+    const trace *tr = &u->s->eng.tr;
     int k = sel_series(u);
     char line[256];
     if (k < 0 || tr->T == 0) {
@@ -225,7 +226,7 @@ static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
     range_of(v, n * se->heads, &lo, &hi);
     char lab[64];
     snprintf(line, sizeof line, "%s (%s) layer %d, tokens %lld..%lld, %.4g..%.4g", se->name,
-             raw_layer_label(u->s, u->layer, lab, sizeof lab), u->layer, (long long)t0,
+             session_layer_label(u->s, u->layer, lab, sizeof lab), u->layer, (long long)t0,
              (long long)t1 - 1, lo, hi);
     attron(A_BOLD);
     put_clipped(y0, x0, w, line);
@@ -292,7 +293,7 @@ static int heat_level(double x, double mx) {
 }
 
 static void draw_state(tui *u, int y0, int x0, int h, int w) {
-    const trace *tr = &u->s->tr;
+    const trace *tr = &u->s->eng.tr;
     int k = trace_find_snapshot(tr, "state");
     char line[256];
     if (k < 0 || tr->snaps[k].t < 0) {
@@ -425,22 +426,22 @@ static int act(tui *u, const char *cmd) {
 static void run_all(tui *u) {
     session *s = u->s;
     nodelay(stdscr, TRUE);
-    double t0 = raw_now();
-    long start = (long)s->tr.T;
-    while (s->tr.T < total_tokens(s)) {
+    double t0 = session_now();
+    long start = (long)s->eng.tr.T;
+    while (s->eng.tr.T < total_tokens(s)) {
         if (act(u, "step 8")) break;
         draw(u);
         int ch = getch();
         if (ch != ERR && ch != KEY_RESIZE) {
-            snprintf(u->msg, sizeof u->msg, "stopped at token %lld", (long long)s->tr.T);
+            snprintf(u->msg, sizeof u->msg, "stopped at token %lld", (long long)s->eng.tr.T);
             break;
         }
     }
-    double el = raw_now() - t0;
-    if (s->tr.T >= total_tokens(s))
+    double el = session_now() - t0;
+    if (s->eng.tr.T >= total_tokens(s))
         snprintf(u->msg, sizeof u->msg, "ran to token %lld (%ld tokens, %.0f tokens/s)",
-                 (long long)s->tr.T - 1, (long)s->tr.T - start,
-                 el > 0 ? ((double)s->tr.T - start) / el : 0.0);
+                 (long long)s->eng.tr.T - 1, (long)s->eng.tr.T - start,
+                 el > 0 ? ((double)s->eng.tr.T - start) / el : 0.0);
     nodelay(stdscr, FALSE);
 }
 
@@ -468,7 +469,7 @@ static int run_tui(session *s, int argc, char **argv, const char *rest, err *e) 
         return err_set(e, "tui: needs a terminal (stdin and stdout)");
     tui u = {.s = s};
     /* nothing loaded: the raw demo of the tour's first stop */
-    if (!raw_active(s) && !s->model) {
+    if (!engine_raw_active(&s->eng) && !s->eng.model) {
         act(&u, "mixer gdn kaczmarz dk=16 dv=16");
         act(&u, "stream keys 256 norms=0.3..2");
         snprintf(u.msg, sizeof u.msg,

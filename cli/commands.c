@@ -7,9 +7,8 @@
 #include "command.h"
 #include "session.h"
 
-/* Each cli/cmd_*.c file defines some of these. Weak while the set is being built: a command whose
- * file is not linked in yet is a NULL entry and is skipped. */
-#define CMD(x) extern const command x __attribute__((weak))
+/* Each cli/cmd_*.c file defines some of these; a missing one is a link error. */
+#define CMD(x) extern const command x
 CMD(cmd_help);
 CMD(cmd_quit);
 CMD(cmd_source);
@@ -123,16 +122,11 @@ int command_split(const char *line, char ***argv_out, char **buf_out, err *e) {
     return argc;
 }
 
-/* $NAME expansion of session settings ($outdir, $seed, ...), cli/cmd_set.c; weak: none until it
- * is linked. Sets *out to a malloc'd line when something was expanded. */
-extern int session_expand(struct session *s, const char *line, char **out, err *e)
-    __attribute__((weak));
-
 static int command_exec_line(struct session *s, const char *line, err *e);
 
 int command_exec(struct session *s, const char *line, err *e) {
     char *expanded = NULL;
-    if (session_expand && session_expand(s, line, &expanded, e)) return -1;
+    if (session_expand(s, line, &expanded, e)) return -1; /* $outdir, ... (settings.c) */
     int rc = command_exec_line(s, expanded ? expanded : line, e);
     free(expanded);
     return rc;

@@ -15,11 +15,10 @@
 
 #define HISTORY_MAX 1000
 
-/* Names offered by completion that live in other modules; weak so the REPL links before those
- * modules exist. Each returns a NULL-terminated list. */
-const char *const *view_names(void) __attribute__((weak));
-const char *const *generator_names(void) __attribute__((weak));
-const char *const *session_probe_names(session *s) __attribute__((weak));
+/* Names offered by completion (cli/cmd_figure.c, cmd_prompt.c, cmd_show.c): NULL-terminated. */
+const char *const *view_names(void);
+const char *const *generator_names(void);
+const char *const *session_probe_names(session *s);
 
 static session *g_session; /* the session completion reads (readline callbacks take no context) */
 
@@ -112,10 +111,9 @@ static char **complete(const char *text, int start, int end) {
     if (c->complete & COMPLETE_MIXER)
         for (int i = 0; i < mixer_count && cand_extra_n < 255; i++)
             if (mixer_all[i]) cand_extra[cand_extra_n++] = mixer_all[i]->name;
-    if ((c->complete & COMPLETE_VIEW) && view_names) add_names(view_names());
-    if ((c->complete & COMPLETE_GENERATOR) && generator_names) add_names(generator_names());
-    if ((c->complete & COMPLETE_PROBE) && session_probe_names)
-        add_names(session_probe_names(g_session));
+    if (c->complete & COMPLETE_VIEW) add_names(view_names());
+    if (c->complete & COMPLETE_GENERATOR) add_names(generator_names());
+    if (c->complete & COMPLETE_PROBE) add_names(session_probe_names(g_session));
     add_keys(c->keys);
     char **m = rl_completion_matches(text, list_generator);
     if (!m && (c->complete & COMPLETE_FILE)) {

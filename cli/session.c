@@ -1,6 +1,18 @@
+/* session.c: the session's lifetime and what several commands share: the tokens, the arithmetic
+ * and device settings that act on the engine, provenance, lane labels, progress and ^C. */
 #include "session.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../kernels/gpu.h"
+#include "../mixers/tf32.h"
+#include "../models/arith.h"
+#include "../models/model.h"
+#include "../scenes/prompts.h"
 
 volatile sig_atomic_t session_sigint = 0;
 
@@ -18,15 +30,114 @@ void session_install_sigint(void) {
 }
 
 int session_init(session *s, err *e) {
-    (void)e;
     memset(s, 0, sizeof *s);
     s->out = stdout;
-    s->device = DEVICE_CPU;
+    if (engine_init(&s->eng, e)) return -1;
+    s->eng.tick = session_tick, s->eng.tick_ctx = s;
     return 0;
 }
 
 void session_free(session *s) {
-    if (session_raw_free) session_raw_free(s); /* raw-mixer mode (cli/cmd_stream.c) */
-    session_model_free(s);
+    engine_free(&s->eng);
+    if (s->task) {
+        task_free(s->task);
+        free(s->task);
+    }
     memset(s, 0, sizeof *s);
+}
+
+int session_set_tokens(session *s, const int32_t *ids, int n, err *e) {
+    return engine_set_tokens(&s->eng, ids, n, e);
+}
+
+int session_set_arith(session *s, int tf32, err *e) {
+    s->set_arith = tf32;
+    model *m = s->eng.model;
+    if (!m) return 0;
+    int n = model_set_arith(m, tf32 ? MIXER_ARITH_TF32 : MIXER_ARITH_FP32, e);
+    if (n < 0 || engine_model_changed(&s->eng, e)) return -1;
+    if (!tf32)
+        fprintf(s->out, "arith fp32: exact float32 in every core (position back to 0)\n");
+    else if (n == 0)
+        fprintf(s->out, "arith tf32: fla's forward of this model has no TF32 products\n");
+    else
+        fprintf(s->out, "arith tf32: fla's TF32 products in %d of %d layers%s\n", n, m->c.layers,
+                model_arith_chunked(m) ? " (run: chunked form for more than 64 tokens, as fla)"
+                                       : "");
+    return 0;
+}
+
+int session_set_device(session *s, const char *name, err *e) {
+    char why[256];
+    if (strcmp(name, "cpu") == 0) {
+        if (engine_set_device(&s->eng, ENGINE_CPU, e)) return -1;
+        fprintf(s->out, "device: cpu\n");
+        return 0;
+    }
+    if (strcmp(name, "gpu") != 0)
+        return err_set(e, "device: expected cpu or gpu, got '%.40s'", name);
+    if (!gpu_available(why, sizeof why)) {
+        if (engine_set_device(&s->eng, ENGINE_CPU, e)) return -1;
+        fprintf(s->out, "device: staying on the cpu: %s\n", why);
+        return 0;
+    }
+    if (engine_set_device(&s->eng, ENGINE_GPU, e)) return -1;
+    fprintf(s->out, "device: gpu, %s\n", why);
+    return 0;
+}
+
+const char *session_checkpoint_sha256(session *s) {
+    return s->eng.model && s->ckpt_sha256[0] ? s->ckpt_sha256 : NULL;
+}
+
+const char *session_layer_label(session *s, int l, char *buf, size_t n) {
+    if (engine_raw_active(&s->eng) && l >= 0 && l < s->eng.raw->nl)
+        snprintf(buf, n, "%s", s->eng.raw->lane[l].label);
+    else
+        snprintf(buf, n, "l%d", l);
+    return buf;
+}
+
+double session_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int session_tick(void *ctx, long done, long total) {
+    session *s = ctx;
+    if (session_interrupted(s)) return 1;
+    int on = s->set_progress > 0 || (s->set_progress == 0 && s->interactive);
+    if (!on) return 0;
+    double now = session_now();
+    if (done <= 1) s->progress_t0 = now, s->progress_last = 0;
+    if (done >= total) {
+        if (s->progress_last > 0) fprintf(stderr, "\r%60s\r", "");
+        s->progress_last = 0;
+        return 0;
+    }
+    double el = now - s->progress_t0;
+    if (el < 1.0 || now - s->progress_last < 0.25) return 0;
+    s->progress_last = now;
+    fprintf(stderr, "\r  %ld/%ld tokens, %.0f tokens/s (^C stops, the session stays) ", done, total,
+            (double)done / el);
+    fflush(stderr);
+    return 0;
+}
+
+int session_make_dirs(const char *path, err *e) {
+    char buf[512];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return err_set(e, "path too long: %.60s...", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return err_set(e, "cannot create folder '%s': %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return 0;
 }

@@ -6,13 +6,7 @@
 
 #include "../mixers/mixer.h"
 
-/* The state parts that hold one slice per head (leading dimension H), into parts; their count.
- * KV caches (states that grow with max_t) have none. */
-int diag_head_parts(const mixer_ops *mx, const mixer_cfg *c, state_part *parts);
-/* Floats of one head's slice of a per-head part. */
-size_t diag_part_head_floats(const state_part *p);
-/* 1 when the core's state grows with the tokens (a KV cache). */
-int diag_state_grows(const mixer_ops *mx, const mixer_cfg *c);
+#include "../engine/nonfinite.h" /* diag_head_parts, diag_part_head_floats, diag_state_grows */
 
 struct model;
 

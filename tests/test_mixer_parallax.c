@@ -721,16 +721,16 @@ static void test_lla_session(void **st) {
         assert_int_equal(ts_exec(&t, &e, "run"), 0);
         const char *names[] = {"lla_eta", "lla_cos", "cpa", "lla_gap", "lla_gap_sa"};
         for (int i = 0; i < 5; i++) {
-            int k = trace_find(&t.s.tr, names[i]);
+            int k = trace_find(&t.s.eng.tr, names[i]);
             if (!on) {
                 assert_int_equal(k, -1);
                 continue;
             }
             assert_true(k >= 0);
-            for (int64_t tok = 1; tok < t.s.tr.T; tok++)
+            for (int64_t tok = 1; tok < t.s.eng.tr.T; tok++)
                 for (int l = 0; l < 2; l++)
                     for (int h = 0; h < 2; h++)
-                        assert_true(isfinite(*trace_at_lh(&t.s.tr, k, tok, l, h)));
+                        assert_true(isfinite(*trace_at_lh(&t.s.eng.tr, k, tok, l, h)));
         }
         if (on) {
             assert_int_equal(ts_exec(&t, &e, "set lla -1"), -1);

@@ -6,7 +6,7 @@
 #include "cli/command.h"
 #include "cli/session.h"
 #include "core/trace.h"
-#include "scenes/session_raw.h"
+#include "scenes/raw.h"
 
 /* |k| = 1e6 with GDN's beta = 1: rho = beta |k|^2 = 1e12, so every write multiplies the state
  * along k by |1 - rho| ~ 1e12. The state norm is 1e6, 1.6e17, 6.7e28 after tokens 0..2; the write
@@ -56,30 +56,30 @@ static void test_stop_in_session(void **state) {
     assert_int_equal(ts_exec(&t, &e, "run"), -1);
     assert_non_null(strstr(e.msg, "stopped after token 3: first Inf at token 3, layer 1 (lane "
                                   "gdn), head 0 (and 1 more heads), in the write beta k e^T"));
-    assert_int_equal(t.s.raw->pos, 4); /* after the token */
-    assert_int_equal(t.s.tr.T, 4);     /* the token is in the trace */
-    int sn = trace_find(&t.s.tr, "state_norm");
+    assert_int_equal(t.s.eng.raw->pos, 4); /* after the token */
+    assert_int_equal(t.s.eng.tr.T, 4);     /* the token is in the trace */
+    int sn = trace_find(&t.s.eng.tr, "state_norm");
     assert_true(sn >= 0);
-    assert_true(isinf(*trace_at_lh(&t.s.tr, sn, 3, 1, 0)));
-    float kz = *trace_at_lh(&t.s.tr, sn, 3, 0, 0); /* kaczmarz: |S| ~ sqrt(t) / |k| */
+    assert_true(isinf(*trace_at_lh(&t.s.eng.tr, sn, 3, 1, 0)));
+    float kz = *trace_at_lh(&t.s.eng.tr, sn, 3, 0, 0); /* kaczmarz: |S| ~ sqrt(t) / |k| */
     assert_true(kz > 1e-6f && kz < 3e-6f);
     /* the state is infinite now: the next token stops at once */
     assert_int_equal(ts_exec(&t, &e, "step"), -1);
     assert_non_null(strstr(e.msg, "stopped after token 4: first "));
     assert_non_null(strstr(e.msg, "at token 4, layer 1 (lane gdn)"));
-    assert_int_equal(t.s.raw->pos, 5);
+    assert_int_equal(t.s.eng.raw->pos, 5);
 
     /* a NaN in the stream's key at token 5, head 1: named as the input, in the first lane. Raw
      * mode reads with the key that writes (q = k), and the inputs are checked in the core's
      * order, so the query is named */
     assert_int_equal(ts_exec(&t, &e, "mixer gdn kaczmarz dk=8 dv=8 heads=2"), 0);
     assert_int_equal(ts_exec(&t, &e, "stream keys 16 norms=1..1"), 0);
-    raw_stream *st = &t.s.raw->st;
+    raw_stream *st = &t.s.eng.raw->st;
     st->k[((size_t)5 * st->H + 1) * st->dk + 2] = NAN;
     assert_int_equal(ts_exec(&t, &e, "step 10"), -1);
     assert_string_equal(e.msg, "stopped after token 5: first NaN at token 5, layer 0 (lane gdn), "
                                "head 1, in the query q (core input) (NaN)");
-    assert_int_equal(t.s.raw->pos, 6);
+    assert_int_equal(t.s.eng.raw->pos, 6);
     const char *out = ts_out(&t);
     assert_non_null(strstr(out, "token 5 write key 5"));
     assert_null(strstr(out, "token 6 write key 6"));
@@ -87,7 +87,7 @@ static void test_stop_in_session(void **state) {
     st->k[((size_t)5 * st->H + 1) * st->dk + 2] = 0.5f;
     assert_int_equal(ts_exec(&t, &e, "reset"), 0);
     if (ts_exec(&t, &e, "run")) fail_msg("%s", e.msg);
-    assert_int_equal(t.s.raw->pos, 16);
+    assert_int_equal(t.s.eng.raw->pos, 16);
     ts_close(&t);
 }
 

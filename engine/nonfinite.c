@@ -21,8 +21,7 @@
 #include <string.h>
 
 #include "../models/model.h"
-#include "diag.h"
-#include "internal.h"
+#include "nonfinite.h"
 
 void diag_nf_clear(diag_nf *r) {
     memset(r, 0, sizeof *r);

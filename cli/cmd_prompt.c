@@ -1,0 +1,108 @@
+/* cmd_prompt.c: `prompt TEXT` (byte-level text) and `prompt GENERATOR ...` (the task prompts of
+ * scenes/prompts.h: mqar, niah, overwrite, a5), with their scored targets kept for `info`. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/opts.h"
+#include "../models/model.h"
+#include "../models/tokenizer.h"
+#include "../scenes/prompts.h"
+#include "command.h"
+#include "session.h"
+
+/* ---- the task generators ---- */
+
+const char *const *generator_names(void) {
+    static const char *const names[] = {"mqar", "niah", "overwrite", "a5", "keys", "recall", NULL};
+    return names;
+}
+
+/* Contract: returns 1 when argv[1] names no generator (the words are then byte-level text), 0
+ * after setting the tokens, -1 with a message. */
+static int prompt_generate(session *s, int argc, char **argv, err *e) {
+    const char *g = argv[1];
+    int known = 0;
+    for (int i = 0; task_names[i]; i++) known |= !strcmp(task_names[i], g);
+    if (!known) return 1;
+    /* `prompt a5` alone is a generator; `prompt a5 is a group` is text: every other word must be
+     * key=value */
+    for (int i = 2; i < argc; i++)
+        if (!strchr(argv[i], '=')) return 1;
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "prompt %s", g);
+    long seed, vocab, a = 0, b = 0;
+    double depth = -1;
+    int dv = s->eng.model ? s->eng.model->c.vocab : 256;
+    int rc =
+        opts_int(&o, "seed", setting_seed(s), &seed, e) || opts_int(&o, "vocab", dv, &vocab, e);
+    if (!rc && (vocab < 1 || vocab > 1 << 24))
+        rc = err_set(e, "vocab=%ld must lie in 1..%d", vocab, 1 << 24);
+    task_prompt *p = calloc(1, sizeof *p);
+    if (!p) rc = err_set(e, "out of memory");
+    if (!rc && !strcmp(g, "mqar")) {
+        rc = opts_int(&o, "pairs", 16, &a, e) || opts_int(&o, "queries", a, &b, e) ||
+             opts_check_unused(&o, e) ||
+             task_mqar(p, (int)a, (int)b, (int)vocab, (uint64_t)seed, e);
+    } else if (!rc && !strcmp(g, "niah")) {
+        rc = opts_int(&o, "len", 256, &a, e) || opts_float(&o, "depth", -1, &depth, e) ||
+             opts_check_unused(&o, e) || task_niah(p, (int)a, (int)vocab, depth, (uint64_t)seed, e);
+    } else if (!rc && !strcmp(g, "overwrite")) {
+        rc = opts_int(&o, "keys", 8, &a, e) || opts_int(&o, "repeats", 3, &b, e) ||
+             opts_check_unused(&o, e) ||
+             task_overwrite(p, (int)a, (int)b, (int)vocab, (uint64_t)seed, e);
+    } else if (!rc && !strcmp(g, "a5")) {
+        if (opts_has(&o, "vocab") && vocab != A5_ORDER)
+            rc = err_set(e, "a5 has its own vocabulary of %d (no vocab=)", A5_ORDER);
+        if (!rc)
+            rc = opts_int(&o, "len", 64, &a, e) || opts_check_unused(&o, e) ||
+                 task_a5(p, (int)a, (uint64_t)seed, e);
+    }
+    opts_free(&o);
+    if (!rc && p->vocab > 0 && s->eng.model && p->vocab > s->eng.model->c.vocab)
+        rc = err_set(e, "the prompt's vocabulary %d is larger than the model's %d (give vocab=)",
+                     p->vocab, s->eng.model->c.vocab);
+    if (!rc) rc = session_set_tokens(s, p->ids, p->n, e);
+    if (rc) {
+        if (p) task_free(p), free(p);
+        return err_prefix(e, "prompt %s", g);
+    }
+    if (s->task) task_free(s->task), free(s->task);
+    s->task = p;
+    fprintf(s->out, "%s\n%d tokens, %d scored position%s (info shows the accuracy after run)\n",
+            p->desc, p->n, p->nscored, p->nscored == 1 ? "" : "s");
+    return 0;
+}
+
+static int run_prompt(session *s, int argc, char **argv, const char *rest, err *e) {
+    int r = prompt_generate(s, argc, argv, e);
+    if (r <= 0) return r;
+    err_clear(e);
+    /* byte-level text: one word as given (quotes removed), or the raw rest of the line */
+    const char *text = argc == 2 ? argv[1] : rest;
+    if (s->eng.model && tok_bytes_servable(s->eng.model->c.vocab, e)) return -1;
+    size_t n = strlen(text);
+    if (n == 0) return err_set(e, "prompt: empty text");
+    if (n > (1u << 24)) return err_set(e, "prompt: text longer than 16 MiB");
+    int32_t *ids = malloc(n * sizeof *ids);
+    if (!ids) return err_set(e, "out of memory");
+    int k = tok_bytes_encode(text, ids);
+    int rc = session_set_tokens(s, ids, k, e);
+    free(ids);
+    if (rc) return -1;
+    fprintf(s->out, "%d byte tokens\n", k);
+    return 0;
+}
+
+const command cmd_prompt = {
+    "prompt",
+    "TEXT | GENERATOR [key=value ...]",
+    "byte-level text, or a generated task prompt",
+    "`prompt TEXT` runs the bytes of TEXT (UTF-8) as tokens: it needs a model whose vocabulary is\n"
+    "the 256 bytes. `prompt GENERATOR ...` asks the task generators of scenes/ (when built in)\n"
+    "for a prompt with their own vocabulary. The position goes back to 0.",
+    1,
+    -1,
+    run_prompt,
+    COMPLETE_GENERATOR,
+    NULL};

@@ -1,0 +1,143 @@
+/* probes.c: what goes into the trace while stepping (`set probes`), and what each costs.
+ *
+ * Names: every mixer's probes (mixers/), the families' and blocks' probes of a model, and four
+ * recordings beside them: "state" (the state snapshot the state view draws), "recall" (the
+ * readback picture of viz/recall.h), "attn" (the attention rows of softmax / Parallax layers).
+ * The keys and values the cores saw ("k", "v") go with every selection but none.
+ *
+ * A core computes its probes all together or not at all: naming one of a mixer's probes costs
+ * the step of all of them (only the named ones are stored). */
+#include <stdio.h>
+#include <string.h>
+
+#include "../models/model.h"
+#include "internal.h"
+
+static const char *const EXTRAS[] = {"state", "recall", "attn"};
+enum { NEXTRAS = sizeof EXTRAS / sizeof EXTRAS[0] };
+
+/* 1 when name is a known probe of some mixer, family or block, or an extra. */
+static int known_name(const engine *g, const char *name) {
+    for (int i = 0; i < NEXTRAS; i++)
+        if (!strcmp(name, EXTRAS[i])) return 1;
+    for (int i = 0; i < mixer_count; i++)
+        if (mixer_all[i] && mixer_probe_index(mixer_all[i], name) >= 0) return 1;
+    int n;
+    const probe_def *p = model_block_probes(&n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(p[i].name, name)) return 1;
+    if (g->model) {
+        p = model_family_probes(g->model, &n);
+        for (int i = 0; i < n; i++)
+            if (!strcmp(p[i].name, name)) return 1;
+    }
+    /* the families' probes of other model types */
+    static const char *const FAMILY[] = {"q_raw_norm", "k_raw_norm", "o_rstd",
+                                         "gate_mean",  "dt",         NULL};
+    for (int i = 0; FAMILY[i]; i++)
+        if (!strcmp(FAMILY[i], name)) return 1;
+    return 0;
+}
+
+/* 1 when any loaded core (model layer or raw lane) updates the readback incrementally. */
+static int recall_cheap(const engine *g) {
+    if (engine_raw_active(g)) {
+        for (int l = 0; l < g->raw->nl; l++)
+            if (engine_recall_incremental(g->raw->lane[l].m)) return 1;
+        return 0;
+    }
+    for (int li = 0; g->model && li < g->model->c.layers; li++)
+        if (engine_recall_incremental(g->model->layers[li].mx)) return 1;
+    return 0;
+}
+
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!c) break;
+        p = c + 1;
+    }
+    return 0;
+}
+
+int engine_probe_wanted(const engine *g, const char *name) {
+    switch (g->probes.mode) {
+    case ENGINE_PROBES_NONE:
+        return 0;
+    case ENGINE_PROBES_ALL:
+        return 1;
+    case ENGINE_PROBES_LIST:
+        return in_list(g->probes.names, name);
+    default:
+        return 1; /* what the views draw: today every probe (recall_at caps the readback) */
+    }
+}
+
+int engine_recall_at(const engine *g, int pos) {
+    if (!engine_probe_wanted(g, "recall")) return 0;
+    /* the readback picture beyond the first tokens: asked for by name or by all, or cheap */
+    return pos < ENGINE_RECALL_MAX_TOKENS || g->probes.mode == ENGINE_PROBES_ALL ||
+           g->probes.mode == ENGINE_PROBES_LIST || recall_cheap(g);
+}
+
+int engine_set_probes(engine *g, const char *spec, err *e) {
+    engine_probes p = {0};
+    if (!strcmp(spec, "default")) {
+        p.mode = ENGINE_PROBES_DEFAULT;
+    } else if (!strcmp(spec, "all")) {
+        p.mode = ENGINE_PROBES_ALL;
+    } else if (!strcmp(spec, "none")) {
+        p.mode = ENGINE_PROBES_NONE;
+    } else {
+        if (strlen(spec) >= sizeof p.names) return err_set(e, "set probes: list too long");
+        p.mode = ENGINE_PROBES_LIST;
+        snprintf(p.names, sizeof p.names, "%s", spec);
+        for (char *w = p.names; *w;) {
+            char *c = strchr(w, ',');
+            if (c) *c = '\0';
+            if (!*w) return err_set(e, "set probes: empty name in '%.60s'", spec);
+            if (!known_name(g, w))
+                return err_set(e,
+                               "set probes: unknown probe '%.40s' (help probes lists them; also "
+                               "state, recall, attn, all, default, none)",
+                               w);
+            if (!c) break;
+            *c = ',', w = c + 1;
+        }
+    }
+    g->probes = p;
+    /* a new schema from position 0 */
+    engine_trace_restart(g);
+    if (g->model || engine_raw_active(g)) return engine_reset(g, e);
+    return 0;
+}
+
+const char *engine_probes_text(const engine *g) {
+    switch (g->probes.mode) {
+    case ENGINE_PROBES_ALL:
+        return "all";
+    case ENGINE_PROBES_NONE:
+        return "none";
+    case ENGINE_PROBES_LIST:
+        return g->probes.names;
+    default:
+        return "default";
+    }
+}
+
+const char *engine_probe_cost(const char *mixer, const char *name) {
+    if (!strcmp(name, "attn")) return "expensive";
+    if (!strcmp(name, "state")) return "O(d^2)";
+    if (!strcmp(name, "recall")) {
+        const mixer_ops *m = mixer ? mixer_find(mixer) : NULL;
+        return m && engine_recall_incremental(m) ? "O(d^2)" : "expensive";
+    }
+    const mixer_ops *m = mixer ? mixer_find(mixer) : NULL;
+    if (!m || mixer_probe_index(m, name) < 0) return "cheap"; /* family and block probes */
+    if (!strcmp(m->name, "kata") || !strcmp(m->name, "parallax") || !strcmp(m->name, "softmax"))
+        return "expensive";
+    return "O(d^2)";
+}

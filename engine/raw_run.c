@@ -1,0 +1,278 @@
+/* raw_run.c: raw-mixer mode. The lanes (scenes/raw.h), their stream, and stepping them token by
+ * token into the trace (lane l = layer l), with the selection of engine/probes.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mixers/record.h"
+#include "../viz/recall.h"
+#include "internal.h"
+#include "nonfinite.h"
+
+static void lanes_free(raw_mode *r) {
+    for (int i = 0; i < r->nl; i++) raw_lane_free(&r->lane[i]);
+    r->nl = 0;
+}
+
+void engine_raw_free(engine *g) {
+    if (!g->raw) return;
+    lanes_free(g->raw);
+    stream_free(&g->raw->st);
+    free(g->raw->scratch);
+    free(g->raw);
+    g->raw = NULL;
+}
+
+int engine_raw_active(const engine *g) {
+    return g->raw && g->raw->on && g->raw->nl > 0;
+}
+
+void engine_raw_leave(engine *g) {
+    if (!engine_raw_active(g)) return;
+    g->raw->on = 0;
+    engine_trace_restart(g);
+}
+
+/* (Re)builds every lane for dims H, dk, dv; all or nothing. */
+static int lanes_build(engine *g, raw_mode *r, char specs[][64], int nl, const char *shared, int H,
+                       int dk, int dv, err *e) {
+    raw_lane nw[RAW_MAX_LANES];
+    int max_t = r->st.T > ENGINE_MIN_MAX_T ? r->st.T : ENGINE_MIN_MAX_T;
+    for (int i = 0; i < nl; i++)
+        if (raw_lane_build(&nw[i], specs[i], shared, H, dk, dv, max_t, g->chunk, e)) {
+            for (int j = 0; j < i; j++) raw_lane_free(&nw[j]);
+            return -1;
+        }
+    float *scratch = malloc(raw_scratch_floats(H, dk, dv) * sizeof *scratch);
+    if (!scratch) {
+        for (int j = 0; j < nl; j++) raw_lane_free(&nw[j]);
+        return err_set(e, "out of memory");
+    }
+    lanes_free(r);
+    free(r->scratch);
+    r->scratch = scratch;
+    for (int i = 0; i < nl; i++) {
+        r->lane[i] = nw[i];
+        if (specs != r->specs) snprintf(r->specs[i], sizeof r->specs[i], "%s", specs[i]);
+    }
+    r->nl = nl;
+    if (shared != r->shared) snprintf(r->shared, sizeof r->shared, "%s", shared);
+    r->H = H, r->dk = dk, r->dv = dv, r->pos = 0;
+    return 0;
+}
+
+int engine_raw_select(engine *g, char specs[][64], int nl, const char *shared, int H, int dk,
+                      int dv, err *e) {
+    if (H > ENGINE_RAW_MAX_HEADS)
+        return err_set(e, "heads=%d: at most %d in raw-mixer mode", H, ENGINE_RAW_MAX_HEADS);
+    if (!g->raw && !(g->raw = calloc(1, sizeof *g->raw))) return err_set(e, "out of memory");
+    raw_mode *r = g->raw;
+    /* a stream of other dimensions cannot feed the new lanes */
+    if (r->st.T && (r->st.H != H || r->st.dk != dk || r->st.dv != dv)) stream_free(&r->st);
+    if (lanes_build(g, r, specs, nl, shared, H, dk, dv, e)) return -1;
+    r->on = 1;
+    engine_trace_restart(g);
+    return 0;
+}
+
+int engine_raw_stream(engine *g, raw_stream *st, err *e) {
+    raw_mode *r = g->raw;
+    if (!engine_raw_active(g)) {
+        stream_free(st);
+        return err_set(e, "no mixer (mixer NAME dk= dv= first)");
+    }
+    if (st->H > ENGINE_RAW_MAX_HEADS) {
+        stream_free(st);
+        return err_set(e, "heads=%d: at most %d in raw-mixer mode", st->H, ENGINE_RAW_MAX_HEADS);
+    }
+    raw_stream old = r->st;
+    r->st = *st;
+    /* the lanes again: new dimensions, or a KV cache sized for the stream */
+    if (lanes_build(g, r, r->specs, r->nl, r->shared, st->H, st->dk, st->dv, e)) {
+        r->st = old;
+        stream_free(st);
+        return -1;
+    }
+    stream_free(&old);
+    memset(st, 0, sizeof *st);
+    engine_trace_restart(g);
+    return 0;
+}
+
+/* ---- recording ---- */
+
+/* Registers the series a run of these lanes records under the selection (sel: NULL records
+ * everything). Probes whose name another lane already registered with another width are skipped
+ * for that lane (their values stay NaN). */
+static int raw_register(const engine *sel, trace *tr, raw_lane *lanes, int nl, err *e) {
+    for (int l = 0; l < nl; l++) {
+        const raw_lane *L = &lanes[l];
+        for (int i = 0; i < L->m->nprobes; i++) {
+            const probe_def *p = &L->m->probes[i];
+            if (sel && !engine_probe_wanted(sel, p->name)) continue;
+            int w = mixer_width_floats(&L->c, p->width), k = trace_find(tr, p->name);
+            if (k >= 0 && tr->series[k].width != w) continue; /* another lane's shape wins */
+            if (trace_add_series(tr, p->name, p->meaning, L->m->name, nl, L->c.H, w, e) < 0)
+                return -1;
+        }
+        if (!sel || engine_probe_wanted(sel, "state")) {
+            state_part parts[MIXER_MAX_STATE_PARTS];
+            int np = L->m->state_parts ? L->m->state_parts(&L->c, parts) : 0, snap = -1;
+            for (int i = 0; i < np && snap < 0; i++)
+                if (parts[i].ndim == 3 && parts[i].shape[0] == L->c.H) snap = i;
+            int k = trace_find_snapshot(tr, "state");
+            if (snap >= 0 && (k < 0 || (tr->snaps[k].rows == parts[snap].shape[1] &&
+                                        tr->snaps[k].cols == parts[snap].shape[2])))
+                if (probe_register_state(tr, L->m, &L->c, nl, e)) return -1;
+        }
+        if ((!sel || engine_probe_wanted(sel, "attn")) &&
+            probe_register_attn(tr, L->m, &L->c, nl, e))
+            return -1;
+    }
+    int H = nl ? lanes[0].c.H : 1;
+    if (trace_add_series(tr, "recall_err", "|o - v*| / |v*| on query tokens (v* the right answer)",
+                         "stream", nl, H, 1, e) < 0 ||
+        trace_add_series(tr, "key_norm", "|k| of the stream's key at this token", "stream", nl, H,
+                         1, e) < 0 ||
+        trace_add_series(tr, "out_norm", "|o|, the mixer's output", "stream", nl, H, 1, e) < 0)
+        return -1;
+    return 0;
+}
+
+static void put(trace *tr, const char *name, int64_t t, int l, const float *v, int H) {
+    int k = trace_find(tr, name);
+    if (k < 0 || l >= tr->series[k].layers || tr->series[k].heads != H) return;
+    memcpy(trace_at_lh(tr, k, t, l, 0), v, (size_t)H * sizeof *v);
+}
+
+/* Token t (already pushed into tr) through every lane, recorded. g: the session's engine (its
+ * recall trackers and selection), or NULL (compare's own runs: everything, the readback direct).
+ * nf (may be NULL) gets the first non-finite quantity of the lanes (layer = lane). */
+static int record_token(engine *g, trace *tr, raw_lane *lanes, int nl, const raw_stream *st, int t,
+                        float *scratch, diag_nf *nf, err *e) {
+    const int H = st->H, dk = st->dk, dv = st->dv;
+    int core = 1, kv = 1, recall = t < ENGINE_RECALL_MAX_TOKENS;
+    if (g) {
+        kv = g->probes.mode != ENGINE_PROBES_NONE;
+        recall = engine_recall_at(g, t);
+    }
+    for (int l = 0; l < nl; l++) {
+        raw_lane *L = &lanes[l];
+        mixer_tok x;
+        raw_lane_inputs(L, st, t, scratch, &x);
+        int want_core = core;
+        if (g) {
+            want_core = 0;
+            for (int i = 0; i < L->m->nprobes && !want_core; i++)
+                want_core = engine_probe_wanted(g, L->m->probes[i].name);
+        }
+        if (g && recall && L->keymajor) engine_recall_before(g, l, &L->c, L->m, &x, L->state, t);
+        L->m->step(&L->c, L->state, &x, t, L->o, want_core ? L->probes : NULL);
+        if (nf)
+            diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, want_core ? L->probes : NULL, t,
+                              l);
+        if (want_core) probe_record(tr, L->m, &L->c, L->probes, t, l);
+        probe_record_state(tr, L->m, &L->c, L->state, t, l); /* no-ops when not registered */
+        probe_record_attn(tr, L->m, &L->c, L->state, &x, t, l);
+        if (kv) {
+            int rc;
+            if (g) {
+                rc = engine_record_kv_recall(g, nl, l, L->m, &L->c, &x, L->state, t,
+                                             recall && L->keymajor, e);
+            } else {
+                rc = L->keymajor && recall
+                         ? recall_record(tr, nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], L->state, t,
+                                         e)
+                         : recall_record_kv(tr, nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], t, e);
+            }
+            if (rc) return -1;
+        }
+        float re[ENGINE_RAW_MAX_HEADS], kn[ENGINE_RAW_MAX_HEADS], on[ENGINE_RAW_MAX_HEADS];
+        for (int h = 0; h < H && h < ENGINE_RAW_MAX_HEADS; h++) {
+            re[h] = raw_recall_error(L, st, t, h);
+            kn[h] = st->knorm[(size_t)t * H + h];
+            double n = 0;
+            for (int i = 0; i < dv; i++) n += (double)L->o[h * dv + i] * L->o[h * dv + i];
+            on[h] = (float)sqrt(n);
+        }
+        put(tr, "recall_err", t, l, re, H);
+        put(tr, "key_norm", t, l, kn, H);
+        put(tr, "out_norm", t, l, on, H);
+    }
+    return 0;
+}
+
+int engine_raw_run_all(engine *g, trace *tr, raw_lane *lanes, int nl, const raw_stream *st,
+                       err *e) {
+    for (int l = 0; l < nl; l++) raw_lane_reset(&lanes[l]);
+    if (raw_register(NULL, tr, lanes, nl, e)) return -1;
+    float *scratch = malloc(raw_scratch_floats(st->H, st->dk, st->dv) * sizeof *scratch);
+    if (!scratch) return err_set(e, "out of memory");
+    int rc = 0;
+    for (int t = 0; t < st->T && !rc; t++) {
+        if (engine_tick(g, t, st->T)) {
+            rc = err_set(e, "interrupted at token %d", t);
+            break;
+        }
+        if (trace_push_token(tr, e) < 0 ||
+            record_token(NULL, tr, lanes, nl, st, t, scratch, NULL, e))
+            rc = -1;
+    }
+    if (!rc) engine_tick(g, st->T, st->T);
+    free(scratch);
+    return rc;
+}
+
+int engine_raw_advance(engine *g, int n, err *e) {
+    raw_mode *r = g->raw;
+    if (!r || !r->on || !r->nl) return err_set(e, "no mixer (mixer NAME dk= dv= first)");
+    if (!r->st.T) return err_set(e, "no stream (stream keys N, stream recall pairs=N, ...)");
+    if (!g->tr_ready) {
+        if (raw_register(g, &g->tr, r->lane, r->nl, e)) return -1;
+        g->tr_ready = 1;
+    }
+    if (g->tr.T != r->pos) { /* keep the trace aligned with the lanes */
+        trace_clear(&g->tr);
+        engine_recall_reset(g);
+        for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
+        r->pos = 0;
+    }
+    int left = r->st.T - r->pos;
+    if (n > left) n = left;
+    for (int i = 0; i < n; i++) {
+        if (engine_tick(g, i, n)) return err_set(e, "interrupted at token %d", r->pos);
+        diag_nf nf;
+        diag_nf_clear(&nf);
+        if (trace_push_token(&g->tr, e) < 0 ||
+            record_token(g, &g->tr, r->lane, r->nl, &r->st, r->pos, r->scratch, &nf, e))
+            return -1;
+        r->pos++;
+        if (nf.found) {
+            /* as model mode does: stop after the token (it is in the trace, for show / views /
+             * diagnose), naming the lane beside its layer index */
+            char m[ERR_MSG_MAX], where[32];
+            diag_nf_message(&nf, m, sizeof m);
+            snprintf(where, sizeof where, "layer %d", nf.layer);
+            char *at = strstr(m, where);
+            if (at) {
+                at += strlen(where);
+                return err_set(e, "stopped after token %d: %.*s (lane %s)%s", r->pos - 1,
+                               (int)(at - m), m, r->lane[nf.layer].label, at);
+            }
+            return err_set(e, "stopped after token %d: %s", r->pos - 1, m);
+        }
+    }
+    engine_tick(g, n, n);
+    return 0;
+}
+
+int engine_raw_reset(engine *g, err *e) {
+    (void)e;
+    raw_mode *r = g->raw;
+    for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
+    r->pos = 0;
+    trace_clear(&g->tr);
+    engine_recall_reset(g);
+    return 0;
+}
