@@ -129,6 +129,34 @@ void delta_step(const delta_kind *kd, const mixer_cfg *c, float *state, const mi
     }
 }
 
+int delta_write_form(const delta_kind *kd, const mixer_cfg *c, const float *state,
+                     const mixer_tok *x, float *alpha, float *kk, float *u) {
+    int H = c->H, dk = c->dk, dv = c->dv;
+    const float *g = kd->decay ? x->in[IN_G] : NULL; /* [H] */
+    const float *b = x->in[IN_BETA];                 /* [H]: beta, or eta for Kaczmarz */
+    for (int h = 0; h < H; h++) {
+        const float *S = state + (size_t)h * dk * dv;  /* [dk, dv] before the step */
+        const float *k = x->in[IN_K] + (size_t)h * dk; /* [dk] */
+        const float *v = x->in[IN_V] + (size_t)h * dv; /* [dv] */
+        float gh = g ? g[h] : 0.0f, bh = b ? b[h] : 1.0f;
+        float beta = kd->kaczmarz ? bh / (dot(k, k, dk) + c->eps) : bh, a = expf(gh);
+        float *uh = u + (size_t)h * dv; /* [dv] */
+        /* e = v - alpha S_{t-1}^T k, summed over the key rows in delta_step_head's order */
+        for (int j0 = 0; j0 < dv; j0 += DELTA_VB) {
+            int nb = dv - j0 < DELTA_VB ? dv - j0 : DELTA_VB;
+            float sk[DELTA_VB] = {0}; /* [nb] */
+            for (int i = 0; i < dk; i++) {
+                const float *row = S + (size_t)i * dv + j0;
+                for (int j = 0; j < nb; j++) sk[j] += row[j] * k[i];
+            }
+            for (int j = 0; j < nb; j++) uh[j0 + j] = beta * (v[j0 + j] - a * sk[j]);
+        }
+        alpha[h] = a;
+        memcpy(kk + (size_t)h * dk, k, (size_t)dk * sizeof *kk);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Chunked WY/UT form (§2.5) */
 

@@ -116,6 +116,14 @@ void delta_step_head(int dk, int dv, float *S, const float *q, const float *k, c
 void delta_step(const delta_kind *kd, const mixer_cfg *c, float *state, const mixer_tok *x,
                 float *o, float *probes);
 
+/* The step's write as a decay and a rank-one update (mixer_ops.write_form): per head
+ * alpha = exp(g) (1 without decay), kk = k as the recurrence uses it (Kaczmarz: the raw key) and
+ * u = beta (v - alpha S_{t-1}^T k) with beta as the step takes it (Kaczmarz: eta / (|k|^2 + eps)),
+ * so S_t = alpha S_{t-1} + kk u^T. state [H, dk, dv] is the state before the step; the residual is
+ * summed in the step's order. alpha [H], kk [H, dk], u [H, dv]. Returns 0. */
+int delta_write_form(const delta_kind *kd, const mixer_cfg *c, const float *state,
+                     const mixer_tok *x, float *alpha, float *kk, float *u);
+
 /* The chunked WY/UT form of §2.5 for all heads, chunk size c->chunk, float32 throughout.
  * q, k [T, H, dk]; v [T, H, dv]; g [T, H] or NULL (no decay); beta [T, H] or NULL (1);
  * state [H, dk, dv] in/out; o [T, H, dv]. Returns 0, or -1 when its scratch could not be allocated

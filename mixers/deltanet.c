@@ -46,6 +46,12 @@ static void deltanet_prefill(const mixer_cfg *c, float *state, const mixer_seq *
     delta_prefill(&deltanet_kind, c, state, x, o);
 }
 
+static int deltanet_write_form(const mixer_cfg *c, const float *state, const mixer_tok *x, int pos,
+                               float *alpha, float *kk, float *u) {
+    (void)pos;
+    return delta_write_form(&deltanet_kind, c, state, x, alpha, kk, u);
+}
+
 const mixer_ops mixer_deltanet = {
     .name = "deltanet",
     .summary = "DeltaNet core: delta rule without decay, chunked WY/UT prefill",
@@ -60,4 +66,5 @@ const mixer_ops mixer_deltanet = {
     .state_parts = delta_state_parts,
     .step = deltanet_step,
     .prefill = deltanet_prefill,
+    .write_form = deltanet_write_form,
 };

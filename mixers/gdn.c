@@ -44,6 +44,12 @@ static void gdn_prefill(const mixer_cfg *c, float *state, const mixer_seq *x, in
     delta_prefill(&gdn_kind, c, state, x, o);
 }
 
+static int gdn_write_form(const mixer_cfg *c, const float *state, const mixer_tok *x, int pos,
+                          float *alpha, float *kk, float *u) {
+    (void)pos;
+    return delta_write_form(&gdn_kind, c, state, x, alpha, kk, u);
+}
+
 const mixer_ops mixer_gdn = {
     .name = "gdn",
     .summary = "Gated DeltaNet core: decayed delta rule, chunked WY/UT prefill",
@@ -58,4 +64,5 @@ const mixer_ops mixer_gdn = {
     .state_parts = delta_state_parts,
     .step = gdn_step,
     .prefill = gdn_prefill,
+    .write_form = gdn_write_form,
 };

@@ -47,6 +47,12 @@ static void kaczmarz_prefill(const mixer_cfg *c, float *state, const mixer_seq *
     delta_prefill(&kaczmarz_kind, c, state, x, o);
 }
 
+static int kaczmarz_write_form(const mixer_cfg *c, const float *state, const mixer_tok *x, int pos,
+                               float *alpha, float *kk, float *u) {
+    (void)pos;
+    return delta_write_form(&kaczmarz_kind, c, state, x, alpha, kk, u);
+}
+
 const mixer_ops mixer_kaczmarz = {
     .name = "kaczmarz",
     .summary = "Kaczmarz linear attention core: raw keys, beta = eta/(|k|^2+eps), chunked prefill",
@@ -61,4 +67,5 @@ const mixer_ops mixer_kaczmarz = {
     .state_parts = delta_state_parts,
     .step = kaczmarz_step,
     .prefill = kaczmarz_prefill,
+    .write_form = kaczmarz_write_form,
 };

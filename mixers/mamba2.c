@@ -154,6 +154,17 @@ static void mamba2_prefill(const mixer_cfg *c, float *state, const mixer_seq *x,
     free(buf);
 }
 
+/* S_t = alpha_t S_{t-1} + k_t v_t^T: alpha = exp(g) as ld_step_head takes it, kk = k, u = v. */
+static int mamba2_write_form(const mixer_cfg *c, const float *state, const mixer_tok *x, int pos,
+                             float *alpha, float *kk, float *u) {
+    (void)state, (void)pos;
+    int H = c->H;
+    for (int h = 0; h < H; h++) alpha[h] = expf(x->in[IN_G][h]);
+    memcpy(kk, x->in[IN_K], (size_t)H * c->dk * sizeof *kk);
+    memcpy(u, x->in[IN_V], (size_t)H * c->dv * sizeof *u);
+    return 0;
+}
+
 const mixer_ops mixer_mamba2 = {
     .name = "mamba2",
     .summary =
@@ -171,4 +182,5 @@ const mixer_ops mixer_mamba2 = {
     .state_parts = ld_state_parts,
     .step = mamba2_step,
     .prefill = mamba2_prefill,
+    .write_form = mamba2_write_form,
 };

@@ -129,6 +129,18 @@ typedef struct mixer_ops {
                  float *probes);
     /* T tokens from position pos0 with the parallel form; o: [T, H, dv]. Must equal T steps. */
     void (*prefill)(const mixer_cfg *c, float *state, const mixer_seq *x, int pos0, float *o);
+
+    /* Optional (NULL: none). When the mixer's step changes its key-major state part "hT"
+     * [H, dk, dv] by a scalar decay and a rank-one write per head,
+     *     S_t = alpha_t S_{t-1} + kk_t u_t^T,
+     * fills alpha [H], kk [H, dk] and u [H, dv] for the token x at pos, given the state BEFORE the
+     * step (the whole flat state, as step takes it; e.g. the delta rule's u = beta (v - alpha
+     * S_{t-1}^T k) reads it), and returns 0; -1 when this token or config has no such form.
+     * Computed as step computes them, so they match its write to float rounding. Does not change
+     * the state and never allocates. viz/recall.h uses it to update readbacks incrementally; a
+     * copy of the ops whose step is replaced (a wrapper) must drop or replace it too. */
+    int (*write_form)(const mixer_cfg *c, const float *state, const mixer_tok *x, int pos,
+                      float *alpha, float *kk, float *u);
 } mixer_ops;
 
 /* Registry (mixers/registry.c). */
@@ -151,6 +163,11 @@ int mixer_probe_index(const mixer_ops *m, const char *name);
 mixer_tok mixer_seq_at(const mixer_cfg *c, const mixer_seq *s, int t);
 /* Floats per head of an input. */
 int mixer_input_floats(const mixer_cfg *c, mixer_input which);
+
+/* step, with the heads split over threads where the core's heads are independent and its state
+ * head-major (mixers/step_par.c): the same result as m->step, bit for bit. */
+void mixer_step_par(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_tok *x,
+                    int pos, float *o, float *probes);
 
 /* Runs step over the whole sequence (o: [T, H, dv]; probes: NULL or [T, probe_floats]). */
 void mixer_run_steps(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *s,
