@@ -9,6 +9,7 @@
 #   make test-gpu   the GPU tests (needs a GPU; skipped with a message when there is none)
 #   make fuzz       libFuzzer targets (clang); make fuzz-run fuzzes each for FUZZ_SECONDS
 #   make bench      CPU benchmarks (printed tables of medians)
+#   make bench-step the engine stepping models and raw lanes with probes: tokens/s against the floor
 #   make run        the guided tour
 #   make format     clang-format every source file
 
@@ -62,7 +63,7 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # test-bins: built by `make test`
-.PHONY: all test test-bins check test-gpu bench bench-gpu fuzz fuzz-run run clean format golden deps
+.PHONY: all test test-bins check test-gpu bench bench-step bench-gpu fuzz fuzz-run run clean format golden deps
 
 all: mixscope
 
@@ -134,6 +135,15 @@ $(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+# the engine's CPU stepping (tokens/s against the memory floor); its own target: it takes minutes
+$(BUILD)/bench/step/bench_step: bench/step/bench_step.c $(LIB_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(LDLIBS)
+
+bench-step: $(BUILD)/bench/step/bench_step
+	@$(BUILD)/bench/step/bench_step
 
 bench-gpu: $(BUILD)/bench/gpu/bench_gpu
 	@sh bench/gpu/run.sh $(BUILD)

@@ -267,6 +267,7 @@ static int run_diagnose(session *s, int argc, char **argv, const char *rest, err
     (void)rest;
     char cmd[1024];
     command_text(s, argc, argv, cmd, sizeof cmd);
+    if (engine_sync_model(&s->eng, e)) return -1; /* the model's buffers after GPU stepping */
     if (argc >= 2 && strcmp(argv[1], "device") == 0)
         return diag_compare_device(s, argc - 2, argv + 2, e);
     int first_opt = argc >= 2 && !strchr(argv[1], '=') ? 2 : 1;

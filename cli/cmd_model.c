@@ -106,7 +106,8 @@ const command cmd_load = {
 
 static int run_save(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)rest;
-    if (need_model(s, e) || model_save(s->eng.model, argv[1], e)) return -1;
+    if (need_model(s, e) || engine_sync_model(&s->eng, e) || model_save(s->eng.model, argv[1], e))
+        return -1;
     fprintf(s->out, "saved %s to %s\n", model_kind_name(s->eng.model->c.kind), argv[1]);
     return 0;
 }

@@ -1,21 +1,162 @@
-/* gpu.c: the GPU-resident model stepper under `device gpu` (models/model_gpu.h). */
+/* gpu.c: `device gpu` stepping of a whole model resident on the GPU (models/model_gpu.h), where it
+ * supports the model (the delta-rule family); other models step through the CPU path with their
+ * cores on the GPU.
+ *
+ * Tokens go to the GPU in batches of ENGINE_GPU_BATCH: one call per batch, whose results (logits,
+ * top-1, the cores' and families' probes, the states after the batch's last token) come back in
+ * one copy each. Recorded per token: the core and family probes and the logits; per batch: the
+ * state snapshot. Not recorded on this path: the keys and values the cores saw and the readback
+ * picture (they need every token's state on the host; `device cpu` records them), the blocks'
+ * norms. A NaN / Inf in a token's probes or logits stops the run after the batch that met it,
+ * naming the first token, layer and head. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mixers/record.h"
+#include "../models/model.h"
+#include "../models/model_gpu.h"
 #include "internal.h"
 
+#define ENGINE_GPU_BATCH 64
+
+void engine_gpu_drop(engine *g) {
+    if (!g->gm) return;
+    model_gpu_free(g->gm);
+    g->gm = NULL, g->gm_where = ENGINE_GM_SYNC;
+}
+
+int engine_sync_model(engine *g, err *e) {
+    if (!g->gm || !g->model || g->gm_where != ENGINE_GM_GPU_AHEAD) return 0;
+    if (model_gpu_download(g->gm, g->model, e)) return -1;
+    g->gm_where = ENGINE_GM_SYNC;
+    return 0;
+}
+
 int engine_gpu_usable(engine *g) {
-    (void)g;
+    if (!g->model) return 0;
+    if (g->gm) return 1;
+    if (g->gm_why[0]) return 0; /* asked before: not this model */
+    if (!model_gpu_supported(g->model, g->gm_why, sizeof g->gm_why)) return 0;
+    err e = {{0}};
+    if (model_gpu_init(&g->gm, g->model, ENGINE_GPU_BATCH, &e)) {
+        snprintf(g->gm_why, sizeof g->gm_why, "%s", e.msg);
+        g->gm = NULL;
+        return 0;
+    }
+    g->gm_where = ENGINE_GM_SYNC;
+    return 1;
+}
+
+/* The first non-finite value of token t's probes (per layer) or logits: 1 and a message. */
+static int scan_token(const engine *g, const float *probes, const float *fprobes,
+                      const float *logits, int pos, char *msg, size_t n) {
+    const model *m = g->model;
+    const float *p = probes;
+    for (int li = 0; li < m->c.layers; li++) {
+        const layer *L = &m->layers[li];
+        for (int i = 0; i < L->mx->nprobes; i++) {
+            const float *v = p + mixer_probe_offset(L->mx, &L->mc, i);
+            int w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
+            const char *name = L->mx->probes[i].name;
+            /* legitimately infinite: a half-life at g = 0 */
+            if (!strcmp(name, "half_life")) continue;
+            for (int h = 0; h < L->mc.H; h++)
+                for (int j = 0; j < w; j++)
+                    if (!isfinite(v[h * w + j])) {
+                        snprintf(msg, n,
+                                 "first non-finite value at token %d, layer %d, head %d, in the "
+                                 "probe %s: %g",
+                                 pos, li, h, name, (double)v[h * w + j]);
+                        return 1;
+                    }
+        }
+        p += mixer_probe_floats(L->mx, &L->mc);
+    }
+    (void)fprobes;
+    for (int i = 0; i < m->c.vocab; i++)
+        if (!isfinite(logits[i])) {
+            snprintf(msg, n, "first non-finite value at token %d in the logits: %g", pos,
+                     (double)logits[i]);
+            return 1;
+        }
     return 0;
 }
 
 int engine_gpu_advance(engine *g, int n, err *e) {
-    (void)g, (void)n;
-    return err_set(e, "gpu stepping is not available");
-}
-
-void engine_gpu_drop(engine *g) {
-    (void)g;
-}
-
-int engine_sync_model(engine *g, err *e) {
-    (void)g, (void)e;
-    return 0;
+    model *m = g->model;
+    const int V = m->c.vocab, layers = m->c.layers;
+    if (g->gm_where == ENGINE_GM_CPU_AHEAD) {
+        if (model_gpu_upload(g->gm, m, e)) return -1;
+        g->gm_where = ENGINE_GM_SYNC;
+    }
+    int want_core = !(m->rec_skip & MODEL_REC_CORE), want_fam = !(m->rec_skip & MODEL_REC_FAMILY),
+        want_state = !(m->rec_skip & MODEL_REC_STATE);
+    size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
+    for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
+    float *probes = malloc((size_t)ENGINE_GPU_BATCH * (pf ? pf : 1) * sizeof(float));
+    float *fprobes = malloc((size_t)ENGINE_GPU_BATCH * (ff ? ff : 1) * sizeof(float));
+    float *state = want_state ? malloc(sf * sizeof(float)) : NULL;
+    if (!probes || !fprobes || (want_state && !state)) {
+        free(probes), free(fprobes), free(state);
+        return err_set(e, "out of memory for the GPU's probes");
+    }
+    int nfam;
+    const probe_def *fam = model_family_probes(m, &nfam);
+    int rc = 0, done = 0;
+    char bad[ERR_MSG_MAX] = "";
+    while (done < n && !rc) {
+        int pos = m->pos, nb = n - done < ENGINE_GPU_BATCH ? n - done : ENGINE_GPU_BATCH;
+        if (engine_tick(g, done, n)) {
+            rc = err_set(e, "interrupted at token %d", pos);
+            break;
+        }
+        if (g->tr.T != pos) trace_clear(&g->tr);
+        while (g->tr.T < pos + nb)
+            if (trace_push_token(&g->tr, e) < 0) {
+                rc = -1;
+                break;
+            }
+        if (rc) break;
+        if (model_gpu_step(g->gm, g->tokens + pos, nb, NULL, g->logits + (size_t)pos * V,
+                           g->top + pos, g->topp + pos, NULL, probes, want_fam ? fprobes : NULL,
+                           state, e)) {
+            rc = err_prefix(e, "gpu");
+            break;
+        }
+        g->gm_where = ENGINE_GM_GPU_AHEAD;
+        m->pos = pos + nb;
+        for (int t = 0; t < nb; t++) {
+            const float *pt = probes + (size_t)t * pf;
+            if (!bad[0])
+                scan_token(g, pt, NULL, g->logits + (size_t)(pos + t) * V, pos + t, bad,
+                           sizeof bad);
+            for (int li = 0; li < layers; li++) {
+                const layer *L = &m->layers[li];
+                if (want_core) probe_record(&g->tr, L->mx, &L->mc, pt, pos + t, li);
+                pt += mixer_probe_floats(L->mx, &L->mc);
+                for (int i = 0; want_fam && i < nfam; i++) {
+                    int s = trace_find(&g->tr, fam[i].name);
+                    if (s < 0 || g->tr.series[s].heads != L->mc.H) continue;
+                    const float *fv =
+                        fprobes + (size_t)t * ff + ((size_t)li * nfam + i) * (size_t)L->mc.H;
+                    memcpy(trace_at_lh(&g->tr, s, pos + t, li, 0), fv,
+                           (size_t)L->mc.H * sizeof(float));
+                }
+            }
+        }
+        if (state) {
+            const float *st = state;
+            for (int li = 0; li < layers; li++) {
+                const layer *L = &m->layers[li];
+                probe_record_state(&g->tr, L->mx, &L->mc, st, pos + nb - 1, li);
+                st += L->mx->state_floats(&L->mc);
+            }
+        }
+        done += nb;
+        if (bad[0]) rc = err_set(e, "stopped after token %d: %s", m->pos - 1, bad);
+    }
+    if (!rc) engine_tick(g, n, n);
+    free(probes), free(fprobes), free(state);
+    return rc;
 }

@@ -168,7 +168,7 @@ static int record_token(engine *g, trace *tr, raw_lane *lanes, int nl, const raw
                 want_core = engine_probe_wanted(g, L->m->probes[i].name);
         }
         if (g && recall && L->keymajor) engine_recall_before(g, l, &L->c, L->m, &x, L->state, t);
-        L->m->step(&L->c, L->state, &x, t, L->o, want_core ? L->probes : NULL);
+        mixer_step_par(L->m, &L->c, L->state, &x, t, L->o, want_core ? L->probes : NULL);
         if (nf)
             diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, want_core ? L->probes : NULL, t,
                               l);

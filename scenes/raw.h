@@ -24,7 +24,7 @@
 #include "stream.h"
 
 #define RAW_MAX_LANES        12
-#define RAW_MAX_STATE_FLOATS (1 << 24) /* per lane */
+#define RAW_MAX_STATE_FLOATS (1 << 26) /* per lane: 256 MiB (KATA M1 at 16 heads of 128 takes 68) */
 #define RAW_GATE_KEYS        "decay beta eta lambda_v a p rscale"
 
 typedef struct raw_gates {
