@@ -121,7 +121,14 @@ $(BUILD)/tests/gpu/test_gpu: tests/gpu/test_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
 
-test-gpu: $(BUILD)/tests/gpu/test_gpu
+# the engine's device gpu paths against its CPU path: the engine, the lanes and the recorders too
+GPU_ENGINE_OBJ := $(GPU_TEST_OBJ) $(filter $(BUILD)/engine/% $(BUILD)/scenes/raw.o $(BUILD)/scenes/stream.o $(BUILD)/viz/recall.o $(BUILD)/kernels/gpu_none.o,$(LIB_OBJ))
+$(BUILD)/tests/gpu/test_engine_gpu: tests/gpu/test_engine_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 # regenerate tests/golden/*.png on purpose (after a deliberate change to a view or a mixer)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/gpu.h"
 #include "../mixers/record.h"
 #include "../viz/recall.h"
 #include "internal.h"
@@ -224,6 +225,114 @@ int engine_raw_run_all(engine *g, trace *tr, raw_lane *lanes, int nl, const raw_
     return rc;
 }
 
+/* ---- device gpu: the lanes' steps on the GPU, a batch of tokens a call ---- */
+
+#define RAW_GPU_BATCH 64
+
+/* 1 when every lane's core has GPU step kernels (kernels/gpu.h). */
+static int lanes_on_gpu(const engine *g) {
+    if (g->device != ENGINE_GPU) return 0;
+    for (int l = 0; l < g->raw->nl; l++)
+        if (!gpu_mixer_supported(g->raw->lane[l].m, GPU_STEP)) return 0;
+    return 1;
+}
+
+/* Tokens [t0, t0 + nb) of lane l on the GPU: the inputs gathered into [nb, ...] arrays, one call
+ * (state up and down once), then each token recorded as the CPU path records it, from the
+ * batch's outputs and probes. The state snapshot is the batch's last; the readback picture is
+ * not recorded on this path (it needs every token's state). */
+static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], float *obuf,
+                     float *pbuf, diag_nf *nf, err *e) {
+    raw_mode *r = g->raw;
+    raw_lane *L = &r->lane[l];
+    const raw_stream *st = &r->st;
+    const int H = st->H, dk = st->dk, dv = st->dv;
+    int want_core = 0;
+    for (int i = 0; i < L->m->nprobes && !want_core; i++)
+        want_core = engine_probe_wanted(g, L->m->probes[i].name);
+    mixer_seq seq = {.T = nb};
+    for (int t = 0; t < nb; t++) {
+        mixer_tok x;
+        raw_lane_inputs(L, st, t0 + t, r->scratch, &x);
+        for (int i = 0; i < IN_COUNT; i++) {
+            if (!x.in[i]) continue;
+            size_t w = (size_t)mixer_input_floats(&L->c, (mixer_input)i) * H;
+            memcpy(in[i] + (size_t)t * w, x.in[i], w * sizeof(float));
+            seq.in[i] = in[i];
+        }
+    }
+    size_t np = mixer_probe_floats(L->m, &L->c);
+    if (gpu_mixer_run(L->m, &L->c, L->state, &seq, t0, obuf, want_core ? pbuf : NULL, GPU_STEP,
+                      GPU_F32, e))
+        return err_prefix(e, "lane %s on the gpu", L->label);
+    int kv = g->probes.mode != ENGINE_PROBES_NONE;
+    for (int t = 0; t < nb; t++) {
+        int tt = t0 + t;
+        mixer_tok x = mixer_seq_at(&L->c, &seq, t);
+        const float *pt = want_core ? pbuf + (size_t)t * np : NULL;
+        memcpy(L->o, obuf + (size_t)t * H * dv, (size_t)H * dv * sizeof(float));
+        if (nf && !nf->found) diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, pt, tt, l);
+        if (pt) probe_record(&g->tr, L->m, &L->c, pt, tt, l);
+        if (kv && recall_record_kv(&g->tr, r->nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], tt, e))
+            return -1;
+        float re[ENGINE_RAW_MAX_HEADS], kn[ENGINE_RAW_MAX_HEADS], on[ENGINE_RAW_MAX_HEADS];
+        for (int h = 0; h < H; h++) {
+            re[h] = raw_recall_error(L, st, tt, h);
+            kn[h] = st->knorm[(size_t)tt * H + h];
+            double s2 = 0;
+            for (int i = 0; i < dv; i++) s2 += (double)L->o[h * dv + i] * L->o[h * dv + i];
+            on[h] = (float)sqrt(s2);
+        }
+        put(&g->tr, "recall_err", tt, l, re, H);
+        put(&g->tr, "key_norm", tt, l, kn, H);
+        put(&g->tr, "out_norm", tt, l, on, H);
+    }
+    probe_record_state(&g->tr, L->m, &L->c, L->state, t0 + nb - 1, l);
+    return 0;
+}
+
+static int gpu_advance(engine *g, int n, err *e) {
+    raw_mode *r = g->raw;
+    const int H = r->H, w = r->dk > r->dv ? r->dk : r->dv;
+    size_t np = 1;
+    for (int l = 0; l < r->nl; l++) {
+        size_t p = mixer_probe_floats(r->lane[l].m, &r->lane[l].c);
+        if (p > np) np = p;
+    }
+    /* per input [batch, H, dk or dv] (raw_scratch_floats: no input is wider) */
+    size_t inf = (size_t)RAW_GPU_BATCH * H * (size_t)w;
+    float *in[IN_COUNT] = {0}, *obuf = malloc((size_t)RAW_GPU_BATCH * H * r->dv * sizeof(float));
+    float *pbuf = malloc((size_t)RAW_GPU_BATCH * np * sizeof(float));
+    int rc = !obuf || !pbuf ? err_set(e, "out of memory for a gpu batch") : 0;
+    for (int i = 0; i < IN_COUNT && !rc; i++)
+        if (!(in[i] = malloc(inf * sizeof(float))))
+            rc = err_set(e, "out of memory for a gpu batch");
+    int done = 0;
+    while (!rc && done < n) {
+        int t0 = r->pos, nb = n - done < RAW_GPU_BATCH ? n - done : RAW_GPU_BATCH;
+        if (engine_tick(g, done, n)) {
+            rc = err_set(e, "interrupted at token %d", t0);
+            break;
+        }
+        for (int t = 0; t < nb && !rc; t++)
+            if (trace_push_token(&g->tr, e) < 0) rc = -1;
+        diag_nf nf;
+        diag_nf_clear(&nf);
+        for (int l = 0; l < r->nl && !rc; l++) rc = gpu_batch(g, l, t0, nb, in, obuf, pbuf, &nf, e);
+        if (rc) break;
+        r->pos += nb, done += nb;
+        if (nf.found) {
+            char m[ERR_MSG_MAX];
+            rc = err_set(e, "stopped after token %d (the end of a gpu batch): %s", r->pos - 1,
+                         diag_nf_message(&nf, m, sizeof m));
+        }
+    }
+    if (!rc) engine_tick(g, n, n);
+    for (int i = 0; i < IN_COUNT; i++) free(in[i]);
+    free(obuf), free(pbuf);
+    return rc;
+}
+
 int engine_raw_advance(engine *g, int n, err *e) {
     raw_mode *r = g->raw;
     if (!r || !r->on || !r->nl) return err_set(e, "no mixer (mixer NAME dk= dv= first)");
@@ -240,6 +349,7 @@ int engine_raw_advance(engine *g, int n, err *e) {
     }
     int left = r->st.T - r->pos;
     if (n > left) n = left;
+    if (lanes_on_gpu(g)) return gpu_advance(g, n, e);
     for (int i = 0; i < n; i++) {
         if (engine_tick(g, i, n)) return err_set(e, "interrupted at token %d", r->pos);
         diag_nf nf;

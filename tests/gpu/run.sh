@@ -5,4 +5,6 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
     echo "test-gpu: skipped: no NVIDIA GPU on this machine"
     exit 0
 fi
-"$BUILD/tests/gpu/test_gpu"
+"$BUILD/tests/gpu/test_gpu"; rc=$?
+"$BUILD/tests/gpu/test_engine_gpu" || rc=1
+exit $rc

@@ -1,0 +1,182 @@
+/* test_engine_gpu.c: the engine's `device gpu` paths against its CPU path, on a GPU machine.
+ *
+ *   raw lanes    every core with GPU step kernels, stepped in batches on the GPU (engine/raw_run.c)
+ *                beside the same lanes on the CPU: every recorded probe, the outputs' norms, the
+ *                recall errors and the final state snapshot
+ *   models       the GPU-resident stepper (engine/gpu.c over models/model_gpu.h) beside CPU
+ *                stepping: logits, top-1, the cores' probes, the state snapshot; then back on the
+ *                CPU (device cpu downloads the state) the next tokens match too
+ *
+ * Plain C with its own pass/fail count (the GPU machine has no cmocka): the last line is
+ * "N passed, M failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/opts.h"
+#include "engine/engine.h"
+#include "kernels/gpu.h"
+#include "models/model.h"
+#include "scenes/stream.h"
+
+static int g_pass, g_fail;
+
+static void check(int ok, const char *what, double err) {
+    printf("%s %s: rel err %.3e\n", ok ? "ok  " : "FAIL", what, err);
+    ok ? g_pass++ : g_fail++;
+}
+
+/* max over common series of |a - b| / max(|b|, 1e-3): the relative difference of two traces */
+static double trace_diff(const trace *a, const trace *b, const char *only, char *worst, size_t n) {
+    double mx = 0;
+    worst[0] = '\0';
+    for (int s = 0; s < b->nseries; s++) {
+        const trace_series *sb = &b->series[s];
+        if (only && strcmp(sb->name, only)) continue;
+        int k = trace_find(a, sb->name);
+        if (k < 0 || a->T != b->T) continue;
+        const trace_series *sa = &a->series[k];
+        size_t per = (size_t)sb->layers * sb->heads * sb->width;
+        if ((size_t)sa->layers * sa->heads * sa->width != per) continue;
+        for (int64_t t = 0; t < b->T; t++) {
+            const float *x = trace_at_lh(a, k, t, 0, 0), *y = trace_at_lh(b, s, t, 0, 0);
+            for (size_t i = 0; i < per; i++) {
+                if (isnan(y[i]) && isnan(x[i])) continue;
+                if (isinf(y[i]) && x[i] == y[i]) continue;
+                double d = fabs((double)x[i] - y[i]) / fmax(fabs((double)y[i]), 1e-3);
+                if (!(d <= mx)) {
+                    mx = d;
+                    snprintf(worst, n, "%s", sb->name);
+                }
+            }
+        }
+    }
+    return mx;
+}
+
+static int raw_engine(engine *g, const char *mixer, int device, err *e) {
+    char specs[1][64];
+    snprintf(specs[0], sizeof specs[0], "%s", mixer);
+    raw_stream st;
+    if (engine_init(g, e)) return -1;
+    if (device == ENGINE_GPU && engine_set_device(g, ENGINE_GPU, e)) return -1;
+    return engine_raw_select(g, specs, 1, "decay=0.97", 4, 64, 64, e) ||
+           stream_recall(&st, 80, 80, 4, 64, 64, 0.5, 2.0, 7, e) || engine_raw_stream(g, &st, e) ||
+           engine_run(g, 0, e);
+}
+
+static void test_raw(const char *mixer) {
+    engine c, gpu;
+    err e = {{0}};
+    char what[128], worst[64];
+    if (raw_engine(&c, mixer, ENGINE_CPU, &e) || raw_engine(&gpu, mixer, ENGINE_GPU, &e)) {
+        snprintf(what, sizeof what, "raw %s: %s", mixer, e.msg);
+        check(0, what, NAN);
+    } else {
+        double d = trace_diff(&gpu.tr, &c.tr, NULL, worst, sizeof worst);
+        snprintf(what, sizeof what,
+                 "raw %s, 160 tokens on the gpu in batches: every series (worst %s)", mixer, worst);
+        check(d < 1e-3 && gpu.tr.T == 160, what, d);
+        int ks = trace_find_snapshot(&c.tr, "state"), kg = trace_find_snapshot(&gpu.tr, "state");
+        if (ks >= 0 && kg >= 0) {
+            const trace_snapshot *a = &gpu.tr.snaps[kg], *b = &c.tr.snaps[ks];
+            size_t n = (size_t)b->layers * b->heads * b->rows * b->cols;
+            double num = 0, den = 0;
+            for (size_t i = 0; i < n; i++)
+                num += ((double)a->data[i] - b->data[i]) * ((double)a->data[i] - b->data[i]),
+                    den += (double)b->data[i] * b->data[i];
+            snprintf(what, sizeof what, "raw %s: the state snapshot after the last token", mixer);
+            check(sqrt(num / (den + 1e-30)) < 1e-5, what, sqrt(num / (den + 1e-30)));
+        }
+    }
+    engine_free(&c), engine_free(&gpu);
+}
+
+static model *random_model(const char *mixer, const char *args, err *e) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", args);
+    char *argv[16];
+    int argc = 0;
+    for (char *w = strtok(buf, " "); w && argc < 16; w = strtok(NULL, " ")) argv[argc++] = w;
+    opts o;
+    model *m = NULL;
+    if (opts_parse(&o, argc, argv, e)) return NULL;
+    if (model_random(&m, mixer, &o, e)) m = NULL;
+    opts_free(&o);
+    return m;
+}
+
+static int model_engine(engine *g, const char *mixer, const char *args, int device,
+                        const int32_t *ids, int T, int first, err *e) {
+    if (engine_init(g, e)) return -1;
+    model *m = random_model(mixer, args, e);
+    if (!m || engine_set_model(g, m, NULL, 0, e) || engine_set_tokens(g, ids, T, e)) return -1;
+    if (device == ENGINE_GPU && engine_set_device(g, ENGINE_GPU, e)) return -1;
+    return engine_step(g, first, e);
+}
+
+static void test_model(const char *mixer, const char *args) {
+    enum { T = 150, FIRST = 100 };
+    int32_t ids[T];
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)((i * 37 + 11) % 200);
+    engine c, gpu;
+    err e = {{0}};
+    char what[200], worst[64];
+    if (model_engine(&c, mixer, args, ENGINE_CPU, ids, T, FIRST, &e) ||
+        model_engine(&gpu, mixer, args, ENGINE_GPU, ids, T, FIRST, &e)) {
+        snprintf(what, sizeof what, "model %s %s: %s", mixer, args, e.msg);
+        check(0, what, NAN);
+        engine_free(&c), engine_free(&gpu);
+        return;
+    }
+    if (!gpu.gm) {
+        snprintf(what, sizeof what, "model %s %s: not resident on the gpu (%s)", mixer, args,
+                 gpu.gm_why);
+        check(0, what, NAN);
+    }
+    size_t n = (size_t)FIRST * c.model->c.vocab;
+    double num = 0, den = 0;
+    int top_same = 0;
+    for (size_t i = 0; i < n; i++)
+        num += ((double)gpu.logits[i] - c.logits[i]) * ((double)gpu.logits[i] - c.logits[i]),
+            den += (double)c.logits[i] * c.logits[i];
+    for (int t = 0; t < FIRST; t++) top_same += gpu.top[t] == c.top[t];
+    snprintf(what, sizeof what, "model %s %s, %d tokens resident on the gpu: logits", mixer, args,
+             FIRST);
+    check(sqrt(num / den) < 1e-4 && top_same == FIRST, what, sqrt(num / den));
+    double d = trace_diff(&gpu.tr, &c.tr, NULL, worst, sizeof worst);
+    snprintf(what, sizeof what, "model %s: every series the gpu records (worst %s)", mixer, worst);
+    check(d < 1e-3, what, d);
+    /* back on the cpu: the model continues from the GPU's state */
+    if (engine_set_device(&gpu, ENGINE_CPU, &e) || engine_step(&gpu, T - FIRST, &e) ||
+        engine_step(&c, T - FIRST, &e)) {
+        snprintf(what, sizeof what, "model %s: device cpu after the gpu: %s", mixer, e.msg);
+        check(0, what, NAN);
+    } else {
+        num = den = 0;
+        for (size_t i = n; i < (size_t)T * c.model->c.vocab; i++)
+            num += ((double)gpu.logits[i] - c.logits[i]) * ((double)gpu.logits[i] - c.logits[i]),
+                den += (double)c.logits[i] * c.logits[i];
+        snprintf(what, sizeof what, "model %s: %d more tokens on the cpu after the gpu: logits",
+                 mixer, T - FIRST);
+        check(sqrt(num / den) < 1e-4, what, sqrt(num / den));
+    }
+    engine_free(&c), engine_free(&gpu);
+}
+
+int main(void) {
+    char why[256];
+    if (!gpu_available(why, sizeof why)) {
+        printf("test_engine_gpu: skipped: %s\n0 passed, 0 failed\n", why);
+        return 0;
+    }
+    const char *raw[] = {"gdn", "deltanet", "kaczmarz", "gla", "mamba2", "kalman"};
+    for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) test_raw(raw[i]);
+    test_model("gdn", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=3");
+    test_model("kaczmarz", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=4");
+    test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5");
+    test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6"); /* cpu path */
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail != 0;
+}
