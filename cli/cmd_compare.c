@@ -322,52 +322,23 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
         return err_set(e, "compare: no tokens (prompt ... or tokens FILE first)");
     if (opts_check_unused(o, e)) return err_prefix(e, "compare (model mode takes no options)");
     int T = s->eng.ntokens, V = m->c.vocab, NL = m->c.layers, w = col_width(specs, nspec);
-    char(*orig)[32] = calloc((size_t)NL, sizeof *orig);
     float *logits = malloc((size_t)T * V * sizeof *logits);
     column *col = calloc(MAXCMP, sizeof *col);
     double(*vals)[5] = calloc(MAXCMP, sizeof *vals);
-    if (!orig || !logits || !col || !vals) {
-        free(orig), free(logits), free(col), free(vals);
+    if (!logits || !col || !vals) {
+        free(logits), free(col), free(vals);
         return err_set(e, "out of memory");
     }
-    for (int l = 0; l < NL; l++) snprintf(orig[l], 32, "%s", m->layers[l].mx->name);
     int task = s->task && s->task->n == T &&
                !memcmp(s->task->ids, s->eng.tokens, (size_t)T * sizeof *s->eng.tokens);
-    int rc = 0, cap = T > 4096 ? T : 4096;
+    int rc = 0;
     for (int c = 0; c < nspec && !rc; c++) {
         column *C = &col[c];
         snprintf(C->name, sizeof C->name, "%s", specs[c]);
         trace_init(&C->tr);
-        /* NAME[:k=v,...] */
-        char name[32], *words[OPTS_MAX], buf[256];
-        int nw = 0;
-        snprintf(buf, sizeof buf, "%s", specs[c]);
-        char *colon = strchr(buf, ':');
-        if (colon) {
-            *colon = '\0';
-            for (char *p = strtok(colon + 1, ","); p && nw < OPTS_MAX; p = strtok(NULL, ","))
-                words[nw++] = p;
-        }
-        snprintf(name, sizeof name, "%s", buf);
-        opts mo;
-        err le = {{0}};
-        if (opts_parse(&mo, nw, words, &le) || model_swap(m, -1, name, &mo, &le) ||
-            model_reset(m, cap, &le) || model_register_probes(m, &C->tr, &le)) {
-            snprintf(C->why, sizeof C->why, "%s", le.msg);
-            opts_free(&mo);
-            continue;
-        }
-        opts_free(&mo);
-        m->gpu = s->eng.device == DEVICE_GPU;
-        for (int t = 0; t < T && !rc; t++) {
-            if (session_interrupted(s))
-                rc = err_set(e, "interrupted at token %d", t);
-            else if (trace_push_token(&C->tr, e) < 0 ||
-                     model_step(m, s->eng.tokens[t], logits + (size_t)t * V, &C->tr, e))
-                rc = -1;
-            session_tick(s, t + 1, T);
-        }
-        if (rc) break;
+        int r = engine_try_cores(&s->eng, specs[c], &C->tr, logits, C->why, sizeof C->why, e);
+        if (r < 0) rc = -1;
+        if (r) continue;
         C->ok = 1;
         int corr = 0, sc = 0;
         vals[c][0] = nll(logits, V, s->eng.tokens, T);
@@ -376,16 +347,6 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
         vals[c][3] = all_mean(&C->tr, "mix_out_norm");
         vals[c][4] = all_mean(&C->tr, "resid_norm");
     }
-    /* the original cores back, layer by layer, and position 0 */
-    err re = {{0}};
-    int restored = 1;
-    for (int l = 0; l < NL; l++)
-        if (strcmp(m->layers[l].mx->name, orig[l]) && model_swap(m, l, orig[l], NULL, &re))
-            restored = 0;
-    trace_free(&s->eng.tr);
-    trace_init(&s->eng.tr);
-    s->eng.tr_ready = 0;
-    model_reset(m, cap, &re);
     if (!rc) {
         fprintf(s->out, "compare on %d tokens through %s (%d layers)%s\n", T,
                 model_kind_name(m->c.kind), NL, task ? "" : " (no generated task: no accuracy)");
@@ -401,11 +362,10 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
             for (int c = 0; c < nspec; c++) cell(s, w, col[c].ok ? vals[c][k] : NAN);
             fputc('\n', s->out);
         }
-        fprintf(s->out, "%s; position back to 0\n",
-                restored ? "cores restored" : "could not restore every core");
+        fprintf(s->out, "cores restored; position back to 0\n");
     }
     for (int c = 0; c < nspec; c++) trace_free(&col[c].tr);
-    free(orig), free(logits), free(col), free(vals);
+    free(logits), free(col), free(vals);
     return rc;
 }
 

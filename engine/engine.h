@@ -124,6 +124,12 @@ int engine_set_tokens(engine *g, const int32_t *ids, int n, err *e);
 /* The model changed under the engine (swap, arith): new schema, position 0. */
 int engine_model_changed(engine *g, err *e);
 
+/* The tokens from position 0 with every layer's core replaced by spec (NAME[:k=v,...]) into tr
+ * (every probe registered) and logits [ntokens, vocab]; the original cores back after, position
+ * 0. Returns 0, 1 when the spec cannot feed this model (why says so), -1 on an error. */
+int engine_try_cores(engine *g, const char *spec, trace *tr, float *logits, char *why, size_t n,
+                     err *e);
+
 /* ---- raw-mixer mode ---- */
 int engine_raw_active(const engine *g);
 /* Selects lanes (specs: NAME or NAME:k=v,..., shared option words) of H heads; keeps a stream
