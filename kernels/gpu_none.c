@@ -1,6 +1,7 @@
 /* gpu_none.c: the GPU backend of a build without CUDA (make CUDA=0). Every entry answers that
  * there is no GPU, so `device gpu` falls back to the CPU with a clear message. */
 #include "gpu.h"
+#include "gpu_model.h"
 
 static const char NO_CUDA[] = "this build has no CUDA support (built with CUDA=0)";
 
@@ -169,4 +170,36 @@ int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int window, float
     (void)H, (void)dk, (void)dv, (void)max_t, (void)pos, (void)window, (void)scale, (void)q;
     (void)r, (void)cache, (void)o, (void)probes, (void)scratch, (void)stream;
     return err_set(e, "%s", NO_CUDA);
+}
+
+/* kernels/gpu_model.h: the GPU-resident model stepper */
+
+int gm_compiled(void) {
+    return 0;
+}
+
+int gm_create(gm_model **out, const gm_model_desc *d, int max_batch, err *e) {
+    (void)d, (void)max_batch;
+    *out = NULL;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+void gm_destroy(gm_model *g) {
+    (void)g;
+}
+
+int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
+    (void)g, (void)state, (void)conv;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
+    (void)g, (void)state, (void)conv;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
+            err *e) {
+    (void)g, (void)tokens, (void)n, (void)next, (void)out;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
 }

@@ -2,14 +2,25 @@
  * the peer (flash-linear-attention 0.5.2 on an H200, numbers from the issue) and PyTorch SDPA
  * timed in the same run (bench/gpu/sdpa.py). Each row also states the kernel's floor: the fewest
  * bytes it must move over the measured copy bandwidth; the compute-bound rows (attention, kata,
- * kalman) also give their achieved arithmetic rate. */
+ * kalman) also give their achieved arithmetic rate.
+ *
+ * The step section (MIXSCOPE_BENCH_ONLY=step selects it alone) steps whole random models resident
+ * on the GPU (models/model_gpu.h): a 4-layer hidden-1024 Gated DeltaNet and the 340M class,
+ * tokens/s and ms/token per call size, beside the per-token floor (fp32 weights read once + the
+ * states read and written, over the measured copy bandwidth) and the old path (model_step with
+ * m->gpu = 1). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/opts.h"
 #include "kernels/gpu.h"
 #include "kernels/gpu_bench.h"
+#include "models/model.h"
+#include "models/model_gpu.h"
 
 #define H 16
 #define D 128
@@ -274,6 +285,191 @@ static void bench_kalman(double bw, err *e) {
         }
 }
 
+/* ---- whole models stepped resident on the GPU (models/model_gpu.h) -------------------------- */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static model *step_model(const char *spec, err *e) {
+    char buf[512], *argv[OPTS_MAX];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *t = strtok(buf, " "); t && argc < OPTS_MAX; t = strtok(NULL, " ")) argv[argc++] = t;
+    opts o;
+    model *m = NULL;
+    if (opts_parse(&o, argc, argv, e)) return NULL;
+    if (model_random(&m, "gdn", &o, e)) m = NULL;
+    opts_free(&o);
+    return m;
+}
+
+typedef struct step_bufs {
+    int32_t *tok, *top;
+    float *topp, *nll, *probes, *fprobes, *state, *logits;
+} step_bufs;
+
+/* Median ms per call of `calls` calls of n tokens (after warm-up calls of the same n: the first
+ * runs eagerly, the second captures the graph), with the outputs `what` selects: 0 the head's
+ * top / p / nll only, 1 also probes and family probes, 2 also the state, 3 also the logits. */
+static double time_calls(model_gpu *g, const step_bufs *b, int n, int calls, int what, int vocab,
+                         err *e) {
+    double *ms = malloc((size_t)calls * sizeof *ms), med = -1;
+    int ok = 1;
+    for (int c = -3; ok && c < calls; c++) {
+        const int32_t *tok = b->tok + (size_t)((c + 3) % 8) * 64;
+        double t0 = now_ms();
+        ok = model_gpu_step(g, tok, n, tok + 1, what >= 3 ? b->logits : NULL, b->top, b->topp,
+                            b->nll, what >= 1 ? b->probes : NULL, what >= 1 ? b->fprobes : NULL,
+                            what >= 2 ? b->state : NULL, e) == 0;
+        if (c >= 0) ms[c] = now_ms() - t0;
+    }
+    (void)vocab;
+    if (ok) {
+        qsort(ms, (size_t)calls, sizeof *ms, cmp_double);
+        med = ms[calls / 2];
+    }
+    free(ms);
+    return med;
+}
+
+static void step_row(const char *name, double ms_call, int n, double floor_ms) {
+    double per = ms_call / n;
+    printf("%-44s %9.0f %10.4f %10.4f %8.2fx\n", name, 1e3 / per, per, floor_ms, per / floor_ms);
+}
+
+static void bench_step_model(const char *label, const char *spec, int variants, double bw, err *e) {
+    double t0 = now_ms();
+    model *m = step_model(spec, e);
+    if (!m) {
+        printf("%s: %s\n", label, e->msg);
+        return;
+    }
+    double t_rand = now_ms() - t0;
+    const model_config *c = &m->c;
+    size_t sfl = 0;
+    for (int li = 0; li < c->layers; li++) sfl += m->layers[li].mx->state_floats(&m->layers[li].mc);
+    /* per token: every weight once but the embedding table (one row), the states read and
+     * written (bw counts bytes read plus bytes written) */
+    double wbytes = 4.0 * ((double)model_param_count(m) -
+                           (c->tie ? 0.0 : (double)c->vocab * c->hidden - c->hidden));
+    double floor_ms = (wbytes + 2.0 * 4.0 * (double)sfl) / (bw * 1e9) * 1e3;
+    printf("\n%s: %s\n  %lld parameters (%.0f MB fp32 read per token), state %.1f MB; model "
+           "random %.1f s\n",
+           label, spec, (long long)model_param_count(m), wbytes / 1e6, 4.0 * sfl / 1e6,
+           t_rand / 1e3);
+    char why[300];
+    if (!model_gpu_supported(m, why, sizeof why)) {
+        printf("  not supported: %s\n", why);
+        model_free(m);
+        return;
+    }
+    model_gpu *g = NULL;
+    t0 = now_ms();
+    if (model_gpu_init(&g, m, 64, e)) {
+        printf("  %s\n", e->msg);
+        model_free(m);
+        return;
+    }
+    printf("  model_gpu_init (upload) %.0f ms\n", now_ms() - t0);
+    size_t pf = model_gpu_probe_floats(g), ff = model_gpu_fprobe_floats(g);
+    step_bufs b;
+    b.tok = malloc(8 * 64 * 4 + 4), b.top = malloc(64 * 4);
+    b.topp = malloc(64 * 4), b.nll = malloc(64 * 4);
+    b.probes = malloc(64 * pf * 4 + 4), b.fprobes = malloc(64 * ff * 4 + 4);
+    b.state = malloc(sfl * 4 + 4), b.logits = malloc((size_t)64 * c->vocab * 4);
+    unsigned long long r = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 8 * 64 + 1; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        b.tok[i] = (int32_t)(r % (unsigned long long)c->vocab);
+    }
+    printf("%-44s %9s %10s %10s %9s\n", "call", "tokens/s", "ms/token", "floor ms", "/ floor");
+    struct {
+        int n, what;
+        const char *name;
+    } rows[] = {
+        {64, 2, "64 tokens a call, probes + state back"},
+        {64, 3, "64 tokens a call, probes + state + logits"},
+        {64, 0, "64 tokens a call, head only (top, p, nll)"},
+        {8, 1, "8 tokens a call, probes back"},
+        {1, 1, "1 token a call, probes back"},
+        {1, 2, "1 token a call, probes + state back"},
+        {1, 0, "1 token a call, head only"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        int calls = rows[i].n == 64 ? 15 : 64;
+        double ms = time_calls(g, &b, rows[i].n, calls, rows[i].what, c->vocab, e);
+        if (ms < 0) {
+            printf("%-44s %s\n", rows[i].name, e->msg);
+            continue;
+        }
+        step_row(rows[i].name, ms, rows[i].n, floor_ms);
+    }
+    model_gpu_free(g);
+    /* the knobs, on the smaller model: no graphs; cuBLAS for single tokens too */
+    for (int v = 0; variants && v < 2; v++) {
+        setenv(v == 0 ? "MIXSCOPE_GM_GRAPH" : "MIXSCOPE_GM_SKINNY", "0", 1);
+        g = NULL;
+        if (model_gpu_init(&g, m, 64, e)) {
+            printf("  %s\n", e->msg);
+        } else {
+            char name[96];
+            for (int n = 1; n <= 64; n += 63) {
+                double ms = time_calls(g, &b, n, n == 64 ? 15 : 64, 1, c->vocab, e);
+                snprintf(name, sizeof name, "%d token%s a call, probes, %s", n, n > 1 ? "s" : "",
+                         v == 0 ? "MIXSCOPE_GM_GRAPH=0" : "MIXSCOPE_GM_SKINNY=0");
+                if (ms < 0)
+                    printf("%-44s %s\n", name, e->msg);
+                else
+                    step_row(name, ms, n, floor_ms);
+            }
+        }
+        model_gpu_free(g);
+        unsetenv(v == 0 ? "MIXSCOPE_GM_GRAPH" : "MIXSCOPE_GM_SKINNY");
+    }
+    /* the old path: model_step with each core and dense layer on the GPU, and the CPU */
+    if (variants) {
+        float *logits = malloc((size_t)c->vocab * 4);
+        for (int gpu = 1; gpu >= 0; gpu--) {
+            m->gpu = gpu;
+            int ok = model_step(m, b.tok[0], logits, NULL, e) == 0, n = gpu ? 4 : 2;
+            double t1 = now_ms();
+            for (int t = 0; ok && t < n; t++)
+                ok = model_step(m, b.tok[t + 1], logits, NULL, e) == 0;
+            double ms = (now_ms() - t1) / n;
+            if (!ok)
+                printf("  model_step: %s\n", e->msg);
+            else
+                step_row(gpu ? "model_step, m->gpu = 1 (the old path)" : "model_step on the CPU",
+                         ms, 1, floor_ms);
+        }
+        m->gpu = 0;
+        free(logits);
+    }
+    free(b.tok), free(b.top), free(b.topp), free(b.nll), free(b.probes), free(b.fprobes);
+    free(b.state), free(b.logits);
+    model_free(m);
+}
+
+static void bench_step(double bw, err *e) {
+    printf(
+        "\nwhole models stepped on the GPU (models/model_gpu.h): fp32, every probe computed when "
+        "asked;\nfloor = fp32 weights read once (not the embedding table) + states read and "
+        "written, per token,\nover the measured copy bandwidth; medians of 15 (64-token) or 64 "
+        "calls, wall clock\n");
+    bench_step_model("gated_deltanet 4 x 1024",
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 1, bw, e);
+    bench_step_model("gated_deltanet 340M class",
+                     "layers=24 hidden=1024 heads=4 head_dim=256 expand_v=2 vocab=32000", 0, bw, e);
+}
+
 int main(void) {
     char why[256];
     err e = {{0}};
@@ -295,6 +491,10 @@ int main(void) {
     printf("%-28s %10s %10s %10s %8s %10s\n", "kernel", "ms", "peer ms", "SDPA ms", "vs peer",
            "floor ms");
     const char *only_rows = getenv("MIXSCOPE_BENCH_ONLY");
+    if (only_rows && !strcmp(only_rows, "step")) {
+        bench_step(bw, &e);
+        return 0;
+    }
     if (only_rows && !strcmp(only_rows, "kalman")) {
         bench_kalman(bw, &e);
         return 0;
@@ -353,6 +553,7 @@ int main(void) {
     bench_attention(bw, &e);
     bench_others(bw, &e);
     bench_kalman(bw, &e);
+    bench_step(bw, &e);
     printf(
         "\nfloor = fewest bytes the kernel must move / measured copy bandwidth; compute floor =\n"
         "the kernel's FLOPs / measured bf16 matrix rate\n");

@@ -4,18 +4,28 @@
  * float32) and through the GPU step and prefill kernels, with fp32 inputs (tolerance 1e-5
  * relative, tf32 off: the kernels use plain fp32 FMA) and bf16 inputs (tolerance 1e-2: the inputs
  * are rounded to bf16 before the fp32 arithmetic). Prints one line per case and ends with
- * "gpu: N passed, M failed". Exits 0 without running anything when there is no GPU. */
+ * "gpu: N passed, M failed". Exits 0 without running anything when there is no GPU.
+ *
+ * The GPU-resident model stepper (models/model_gpu.h) steps random models of the delta family 100
+ * tokens in calls of 1 to 32 tokens against model_step on the CPU: logits (< 1e-4 relative), every
+ * core and family probe (|gpu - cpu| < 1e-3 |cpu| or < 1e-5), states (< 1e-4), the head's argmax,
+ * probability and nll, a download followed by CPU stepping and an upload followed by GPU stepping.
+ * MIXSCOPE_GPU_ONLY=model runs only those cases. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/opts.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"
+#include "core/trace.h"
 #include "kernels/gpu.h"
 #include "mixers/mixer.h"
+#include "models/family.h"
 #include "models/model.h"
+#include "models/model_gpu.h"
 
 static unsigned long long rng_state = 88172645463325252ull;
 
@@ -353,6 +363,349 @@ static void test_checkpoint(const char *name) {
     model_free(m);
 }
 
+/* ---- the GPU-resident model stepper (models/model_gpu.h) ------------------------------------ */
+
+static model *gm_model_random(const char *mixer, const char *spec, err *e) {
+    char buf[512], *argv[OPTS_MAX];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *tok = strtok(buf, " "); tok && argc < OPTS_MAX; tok = strtok(NULL, " "))
+        argv[argc++] = tok;
+    opts o;
+    model *m = NULL;
+    if (opts_parse(&o, argc, argv, e)) return NULL;
+    if (model_random(&m, mixer, &o, e)) m = NULL;
+    opts_free(&o);
+    return m;
+}
+
+/* Every layer's state and convolution caches, and the position. */
+typedef struct gm_snap {
+    float **state, **conv;
+    int pos;
+} gm_snap;
+
+static size_t layer_state_floats(const model *m, int li) {
+    const layer *L = &m->layers[li];
+    return L->mx->state_floats(&L->mc);
+}
+
+static size_t conv_floats(const model *m, int li, int s) {
+    return m->layers[li].conv_cache[s] ? (size_t)m->layers[li].conv_dim[s] * m->c.conv_size : 0;
+}
+
+static void snap_take(const model *m, gm_snap *s) {
+    int L = m->c.layers;
+    s->state = calloc((size_t)L, sizeof *s->state);
+    s->conv = calloc(3 * (size_t)L, sizeof *s->conv);
+    for (int li = 0; li < L; li++) {
+        size_t n = layer_state_floats(m, li);
+        s->state[li] = malloc(n * 4 + 4);
+        memcpy(s->state[li], m->layers[li].state, n * 4);
+        for (int c = 0; c < 3; c++) {
+            size_t k = conv_floats(m, li, c);
+            if (!k) continue;
+            s->conv[3 * li + c] = malloc(k * 4);
+            memcpy(s->conv[3 * li + c], m->layers[li].conv_cache[c], k * 4);
+        }
+    }
+    s->pos = m->pos;
+}
+
+static void snap_put(model *m, const gm_snap *s) {
+    for (int li = 0; li < m->c.layers; li++) {
+        memcpy(m->layers[li].state, s->state[li], layer_state_floats(m, li) * 4);
+        for (int c = 0; c < 3; c++)
+            if (s->conv[3 * li + c])
+                memcpy(m->layers[li].conv_cache[c], s->conv[3 * li + c], conv_floats(m, li, c) * 4);
+    }
+    m->pos = s->pos;
+}
+
+static void snap_free(const model *m, gm_snap *s) {
+    for (int li = 0; li < m->c.layers; li++) {
+        free(s->state[li]);
+        for (int c = 0; c < 3; c++) free(s->conv[3 * li + c]);
+    }
+    free(s->state), free(s->conv);
+}
+
+/* rel() over every layer's state: host states of the model (or a snapshot) against a snapshot. */
+static double states_rel(const model *m, float *const *a, const gm_snap *ref) {
+    double num = 0, den = 0;
+    for (int li = 0; li < m->c.layers; li++) {
+        size_t n = layer_state_floats(m, li);
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)a[li][i] - ref->state[li][i];
+            num += d * d, den += (double)ref->state[li][i] * ref->state[li][i];
+        }
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* |gpu - cpu| against "1e-3 relative or 1e-5 absolute", as a relative error: 0 when equal
+ * (infinities and NaN included), else min(|d| / |cpu|, 1e-3 |d| / 1e-5); < 1e-3 passes. */
+static double probe_err(double a, double b) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : 1;
+    if (isinf(a) || isinf(b)) return a == b ? 0 : 1;
+    double d = fabs(a - b), r = fabs(b) > 0 ? d / fabs(b) : INFINITY, abs_ = 1e-3 * d / 1e-5;
+    return r < abs_ ? r : abs_;
+}
+
+static void gm_fail(const char *what, const char *msg) {
+    printf("%-44s %s  FAIL\n", what, msg);
+    failed++;
+}
+
+/* One model: warm-up on the CPU, 100 tokens on the CPU (reference, with a trace) and on the GPU
+ * in calls of 1..32 tokens; then a download and 20 CPU tokens; then an upload of the warm-up
+ * state and the 100 tokens again without probes. */
+static void test_model_gpu(const char *label, const char *mixer, const char *spec,
+                           const char *swap) {
+    err e = {{0}};
+    char what[160];
+    model *m = gm_model_random(mixer, spec, &e);
+    if (!m) {
+        gm_fail(label, e.msg);
+        return;
+    }
+    if (swap) {
+        opts none = {0};
+        if (model_swap(m, -1, swap, &none, &e)) {
+            gm_fail(label, e.msg);
+            model_free(m);
+            return;
+        }
+    }
+    char why[300];
+    if (!model_gpu_supported(m, why, sizeof why)) {
+        gm_fail(label, why);
+        model_free(m);
+        return;
+    }
+    const int W0 = 5, T = 100, T2 = 20, NB = 32, L = m->c.layers, V = m->c.vocab;
+    const int H = m->layers[0].mc.H;
+    static const int chunks[] = {1, 1, 5, 8, 9, 32, 32, 12};
+    static const int chunks2[] = {32, 32, 32, 4};
+    const family_ops *fam = family_of(m->c.family);
+    int32_t *tok = malloc((size_t)(W0 + T + T2 + 1) * 4);
+    for (int t = 0; t < W0 + T + T2 + 1; t++) tok[t] = (int32_t)(urand() * V);
+    float *ref = malloc((size_t)T * V * 4), *ref2 = malloc((size_t)T2 * V * 4);
+    float *gl = malloc((size_t)T * V * 4), *tmp = malloc((size_t)V * 4);
+    trace tr;
+    trace_init(&tr);
+    gm_snap s0, s1;
+    model_gpu *g = NULL;
+    int ok = 1;
+    for (int t = 0; ok && t < W0; t++) ok = model_step(m, tok[t], tmp, NULL, &e) == 0;
+    snap_take(m, &s0);
+    ok = ok && model_register_probes(m, &tr, &e) == 0;
+    for (int t = 0; ok && t < W0; t++) ok = trace_push_token(&tr, &e) >= 0;
+    for (int t = 0; ok && t < T; t++)
+        ok = trace_push_token(&tr, &e) >= 0 &&
+             model_step(m, tok[W0 + t], ref + (size_t)t * V, &tr, &e) == 0;
+    snap_take(m, &s1);
+    for (int t = 0; ok && t < T2; t++)
+        ok = model_step(m, tok[W0 + T + t], ref2 + (size_t)t * V, NULL, &e) == 0;
+    if (!ok) {
+        gm_fail(label, e.msg);
+        goto done;
+    }
+    snap_put(m, &s0);
+    if (model_gpu_init(&g, m, NB, &e)) {
+        gm_fail(label, e.msg);
+        goto done;
+    }
+    {
+        const size_t pf = model_gpu_probe_floats(g), ff = model_gpu_fprobe_floats(g);
+        size_t sfl = 0;
+        for (int li = 0; li < L; li++) sfl += layer_state_floats(m, li);
+        float *gp = malloc((size_t)T * pf * 4 + 4), *gf = malloc((size_t)T * ff * 4 + 4);
+        float *gs = malloc(sfl * 4 + 4), *topp = malloc((size_t)T * 4), *nll = malloc(T * 4);
+        int32_t *top = malloc((size_t)T * 4);
+        for (size_t i = 0; i < (size_t)T * pf; i++) gp[i] = -12345.0f; /* poison */
+        int t0 = 0;
+        for (size_t c = 0; ok && c < sizeof chunks / sizeof chunks[0]; c++) {
+            int n = chunks[c], last = t0 + n == T;
+            ok = model_gpu_step(g, tok + W0 + t0, n, tok + W0 + t0 + 1, gl + (size_t)t0 * V,
+                                top + t0, topp + t0, nll + t0, gp + (size_t)t0 * pf,
+                                gf + (size_t)t0 * ff, last ? gs : NULL, &e) == 0;
+            t0 += n;
+        }
+        if (!ok || t0 != T) {
+            gm_fail(label, ok ? "chunks do not add up" : e.msg);
+        } else {
+            snprintf(what, sizeof what, "%s: logits", label);
+            report(what, rel(gl, ref, (size_t)T * V), 1e-4);
+            /* the core's probes, layer by layer, against the trace */
+            double worst = 0, fworst = 0;
+            const char *wname = "", *fname = "";
+            size_t loff = 0;
+            for (int li = 0; li < L; li++) {
+                const layer *Ly = &m->layers[li];
+                for (int p = 0; p < Ly->mx->nprobes; p++) {
+                    int si = trace_find(&tr, Ly->mx->probes[p].name);
+                    size_t off = loff + mixer_probe_offset(Ly->mx, &Ly->mc, p);
+                    for (int t = 0; si >= 0 && t < T; t++)
+                        for (int h = 0; h < H; h++) {
+                            double d = probe_err(gp[(size_t)t * pf + off + h],
+                                                 *trace_at_lh(&tr, si, W0 + t, li, h));
+                            if (d > worst) worst = d, wname = Ly->mx->probes[p].name;
+                        }
+                    if (si < 0) worst = 1, wname = "(not in the trace)";
+                }
+                loff += mixer_probe_floats(Ly->mx, &Ly->mc);
+                for (int p = 0; p < fam->nprobes; p++) {
+                    int si = trace_find(&tr, fam->probes[p].name);
+                    for (int t = 0; si >= 0 && t < T; t++)
+                        for (int h = 0; h < H; h++) {
+                            double d =
+                                probe_err(gf[(((size_t)t * L + li) * fam->nprobes + p) * H + h],
+                                          *trace_at_lh(&tr, si, W0 + t, li, h));
+                            if (d > fworst) fworst = d, fname = fam->probes[p].name;
+                        }
+                }
+            }
+            snprintf(what, sizeof what, "%s: core probes", label);
+            if (worst >= 1e-3) printf("  worst probe: %s\n", wname);
+            report(what, worst, 1e-3);
+            snprintf(what, sizeof what, "%s: family probes", label);
+            if (fworst >= 1e-3) printf("  worst probe: %s\n", fname);
+            report(what, fworst, 1e-3);
+            float **gsl = malloc((size_t)L * sizeof *gsl);
+            for (int li = 0, o = 0; li < L; o += (int)layer_state_floats(m, li), li++)
+                gsl[li] = gs + o;
+            snprintf(what, sizeof what, "%s: state", label);
+            report(what, states_rel(m, gsl, &s1), 1e-4);
+            free(gsl);
+            /* the head: argmax of the GPU's logits, its probability, -log p(next) */
+            double herr = 0;
+            for (int t = 0; t < T; t++) {
+                const float *l = gl + (size_t)t * V;
+                int am = 0;
+                double sum = 0;
+                for (int v = 1; v < V; v++)
+                    if (l[v] > l[am]) am = v;
+                for (int v = 0; v < V; v++) sum += exp((double)l[v] - l[am]);
+                double p = 1 / sum, nl = log(sum) + l[am] - l[tok[W0 + t + 1]];
+                if (top[t] != am) herr = 1;
+                herr = fmax(herr, fabs(topp[t] - p) / p);
+                herr = fmax(herr, fabs(nll[t] - nl) / (1 + fabs(nl)));
+            }
+            snprintf(what, sizeof what, "%s: argmax, p(top), nll", label);
+            report(what, herr, 1e-5);
+        }
+        /* the GPU's state back into the model, then 20 tokens on the CPU */
+        if (ok) {
+            float *l2 = malloc((size_t)T2 * V * 4);
+            ok = model_gpu_download(g, m, &e) == 0 && m->pos == W0 + T;
+            if (ok) {
+                float **st = malloc((size_t)L * sizeof *st);
+                for (int li = 0; li < L; li++) st[li] = m->layers[li].state;
+                double es = states_rel(m, st, &s1), ec = 0, cn = 0, cd = 0;
+                free(st);
+                for (int li = 0; li < L; li++)
+                    for (int c = 0; c < 3; c++)
+                        for (size_t i = 0; i < conv_floats(m, li, c); i++) {
+                            double d =
+                                (double)m->layers[li].conv_cache[c][i] - s1.conv[3 * li + c][i];
+                            cn += d * d,
+                                cd += (double)s1.conv[3 * li + c][i] * s1.conv[3 * li + c][i];
+                        }
+                ec = cd > 0 ? sqrt(cn / cd) : sqrt(cn);
+                for (int t = 0; ok && t < T2; t++)
+                    ok = model_step(m, tok[W0 + T + t], l2 + (size_t)t * V, NULL, &e) == 0;
+                double el = ok ? rel(l2, ref2, (size_t)T2 * V) : 1;
+                snprintf(what, sizeof what, "%s: download, then %d cpu steps", label, T2);
+                report(what, fmax(el, fmax(es, ec)), 1e-4);
+            }
+            if (!ok) gm_fail(label, m->pos == W0 + T ? e.msg : "position not downloaded");
+            free(l2);
+        }
+        /* the warm-up state uploaded again, the same 100 tokens without probes */
+        if (ok) {
+            snap_put(m, &s0);
+            ok = model_gpu_upload(g, m, &e) == 0 && model_gpu_pos(g) == W0;
+            t0 = 0;
+            for (size_t c = 0; ok && c < sizeof chunks2 / sizeof chunks2[0]; c++) {
+                int n = chunks2[c], last = t0 + n == T;
+                ok = model_gpu_step(g, tok + W0 + t0, n, NULL, gl + (size_t)t0 * V, NULL, NULL, nll,
+                                    NULL, NULL, last ? gs : NULL, &e) == 0;
+                t0 += n;
+            }
+            if (ok) {
+                float **gsl = malloc((size_t)L * sizeof *gsl);
+                for (int li = 0, o = 0; li < L; o += (int)layer_state_floats(m, li), li++)
+                    gsl[li] = gs + o;
+                double es = states_rel(m, gsl, &s1);
+                free(gsl);
+                snprintf(what, sizeof what, "%s: upload, no probes", label);
+                report(what, fmax(es, rel(gl, ref, (size_t)T * V)), 1e-4);
+                if (!isnan(nll[0])) printf("  nll without next ids should be NaN\n"), failed++;
+            } else {
+                gm_fail(label, e.msg);
+            }
+        }
+        free(gp), free(gf), free(gs), free(topp), free(nll), free(top);
+    }
+done:
+    model_gpu_free(g);
+    snap_free(m, &s0), snap_free(m, &s1);
+    trace_free(&tr);
+    free(tok), free(ref), free(ref2), free(gl), free(tmp);
+    model_free(m);
+}
+
+/* Models the stepper does not take say so, with a reason, and init refuses them. */
+static void test_model_gpu_unsupported(const char *mixer, const char *spec) {
+    err e = {{0}};
+    char what[160], why[300] = "";
+    snprintf(what, sizeof what, "model_gpu refuses %s %s", mixer, spec);
+    model *m = gm_model_random(mixer, spec, &e);
+    if (!m) {
+        gm_fail(what, e.msg);
+        return;
+    }
+    model_gpu *g = NULL;
+    int sup = model_gpu_supported(m, why, sizeof why);
+    int init = model_gpu_init(&g, m, 4, &e);
+    int ok = !sup && why[0] && init != 0 && !g && e.msg[0];
+    printf("%-44s %s  %s\n", what, why, ok ? "ok" : "FAIL");
+    ok ? passed++ : failed++;
+    model_gpu_free(g);
+    model_free(m);
+}
+
+static void test_model_gpu_all(void) {
+    test_model_gpu("model_gpu gdn L2 C128 H2 dk32", "gdn",
+                   "layers=2 hidden=128 heads=2 head_dim=32 vocab=512 seed=1", NULL);
+    test_model_gpu("model_gpu gdn GVA no-gate C66 dk48", "gdn",
+                   "layers=2 hidden=66 heads=2 head_dim=48 num_v_heads=4 expand_v=1 "
+                   "use_gate=false vocab=300 seed=2",
+                   NULL);
+    test_model_gpu("model_gpu gdn C256 H2 dk128", "gdn",
+                   "layers=2 hidden=256 heads=2 head_dim=128 vocab=400 seed=3", NULL);
+    test_model_gpu("model_gpu gdn C128 H1 dk256", "gdn",
+                   "layers=1 hidden=128 heads=1 head_dim=256 expand_v=1 vocab=300 seed=4", NULL);
+    test_model_gpu("model_gpu delta_net C64 H2 dk32", "deltanet",
+                   "layers=2 hidden=64 heads=2 head_dim=32 vocab=300 seed=5", NULL);
+    setenv("MIXSCOPE_GM_GRAPH", "0", 1);
+    test_model_gpu("model_gpu delta_net elu sum gate, no graph", "deltanet",
+                   "layers=2 hidden=64 heads=2 head_dim=32 qk_activation=elu qk_norm=sum "
+                   "use_gate=true vocab=300 seed=6",
+                   NULL);
+    unsetenv("MIXSCOPE_GM_GRAPH");
+    test_model_gpu("model_gpu kaczmarz_deltanet C256 H4 dk64", "kaczmarz",
+                   "layers=2 hidden=256 heads=4 head_dim=64 vocab=1000 seed=7", NULL);
+    test_model_gpu("model_gpu gdn + swap all kaczmarz", "gdn",
+                   "layers=2 hidden=128 heads=2 head_dim=64 vocab=512 seed=8", "kaczmarz");
+    test_model_gpu("model_gpu gdn + swap all deltanet", "gdn",
+                   "layers=2 hidden=128 heads=2 head_dim=64 vocab=512 seed=9", "deltanet");
+    test_model_gpu_unsupported("gla", "layers=1 hidden=64 vocab=100");
+    test_model_gpu_unsupported("softmax", "layers=1 hidden=64 vocab=100");
+    test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
+}
+
 int main(void) {
     char why[256];
     if (!gpu_available(why, sizeof why)) {
@@ -360,6 +713,12 @@ int main(void) {
         return 0;
     }
     printf("gpu: %s\n", why);
+    const char *only = getenv("MIXSCOPE_GPU_ONLY");
+    if (only && !strcmp(only, "model")) {
+        test_model_gpu_all();
+        printf("gpu: %d passed, %d failed\n", passed, failed);
+        return failed ? 1 : 0;
+    }
     test_linear(1, 256, 64);
     test_linear(77, 1024, 256);
     test_linear(300, 64, 4096);
@@ -417,6 +776,7 @@ int main(void) {
     else
         fclose(fp);
     for (int i = 0; fp && i < 6; i++) test_checkpoint(ckpts[i]);
+    test_model_gpu_all();
     printf("gpu: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -1,0 +1,1075 @@
+// gpu_model.cu: the GPU-resident model stepper of the delta-rule layers (gpu_model.h), the twin of
+// models/model.c's model_step with models/layer_gdn.c's prep and post and mixers/delta_rule.c's
+// step. tests/gpu checks it against the CPU.
+//
+// One call of n tokens runs the layers one after the other; inside a layer
+//   rmsnorm        x -> xn                                   [n, C]
+//   in-projection  P = xn W_in^T, W_in = [q; k; v; a; b; g]  [n, Dtot] (one product)
+//   conv           short convolution step + activation, token by token per channel -> QKV
+//   prep           l2 (or sum) norm of q / k, g, beta, Kaczmarz's beta = eta/(|k|^2+eps)
+//   core           the delta rule, token by token: block (column slice, value head) keeps its
+//                  [dk, 32] slice of the state in registers over the n tokens
+//   probes         the core's per-column sums into the probes (CPU layout), when asked
+//   post           per head RMSNorm (gated) -> ON; x += ON W_o^T
+//   MLP            rmsnorm, [gate; up] product, SwiGLU, x += H W_down^T
+// then the final norm, the head product and a per-token argmax / probability / nll.
+// The products are a warp-per-row matrix-vector kernel for n <= skinny tokens and cuBLAS SGEMM
+// (pedantic fp32) above. Every launch of a call goes on one stream; from the second call with the
+// same (n, probes) the sequence is replayed as a CUDA graph.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "gpu_common.cuh"
+#include "gpu_model.h"
+
+#define GM_RG   8 // row groups of the core kernel (block 32 x GM_RG)
+#define GM_NACC 8 // per-column probe sums
+enum { AC_E2, AC_V2, AC_PRED2, AC_R2, AC_RC2, AC_O2, AC_SNEW2, AC_SOLD2 };
+
+#define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
+
+struct gm_probe_map {
+    int n, layer_off, tok_stride;
+    int map[GM_MAX_PROBES], off[GM_MAX_PROBES];
+};
+
+struct gm_layer_dev {
+    const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
+    const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
+    int core;
+    float scale, eps;
+    gm_probe_map pm;
+};
+
+struct gm_model {
+    gm_model_desc d;
+    int L, B, C3, Dtot, off_a, off_b, off_g, ptot, nblk;
+    size_t sf, cf;
+    float *arena;
+    gm_layer_dev *lay;
+    const float *embed, *norm_f, *lm_head;
+    float *state, *conv;
+    // per-call device buffers ([B, ...])
+    float *x, *xn, *P, *QKV, *G, *Bin, *Beff, *Q2, *K2, *O, *ON, *GU, *Hm, *logits, *topp, *nll;
+    float *probes, *fprobes;
+    int32_t *tok, *next, *top;
+    double *part;
+    char *ws;
+    cudaStream_t st;
+    cublasHandle_t blas;
+    // pinned staging
+    void *pin;
+    int32_t *p_tok, *p_next, *p_top;
+    float *p_logits, *p_topp, *p_nll, *p_probes, *p_fprobes;
+    // graphs [2][B + 1]: probes off / on
+    cudaGraphExec_t *graphs;
+    unsigned char *seen;
+    int use_graph, skinny;
+};
+
+// ------------------------------------------------------------------------------ device helpers
+
+__device__ __forceinline__ float gm_silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float gm_sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ float gm_softplus(float x) {
+    return x > 20.0f ? x : log1pf(expf(x));
+}
+
+__device__ __forceinline__ float gm_act(float x, int a) {
+    switch (a) {
+    case GM_ACT_SILU:
+        return gm_silu(x);
+    case GM_ACT_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case GM_ACT_ELU_P1:
+        return x > 0.0f ? x + 1.0f : expf(x);
+    case GM_ACT_SIGMOID:
+        return gm_sigmoid(x);
+    default:
+        return x;
+    }
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_sumf(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+__device__ double block_sum(double v, double *sh) {
+    v = warp_sum(v);
+    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); // sh may still be read by a previous call
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    double r = 0.0;
+    for (int i = 0; i < nw; i++) r += sh[i];
+    return r;
+}
+
+// ------------------------------------------------------------------------------ kernels
+
+// x[t] = embed[tok[t]]
+__global__ void gm_embed(int C, const float *__restrict__ embed, const int32_t *__restrict__ tok,
+                         float *__restrict__ x) {
+    const int t = blockIdx.x;
+    const float *src = embed + (size_t)tok[t] * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) x[(size_t)t * C + i] = src[i];
+}
+
+// y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, as blk_rmsnorm (sum in double)
+__global__ void gm_rmsnorm(int C, float eps, const float *__restrict__ x,
+                           const float *__restrict__ w, float *__restrict__ y) {
+    __shared__ double sh[32];
+    const int t = blockIdx.x;
+    const float *xt = x + (size_t)t * C;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) ss += (double)xt[i] * (double)xt[i];
+    ss = block_sum(ss, sh);
+    const float rstd = (float)(1.0 / sqrt(ss / C + (double)eps));
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        y[(size_t)t * C + i] = __fmul_rn(xt[i], rstd) * (w ? w[i] : 1.0f);
+}
+
+// Y[t, row] (+)= W[row, :] . X[t, :] for NT tokens: one warp per row, W read once (float4 when
+// VEC).
+template <int NT, bool VEC>
+__global__ void __launch_bounds__(256)
+    gm_matvec(int out, int in, const float *__restrict__ W, const float *__restrict__ X, int ldx,
+              float *__restrict__ Y, int ldy, int acc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * 8 + warp;
+    if (row >= out) return;
+    const float *w = W + (size_t)row * in;
+    float s[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) s[t] = 0.0f;
+    if (VEC) {
+        const float4 *w4 = reinterpret_cast<const float4 *>(w);
+        const int n4 = in >> 2;
+#pragma unroll 4
+        for (int i = lane; i < n4; i += 32) {
+            const float4 a = __ldg(w4 + i);
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const float4 b = __ldg(reinterpret_cast<const float4 *>(X + (size_t)t * ldx) + i);
+                s[t] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+            }
+        }
+    } else {
+        for (int i = lane; i < in; i += 32) {
+            const float a = __ldg(w + i);
+#pragma unroll
+            for (int t = 0; t < NT; t++) s[t] += a * __ldg(X + (size_t)t * ldx + i);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < NT; t++) s[t] = warp_sumf(s[t]);
+    if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            float *y = Y + (size_t)t * ldy + row;
+            *y = acc ? *y + s[t] : s[t];
+        }
+}
+
+// The short convolution step of blk_conv_step for every channel c of [q | k | v], token by token:
+// the cache row [W] (newest last) rolls, y = act(sum cache * w + b) in double. Without the
+// convolution: y = act(P). act: qk_act for q and k (c < kd2), SiLU for v.
+__global__ void gm_conv(int n, int C3, int W, int ldp, const float *__restrict__ P,
+                        const float *__restrict__ cw, const float *__restrict__ cb,
+                        float *__restrict__ cache, float *__restrict__ out, int kd2, int act_qk,
+                        int use_conv) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C3) return;
+    const int a = c < kd2 ? act_qk : GM_ACT_SILU;
+    if (!use_conv) {
+        for (int t = 0; t < n; t++) out[(size_t)t * C3 + c] = gm_act(P[(size_t)t * ldp + c], a);
+        return;
+    }
+    float *cc = cache + (size_t)c * W;
+    const float *w = cw + (size_t)c * W;
+    const double b = cb ? (double)cb[c] : 0.0;
+    if (W <= 8) {
+        float r[8], wr[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            r[i] = i < W ? cc[i] : 0.0f;
+            wr[i] = i < W ? w[i] : 0.0f;
+        }
+        for (int t = 0; t < n; t++) {
+            const float xin = P[(size_t)t * ldp + c];
+#pragma unroll
+            for (int i = 0; i < 7; i++)
+                if (i + 1 < W) r[i] = r[i + 1];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (i == W - 1) r[i] = xin;
+            double acc = b;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (i < W) acc += (double)r[i] * (double)wr[i];
+            out[(size_t)t * C3 + c] = gm_act((float)acc, a);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (i < W) cc[i] = r[i];
+    } else {
+        for (int t = 0; t < n; t++) {
+            for (int i = 0; i + 1 < W; i++) cc[i] = cc[i + 1];
+            cc[W - 1] = P[(size_t)t * ldp + c];
+            double acc = b;
+            for (int i = 0; i < W; i++) acc += (double)cc[i] * (double)w[i];
+            out[(size_t)t * C3 + c] = gm_act((float)acc, a);
+        }
+    }
+}
+
+struct gm_prep_args {
+    int H, Hv, rep, dk, kd, C3, Dtot, off_a, off_b;
+    int decay, use_beta, kacz, sum_norm;
+    float mul, eps;
+    float *QKV;
+    const float *P, *A_log, *dt_bias, *b_bias;
+    float *G, *Bin, *Beff, *Q2, *K2;
+    float *fp; // fprobes of this layer at token 0, or NULL
+    int fp_stride;
+};
+
+// layer_gdn.c's prep after the streams, one block per token: the raw norms of q and k (the family
+// probes), their normalisation in place (Kaczmarz keeps the raw key), the squared norms the core
+// uses, then per value head g, beta (or eta) and the effective beta.
+__global__ void __launch_bounds__(256) gm_prep(gm_prep_args a) {
+    const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5;
+    float *fp = a.fp ? a.fp + (size_t)t * a.fp_stride : NULL;
+    for (int h = warp; h < a.H; h += nw) {
+        float *q = a.QKV + (size_t)t * a.C3 + (size_t)h * a.dk, *k = q + a.kd;
+        double sq = 0.0, sk = 0.0;
+        for (int i = lane; i < a.dk; i += 32) {
+            sq += (double)q[i] * (double)q[i];
+            sk += (double)k[i] * (double)k[i];
+        }
+        sq = warp_sum(sq), sk = warp_sum(sk);
+        if (fp && lane == 0)
+            for (int r = 0; r < a.rep; r++) {
+                fp[h * a.rep + r] = (float)sqrt(sq);
+                fp[a.Hv + h * a.rep + r] = (float)sqrt(sk);
+            }
+        if (a.sum_norm) {
+            double s1 = 0.0, s2 = 0.0;
+            for (int i = lane; i < a.dk; i += 32) s1 += q[i], s2 += k[i];
+            s1 = warp_sum(s1), s2 = warp_sum(s2);
+            for (int i = lane; i < a.dk; i += 32) {
+                q[i] = (float)(q[i] / s1);
+                if (!a.kacz) k[i] = (float)(k[i] / s2);
+            }
+        } else {
+            const float rq = (float)(1.0 / sqrt(sq + (double)1e-6f));
+            const float rk = (float)(1.0 / sqrt(sk + (double)1e-6f));
+            for (int i = lane; i < a.dk; i += 32) {
+                q[i] *= rq;
+                if (!a.kacz) k[i] *= rk;
+            }
+        }
+        double q2 = 0.0, k2 = 0.0;
+        for (int i = lane; i < a.dk; i += 32) {
+            q2 += (double)q[i] * (double)q[i];
+            k2 += (double)k[i] * (double)k[i];
+        }
+        q2 = warp_sum(q2), k2 = warp_sum(k2);
+        if (lane == 0) {
+            a.Q2[(size_t)t * a.H + h] = (float)q2;
+            a.K2[(size_t)t * a.H + h] = (float)k2;
+        }
+    }
+    __syncthreads();
+    for (int hv = threadIdx.x; hv < a.Hv; hv += blockDim.x) {
+        const size_t th = (size_t)t * a.Hv + hv;
+        const float *Pt = a.P + (size_t)t * a.Dtot;
+        float g = 0.0f, bi = 1.0f;
+        if (a.decay) g = -expf(a.A_log[hv]) * gm_softplus(Pt[a.off_a + hv] + a.dt_bias[hv]);
+        if (a.use_beta) {
+            float b = Pt[a.off_b + hv];
+            if (a.b_bias) b = b + a.b_bias[hv];
+            bi = a.mul * gm_sigmoid(b);
+        }
+        a.G[th] = g;
+        a.Bin[th] = bi;
+        a.Beff[th] = a.kacz ? bi / (a.K2[(size_t)t * a.H + hv / a.rep] + a.eps) : bi;
+    }
+}
+
+struct gm_core_args {
+    int n, H, Hv, rep, dk, dv, kd, C3, vd, nblk, decay;
+    float scale;
+    const float *QKV, *G, *Beff, *K2;
+    float *state, *O;
+    double *part;
+};
+
+// The delta rule of delta_step_head for n tokens. Block (column slice x, value head y), threads
+// (32, GM_RG): thread (tx, ty) owns column j = 32 x + tx and rows ty, ty + GM_RG, ... of the
+// head's state, in registers from the first token to the last. Per token: a = S^T k,
+// e = v - alpha a, S = alpha S + beta k e^T, o = S^T (scale q); with PROBES also the per-column
+// sums (|e|^2, |v|^2, |alpha a|^2, |r|^2, |r + (1-rho) e|^2, |o|^2, |S_t|^2, |S_t-1|^2) of the
+// slice into part[t][hv][x][8].
+template <int MAXR, bool PROBES>
+__global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
+    __shared__ float sk[MAXR * GM_RG], sq[MAXR * GM_RG];
+    __shared__ float ra[GM_RG][33], rb[4][GM_RG][33];
+    const int hv = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+    const int j = blockIdx.x * 32 + tx, h = hv / a.rep, dk = a.dk, dv = a.dv;
+    const bool jin = j < dv;
+    float *S = a.state + (size_t)hv * dk * dv;
+    float col[MAXR];
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * GM_RG;
+        col[r] = (i < dk && jin) ? S[(size_t)i * dv + j] : 0.0f;
+    }
+    for (int t = 0; t < a.n; t++) {
+        const float *qt = a.QKV + (size_t)t * a.C3 + (size_t)h * dk, *kt = qt + a.kd;
+        __syncthreads(); // (A) the previous token is done with sk, sq
+        for (int i = tid; i < dk; i += 32 * GM_RG) {
+            sk[i] = kt[i];
+            sq[i] = a.scale * qt[i];
+        }
+        const float vj =
+            jin ? a.QKV[(size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * dv + j] : 0.0f;
+        const size_t th = (size_t)t * a.Hv + hv;
+        const float alpha = a.decay ? expf(a.G[th]) : 1.0f, b = a.Beff[th];
+        __syncthreads(); // (B)
+        float pa = 0.0f, so = 0.0f;
+#pragma unroll
+        for (int r = 0; r < MAXR; r++) {
+            const int i = ty + r * GM_RG;
+            if (i < dk) {
+                pa += col[r] * sk[i];
+                if (PROBES) so += col[r] * col[r];
+            }
+        }
+        ra[ty][tx] = pa;
+        if (PROBES) rb[3][ty][tx] = so;
+        __syncthreads(); // (C)
+        float acc = 0.0f;
+#pragma unroll
+        for (int y = 0; y < GM_RG; y++) acc += ra[y][tx];
+        const float e = vj - alpha * acc;
+        float po = 0.0f, pr = 0.0f, sn = 0.0f;
+#pragma unroll
+        for (int r = 0; r < MAXR; r++) {
+            const int i = ty + r * GM_RG;
+            if (i < dk) {
+                const float bk = b * sk[i];
+                col[r] = alpha * col[r] + bk * e;
+                po += col[r] * sq[i];
+                if (PROBES) {
+                    pr += col[r] * sk[i];
+                    sn += col[r] * col[r];
+                }
+            }
+        }
+        rb[0][ty][tx] = po;
+        if (PROBES) rb[1][ty][tx] = pr, rb[2][ty][tx] = sn;
+        __syncthreads(); // (D)
+        if (ty == 0) {
+            float oj = 0.0f;
+#pragma unroll
+            for (int y = 0; y < GM_RG; y++) oj += rb[0][y][tx];
+            if (jin) a.O[(size_t)t * a.vd + (size_t)hv * dv + j] = oj;
+            if (PROBES) {
+                float skn = 0.0f, s2n = 0.0f, s2o = 0.0f;
+#pragma unroll
+                for (int y = 0; y < GM_RG; y++) {
+                    skn += rb[1][y][tx];
+                    s2n += rb[2][y][tx];
+                    s2o += rb[3][y][tx];
+                }
+                const float rho = b * a.K2[(size_t)t * a.H + h];
+                const double r = jin ? (double)skn - (double)vj : 0.0;
+                const double rc = jin ? r + (1.0 - (double)rho) * (double)e : 0.0;
+                const double pred = (double)alpha * (double)acc;
+                double v[GM_NACC];
+                v[AC_E2] = (double)e * e;
+                v[AC_V2] = (double)vj * vj;
+                v[AC_PRED2] = pred * pred;
+                v[AC_R2] = r * r;
+                v[AC_RC2] = rc * rc;
+                v[AC_O2] = (double)oj * oj;
+                v[AC_SNEW2] = s2n;
+                v[AC_SOLD2] = s2o;
+#pragma unroll
+                for (int q = 0; q < GM_NACC; q++) v[q] = warp_sum(v[q]);
+                if (tx == 0) {
+                    double *dst = a.part + (th * a.nblk + blockIdx.x) * GM_NACC;
+#pragma unroll
+                    for (int q = 0; q < GM_NACC; q++) dst[q] = v[q];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * GM_RG;
+        if (i < dk && jin) S[(size_t)i * dv + j] = col[r];
+    }
+}
+
+struct gm_fin_args {
+    int H, Hv, rep, nblk, decay;
+    const float *G, *Bin, *Beff, *Q2, *K2;
+    const double *part;
+    float *probes;
+};
+
+// The probes of delta_rule.c's delta_probes_write from the column sums, into the CPU layout.
+__global__ void gm_probe_fin(gm_fin_args a, gm_probe_map pm) {
+    const int t = blockIdx.x;
+    for (int hv = threadIdx.x; hv < a.Hv; hv += blockDim.x) {
+        const size_t th = (size_t)t * a.Hv + hv;
+        double s[GM_NACC];
+        for (int q = 0; q < GM_NACC; q++) s[q] = 0.0;
+        for (int b = 0; b < a.nblk; b++)
+            for (int q = 0; q < GM_NACC; q++) s[q] += a.part[(th * a.nblk + b) * GM_NACC + q];
+        const float k2 = a.K2[(size_t)t * a.H + hv / a.rep],
+                    q2 = a.Q2[(size_t)t * a.H + hv / a.rep];
+        const float g = a.decay ? a.G[th] : 0.0f, alpha = expf(g);
+        const float bin = a.Bin[th], b = a.Beff[th], rho = b * k2;
+        const float kn = sqrtf(k2), en = (float)sqrt(s[AC_E2]), vn = (float)sqrt(s[AC_V2]);
+        const float rn = (float)sqrt(s[AC_R2]);
+        float val[GDP_COUNT];
+        val[GDP_BETA] = b;
+        val[GDP_ETA] = bin;
+        val[GDP_RHO] = rho;
+        val[GDP_K_NORM] = kn;
+        val[GDP_Q_NORM] = sqrtf(q2);
+        val[GDP_G] = g;
+        val[GDP_ALPHA] = alpha;
+        val[GDP_HALF_LIFE] = g < 0.0f ? -logf(2.0f) / g : INFINITY;
+        val[GDP_E_NORM] = en;
+        val[GDP_E_REL] = vn > 0.0f ? en / vn : (en > 0.0f ? INFINITY : 0.0f);
+        val[GDP_R_NORM] = rn;
+        val[GDP_R_CHECK] = (float)sqrt(s[AC_RC2]);
+        val[GDP_LOSS_BEFORE] = 0.5f * en * en;
+        val[GDP_LOSS_AFTER] = 0.5f * rn * rn;
+        val[GDP_WRITE_NORM] = b * kn * en;
+        val[GDP_STATE_NORM] = (float)sqrt(s[AC_SNEW2]);
+        val[GDP_FORGET_REMOVED] = (1.0f - alpha) * (float)sqrt(s[AC_SOLD2]);
+        val[GDP_ERASE_REMOVED] = b * kn * (float)sqrt(s[AC_PRED2]);
+        val[GDP_O_NORM] = (float)sqrt(s[AC_O2]);
+        float *dst = a.probes + (size_t)t * pm.tok_stride + pm.layer_off;
+        for (int p = 0; p < pm.n; p++) dst[pm.off[p] + hv] = pm.map[p] >= 0 ? val[pm.map[p]] : NAN;
+    }
+}
+
+struct gm_post_args {
+    int Hv, dv, vd, Dtot, off_g, use_gate;
+    float eps;
+    const float *O, *P, *w;
+    float *ON;
+    float *fp; // fprobes of this layer at token 0, or NULL
+    int fp_stride;
+};
+
+// layer_gdn.c's post before o_proj, one block per token and a warp per value head: the family
+// probes o_rstd and gate_mean, then RMSNorm (FusedRMSNormGated with the gate).
+__global__ void __launch_bounds__(256) gm_post(gm_post_args a) {
+    const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5, dv = a.dv;
+    for (int hv = warp; hv < a.Hv; hv += nw) {
+        const float *o = a.O + (size_t)t * a.vd + (size_t)hv * dv;
+        const float *z = a.use_gate ? a.P + (size_t)t * a.Dtot + a.off_g + (size_t)hv * dv : NULL;
+        double ss = 0.0, gs = 0.0;
+        for (int i = lane; i < dv; i += 32) {
+            ss += (double)o[i] * (double)o[i];
+            if (z) gs += (double)gm_silu(z[i]);
+        }
+        ss = warp_sum(ss), gs = warp_sum(gs);
+        if (a.fp && lane == 0) {
+            float *fp = a.fp + (size_t)t * a.fp_stride;
+            const float r = (float)sqrt(ss) / sqrtf((float)dv);
+            fp[2 * a.Hv + hv] = 1.0f / sqrtf(__fmul_rn(r, r) + a.eps);
+            fp[3 * a.Hv + hv] = a.use_gate ? (float)(gs / dv) : NAN;
+        }
+        const float rstd = (float)(1.0 / sqrt(ss / dv + (double)a.eps));
+        float *y = a.ON + (size_t)t * a.vd + (size_t)hv * dv;
+        for (int i = lane; i < dv; i += 32) {
+            float v = __fmul_rn(o[i], rstd) * (a.w ? a.w[i] : 1.0f);
+            if (z) v *= gm_silu(z[i]);
+            y[i] = v;
+        }
+    }
+}
+
+// H[t, i] = silu(GU[t, i]) * GU[t, I + i]
+__global__ void gm_swiglu(int n, int I, const float *__restrict__ GU, float *__restrict__ Hm) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)n * I) return;
+    const size_t t = idx / I, i = idx % I;
+    Hm[idx] = gm_silu(GU[t * 2 * I + i]) * GU[t * 2 * I + I + i];
+}
+
+// Per token: the argmax (first of equals), its probability and -log p(next).
+__global__ void __launch_bounds__(1024)
+    gm_head(int V, const float *__restrict__ logits, const int32_t *__restrict__ next,
+            int32_t *__restrict__ top, float *__restrict__ topp, float *__restrict__ nll) {
+    __shared__ float bv[32];
+    __shared__ int bi[32];
+    __shared__ double sh[32];
+    const int t = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const float *l = logits + (size_t)t * V;
+    float best = -INFINITY;
+    int idx = -1;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        if (l[v] > best) best = l[v], idx = v;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (ob > best || (ob == best && oi >= 0 && (idx < 0 || oi < idx))) best = ob, idx = oi;
+    }
+    if (lane == 0) bv[w] = best, bi[w] = idx;
+    __syncthreads();
+    best = -INFINITY, idx = -1;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++)
+        if (bv[i] > best || (bv[i] == best && bi[i] >= 0 && (idx < 0 || bi[i] < idx)))
+            best = bv[i], idx = bi[i];
+    double s = 0.0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) s += (double)expf(l[v] - best);
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        top[t] = idx < 0 ? 0 : idx;
+        topp[t] = (float)(1.0 / s);
+        const int nx = next[t];
+        nll[t] = nx >= 0 && nx < V ? (float)(log(s) + (double)best - (double)l[nx]) : NAN;
+    }
+}
+
+// ------------------------------------------------------------------------------ host side
+
+extern "C" int gm_compiled(void) {
+    return 1;
+}
+
+template <int NT>
+static void launch_matvec(int out, int in, const float *W, const float *X, int ldx, float *Y,
+                          int ldy, int acc, bool vec, cudaStream_t st) {
+    const int blocks = (out + 7) / 8;
+    if (vec)
+        gm_matvec<NT, true><<<blocks, 256, 0, st>>>(out, in, W, X, ldx, Y, ldy, acc);
+    else
+        gm_matvec<NT, false><<<blocks, 256, 0, st>>>(out, in, W, X, ldx, Y, ldy, acc);
+}
+
+// Y [n, out] (+)= X [n, in] W^T, row-major, W [out, in] as nn.Linear stores it.
+static int gm_gemm(gm_model *g, int n, int out, int in, const float *W, const float *X, int ldx,
+                   float *Y, int ldy, int acc, err *e) {
+    if (n <= g->skinny) {
+        const bool vec =
+            in % 4 == 0 && ldx % 4 == 0 && ((uintptr_t)W & 15) == 0 && ((uintptr_t)X & 15) == 0;
+        switch (n) {
+        case 1:
+            launch_matvec<1>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 2:
+            launch_matvec<2>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 3:
+            launch_matvec<3>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 4:
+            launch_matvec<4>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 5:
+            launch_matvec<5>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 6:
+            launch_matvec<6>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        case 7:
+            launch_matvec<7>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        default:
+            launch_matvec<8>(out, in, W, X, ldx, Y, ldy, acc, vec, g->st);
+            break;
+        }
+        CUDA_LAUNCHED("gpu model: matrix-vector product");
+        return 0;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    // row-major Y [n, out] = X W^T is column-major Y^T (out x n) = W^T (W column-major in x out)
+    // times X^T (in x n)
+    cublasStatus_t s = cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, W, in, X,
+                                   ldx, acc ? &one : &zero, Y, ldy);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return err_set(e, "gpu model: cuBLAS product failed (%d x %d x %d, status %d)", n, out, in,
+                       (int)s);
+    return 0;
+}
+
+// Every launch of one call of n tokens, in order, on g->st.
+static int gm_record(gm_model *g, int n, int pon, err *e) {
+    const gm_model_desc *d = &g->d;
+    const int C = d->hidden, L = g->L, Hv = d->Hv, kd = d->key_dim, vd = d->value_dim;
+    const int fp_stride = L * GM_FAMILY_PROBES * Hv;
+    cudaStream_t st = g->st;
+    gm_embed<<<n, 256, 0, st>>>(C, g->embed, g->tok, g->x);
+    CUDA_LAUNCHED("gpu model: embedding");
+    for (int li = 0; li < L; li++) {
+        const gm_layer_dev *Ld = &g->lay[li];
+        const int kacz = Ld->core == GM_CORE_KACZMARZ;
+        const int decay = Ld->core != GM_CORE_DELTANET && d->has_decay;
+        gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->attn_norm, g->xn);
+        CUDA_LAUNCHED("gpu model: rmsnorm");
+        if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+        gm_conv<<<(g->C3 + 127) / 128, 128, 0, st>>>(
+            n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b,
+            g->conv + (size_t)li * g->cf, g->QKV, 2 * kd, d->qk_act, d->use_conv);
+        CUDA_LAUNCHED("gpu model: convolution");
+        gm_prep_args pa;
+        pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = g->C3;
+        pa.Dtot = g->Dtot, pa.off_a = g->off_a, pa.off_b = g->off_b;
+        pa.decay = decay, pa.use_beta = d->use_beta, pa.kacz = kacz, pa.sum_norm = d->qk_sum_norm;
+        pa.mul = !kacz && d->allow_neg ? 2.0f : 1.0f, pa.eps = Ld->eps;
+        pa.QKV = g->QKV, pa.P = g->P, pa.A_log = Ld->A_log, pa.dt_bias = Ld->dt_bias;
+        pa.b_bias = Ld->b_bias;
+        pa.G = g->G, pa.Bin = g->Bin, pa.Beff = g->Beff, pa.Q2 = g->Q2, pa.K2 = g->K2;
+        pa.fp = pon ? g->fprobes + (size_t)li * GM_FAMILY_PROBES * Hv : NULL;
+        pa.fp_stride = fp_stride;
+        gm_prep<<<n, 256, 0, st>>>(pa);
+        CUDA_LAUNCHED("gpu model: gates");
+        gm_core_args ca;
+        ca.n = n, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
+        ca.kd = kd, ca.C3 = g->C3, ca.vd = vd, ca.nblk = g->nblk, ca.decay = decay;
+        ca.scale = Ld->scale;
+        ca.QKV = g->QKV, ca.G = g->G, ca.Beff = g->Beff, ca.K2 = g->K2;
+        ca.state = g->state + (size_t)li * g->sf, ca.O = g->O, ca.part = g->part;
+        dim3 grid(g->nblk, Hv), block(32, GM_RG);
+        if (d->dk <= 8 * GM_RG)
+            pon ? gm_core<8, true><<<grid, block, 0, st>>>(ca)
+                : gm_core<8, false><<<grid, block, 0, st>>>(ca);
+        else if (d->dk <= 16 * GM_RG)
+            pon ? gm_core<16, true><<<grid, block, 0, st>>>(ca)
+                : gm_core<16, false><<<grid, block, 0, st>>>(ca);
+        else
+            pon ? gm_core<32, true><<<grid, block, 0, st>>>(ca)
+                : gm_core<32, false><<<grid, block, 0, st>>>(ca);
+        CUDA_LAUNCHED("gpu model: delta rule");
+        if (pon) {
+            gm_fin_args fa;
+            fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = decay;
+            fa.G = g->G, fa.Bin = g->Bin, fa.Beff = g->Beff, fa.Q2 = g->Q2, fa.K2 = g->K2;
+            fa.part = g->part, fa.probes = g->probes;
+            gm_probe_fin<<<n, 128, 0, st>>>(fa, Ld->pm);
+            CUDA_LAUNCHED("gpu model: probes");
+        }
+        gm_post_args po;
+        po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = g->Dtot, po.off_g = g->off_g;
+        po.use_gate = d->use_gate, po.eps = d->norm_eps, po.O = g->O, po.P = g->P;
+        po.w = Ld->o_norm, po.ON = g->ON;
+        po.fp = pon ? g->fprobes + (size_t)li * GM_FAMILY_PROBES * Hv : NULL;
+        po.fp_stride = fp_stride;
+        gm_post<<<n, 256, 0, st>>>(po);
+        CUDA_LAUNCHED("gpu model: output norm");
+        if (gm_gemm(g, n, C, vd, Ld->w_o, g->ON, vd, g->x, C, 1, e)) return -1;
+        if (d->inter > 0) {
+            const int I = d->inter;
+            gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->mlp_norm, g->xn);
+            CUDA_LAUNCHED("gpu model: rmsnorm");
+            if (gm_gemm(g, n, 2 * I, C, Ld->w_gu, g->xn, C, g->GU, 2 * I, 0, e)) return -1;
+            gm_swiglu<<<(unsigned)(((size_t)n * I + 255) / 256), 256, 0, st>>>(n, I, g->GU, g->Hm);
+            CUDA_LAUNCHED("gpu model: swiglu");
+            if (gm_gemm(g, n, C, I, Ld->w_down, g->Hm, I, g->x, C, 1, e)) return -1;
+        }
+    }
+    gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, g->norm_f, g->xn);
+    CUDA_LAUNCHED("gpu model: final norm");
+    if (gm_gemm(g, n, d->vocab, C, g->lm_head, g->xn, C, g->logits, d->vocab, 0, e)) return -1;
+    gm_head<<<n, 1024, 0, st>>>(d->vocab, g->logits, g->next, g->top, g->topp, g->nll);
+    CUDA_LAUNCHED("gpu model: head");
+    return 0;
+}
+
+static size_t al64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+#define GM_ALLOC(ptr, count)                                                                       \
+    do {                                                                                           \
+        if (!((ptr) = (decltype(ptr))gpu_malloc((size_t)(count) * sizeof(*(ptr)), e))) goto fail;  \
+    } while (0)
+
+static int up(float *dst, const float *src, size_t floats, err *e) {
+    if (!src) return 0;
+    CUDA_TRY(cudaMemcpy(dst, src, floats * sizeof(float), cudaMemcpyHostToDevice),
+             "gpu model: weight upload");
+    return 0;
+}
+
+extern "C" void gm_destroy(gm_model *g) {
+    if (!g) return;
+    if (g->st) cudaStreamSynchronize(g->st);
+    if (g->graphs)
+        for (int i = 0; i < 2 * (g->B + 1); i++)
+            if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
+    free(g->graphs), free(g->seen);
+    if (g->blas) cublasDestroy(g->blas);
+    if (g->st) cudaStreamDestroy(g->st);
+    void *dev[] = {g->arena, g->state, g->conv,   g->x,    g->xn,  g->P,      g->QKV,
+                   g->G,     g->Bin,   g->Beff,   g->Q2,   g->K2,  g->O,      g->ON,
+                   g->GU,    g->Hm,    g->logits, g->topp, g->nll, g->probes, g->fprobes,
+                   g->tok,   g->top,   g->part,   g->ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
+    if (g->pin) cudaFreeHost(g->pin);
+    free(g->lay);
+    free(g);
+}
+
+static int env_int(const char *name, int def) {
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : def;
+}
+
+extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch, err *e) {
+    *out = NULL;
+    const gm_model_desc *d = dd;
+    if (max_batch < 1) return err_set(e, "gpu model: max_batch must be at least 1");
+    if (d->dk < 1 || d->dk > GM_MAX_DK)
+        return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
+    if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
+        d->value_dim != d->Hv * d->dv)
+        return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
+                       d->dk, d->dv);
+    if (!d->embed || !d->lm_head) return err_set(e, "gpu model: no embedding or head");
+    for (int li = 0; li < d->layers; li++) {
+        const gm_layer_desc *l = &d->layer[li];
+        int bad = !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+                  (d->has_decay && (!l->a_proj || !l->A_log || !l->dt_bias)) ||
+                  (d->use_beta && !l->b_proj) || (d->use_gate && !l->g_proj) ||
+                  (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
+                  (d->inter > 0 && (!l->gate_proj || !l->up_proj || !l->down_proj)) ||
+                  l->nprobes > GM_MAX_PROBES || l->core < 0 || l->core > GM_CORE_KACZMARZ;
+        if (bad) return err_set(e, "gpu model: layer %d lacks a tensor its config implies", li);
+    }
+    gm_model *g = (gm_model *)calloc(1, sizeof *g);
+    if (!g) return err_set(e, "out of memory");
+    g->d = *d;
+    g->d.layer = NULL;
+    const int L = d->layers, C = d->hidden, kd = d->key_dim, vd = d->value_dim, Hv = d->Hv;
+    const int W = d->use_conv ? d->conv_size : 1, I = d->inter, V = d->vocab, B = max_batch;
+    g->L = L, g->B = B;
+    g->C3 = 2 * kd + vd;
+    g->off_a = g->C3;
+    g->off_b = g->off_a + (d->has_decay ? Hv : 0);
+    g->off_g = g->off_b + (d->use_beta ? Hv : 0);
+    g->Dtot = g->off_g + (d->use_gate ? vd : 0);
+    g->nblk = (d->dv + 31) / 32;
+    g->sf = (size_t)Hv * d->dk * d->dv;
+    g->cf = (size_t)g->C3 * W;
+    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0;
+    g->skinny = env_int("MIXSCOPE_GM_SKINNY", 8);
+    if (g->skinny > 8) g->skinny = 8;
+    g->ptot = 0;
+    for (int li = 0; li < L; li++) g->ptot += d->layer[li].probe_floats;
+    const int tied = d->lm_head == d->embed;
+    size_t per_layer = al64(C) + al64((size_t)g->Dtot * C) + al64(g->cf) + al64(g->C3) +
+                       3 * al64(Hv) + al64(d->dv) + al64((size_t)C * vd) + al64(C) +
+                       al64((size_t)2 * I * C) + al64((size_t)C * I);
+    size_t total = (size_t)L * per_layer + al64((size_t)V * C) * (tied ? 1 : 2) + al64(C);
+    g->lay = (gm_layer_dev *)calloc((size_t)(L ? L : 1), sizeof *g->lay);
+    if (!g->lay) {
+        err_set(e, "out of memory");
+        goto fail;
+    }
+    GM_ALLOC(g->arena, total);
+    {
+        float *p = g->arena;
+        float *embed = p;
+        p += al64((size_t)V * C);
+        float *head = embed;
+        if (!tied) head = p, p += al64((size_t)V * C);
+        float *norm_f = p;
+        p += al64(C);
+        if (up(embed, d->embed, (size_t)V * C, e) ||
+            (!tied && up(head, d->lm_head, (size_t)V * C, e)) || up(norm_f, d->norm_f, C, e))
+            goto fail;
+        g->embed = embed, g->lm_head = head, g->norm_f = d->norm_f ? norm_f : NULL;
+        for (int li = 0; li < L; li++) {
+            const gm_layer_desc *l = &d->layer[li];
+            gm_layer_dev *Ld = &g->lay[li];
+            float *attn_norm = p;
+            p += al64(C);
+            float *w_in = p;
+            p += al64((size_t)g->Dtot * C);
+            float *conv_w = p;
+            p += al64(g->cf);
+            float *conv_b = p;
+            p += al64(g->C3);
+            float *A_log = p;
+            p += al64(Hv);
+            float *dt_bias = p;
+            p += al64(Hv);
+            float *b_bias = p;
+            p += al64(Hv);
+            float *o_norm = p;
+            p += al64(d->dv);
+            float *w_o = p;
+            p += al64((size_t)C * vd);
+            float *mlp_norm = p;
+            p += al64(C);
+            float *w_gu = p;
+            p += al64((size_t)2 * I * C);
+            float *w_down = p;
+            p += al64((size_t)C * I);
+            size_t kc = (size_t)kd * C, vc = (size_t)vd * C;
+            if (up(attn_norm, l->attn_norm, C, e) || up(w_in, l->q_proj, kc, e) ||
+                up(w_in + kc, l->k_proj, kc, e) || up(w_in + 2 * kc, l->v_proj, vc, e) ||
+                (d->has_decay && up(w_in + (size_t)g->off_a * C, l->a_proj, (size_t)Hv * C, e)) ||
+                (d->use_beta && up(w_in + (size_t)g->off_b * C, l->b_proj, (size_t)Hv * C, e)) ||
+                (d->use_gate && up(w_in + (size_t)g->off_g * C, l->g_proj, vc, e)) ||
+                up(A_log, l->A_log, Hv, e) || up(dt_bias, l->dt_bias, Hv, e) ||
+                up(b_bias, l->b_bias, Hv, e) || up(o_norm, l->o_norm, d->dv, e) ||
+                up(w_o, l->o_proj, (size_t)C * vd, e) || up(mlp_norm, l->mlp_norm, C, e))
+                goto fail;
+            if (d->use_conv &&
+                (up(conv_w, l->q_conv, (size_t)kd * W, e) ||
+                 up(conv_w + (size_t)kd * W, l->k_conv, (size_t)kd * W, e) ||
+                 up(conv_w + (size_t)2 * kd * W, l->v_conv, (size_t)vd * W, e) ||
+                 up(conv_b, l->q_conv_b, kd, e) || up(conv_b + kd, l->k_conv_b, kd, e) ||
+                 up(conv_b + 2 * kd, l->v_conv_b, vd, e)))
+                goto fail;
+            if (I > 0 && (up(w_gu, l->gate_proj, (size_t)I * C, e) ||
+                          up(w_gu + (size_t)I * C, l->up_proj, (size_t)I * C, e) ||
+                          up(w_down, l->down_proj, (size_t)C * I, e)))
+                goto fail;
+            Ld->attn_norm = l->attn_norm ? attn_norm : NULL;
+            Ld->w_in = w_in, Ld->w_o = w_o, Ld->w_gu = w_gu, Ld->w_down = w_down;
+            Ld->conv_w = conv_w;
+            Ld->conv_b = d->use_conv && l->q_conv_b && l->k_conv_b && l->v_conv_b ? conv_b : NULL;
+            Ld->A_log = A_log, Ld->dt_bias = dt_bias;
+            Ld->b_bias = l->b_bias ? b_bias : NULL;
+            Ld->o_norm = l->o_norm ? o_norm : NULL;
+            Ld->mlp_norm = l->mlp_norm ? mlp_norm : NULL;
+            Ld->core = l->core, Ld->scale = l->scale, Ld->eps = l->eps;
+            Ld->pm.n = l->nprobes;
+            Ld->pm.tok_stride = g->ptot;
+            Ld->pm.layer_off = 0;
+            for (int k = 0; k < li; k++) Ld->pm.layer_off += d->layer[k].probe_floats;
+            for (int k = 0; k < l->nprobes; k++)
+                Ld->pm.map[k] = l->probe_map[k], Ld->pm.off[k] = l->probe_off[k];
+        }
+    }
+    GM_ALLOC(g->state, (size_t)L * g->sf + 1);
+    GM_ALLOC(g->conv, (size_t)L * g->cf + 1);
+    if (cudaMemset(g->state, 0, ((size_t)L * g->sf + 1) * sizeof(float)) != cudaSuccess ||
+        cudaMemset(g->conv, 0, ((size_t)L * g->cf + 1) * sizeof(float)) != cudaSuccess) {
+        err_set(e, "gpu model: cannot clear the state");
+        goto fail;
+    }
+    GM_ALLOC(g->x, (size_t)B * C);
+    GM_ALLOC(g->xn, (size_t)B * C);
+    GM_ALLOC(g->P, (size_t)B * g->Dtot);
+    GM_ALLOC(g->QKV, (size_t)B * g->C3);
+    GM_ALLOC(g->G, (size_t)B * Hv);
+    GM_ALLOC(g->Bin, (size_t)B * Hv);
+    GM_ALLOC(g->Beff, (size_t)B * Hv);
+    GM_ALLOC(g->Q2, (size_t)B * d->H);
+    GM_ALLOC(g->K2, (size_t)B * d->H);
+    GM_ALLOC(g->O, (size_t)B * vd);
+    GM_ALLOC(g->ON, (size_t)B * vd);
+    GM_ALLOC(g->GU, (size_t)B * 2 * (I > 0 ? I : 1));
+    GM_ALLOC(g->Hm, (size_t)B * (I > 0 ? I : 1));
+    GM_ALLOC(g->logits, (size_t)B * V);
+    GM_ALLOC(g->topp, B);
+    GM_ALLOC(g->nll, B);
+    GM_ALLOC(g->probes, (size_t)B * g->ptot + 1);
+    GM_ALLOC(g->fprobes, (size_t)B * L * GM_FAMILY_PROBES * Hv + 1);
+    GM_ALLOC(g->tok, 2 * (size_t)B);
+    g->next = g->tok + B;
+    GM_ALLOC(g->top, B);
+    GM_ALLOC(g->part, (size_t)B * Hv * g->nblk * GM_NACC);
+    GM_ALLOC(g->ws, GM_WS_BYTES);
+    {
+        size_t pin = 3 * (size_t)B * 4 +
+                     ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot +
+                      (size_t)B * L * GM_FAMILY_PROBES * Hv) *
+                         4 +
+                     256;
+        cudaError_t rc = cudaMallocHost(&g->pin, pin);
+        if (rc != cudaSuccess) {
+            g->pin = NULL;
+            err_set(e, "gpu model: cannot pin %zu bytes: %s", pin, cudaGetErrorString(rc));
+            goto fail;
+        }
+        int32_t *ip = (int32_t *)g->pin;
+        g->p_tok = ip, g->p_next = ip + B, g->p_top = ip + 2 * B;
+        float *fp = (float *)(ip + 3 * B);
+        g->p_logits = fp, fp += (size_t)B * V;
+        g->p_topp = fp, fp += B;
+        g->p_nll = fp, fp += B;
+        g->p_probes = fp, fp += (size_t)B * g->ptot;
+        g->p_fprobes = fp;
+    }
+    if (cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking) != cudaSuccess) {
+        g->st = NULL;
+        err_set(e, "gpu model: cannot create a stream");
+        goto fail;
+    }
+    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS) {
+        g->blas = NULL;
+        err_set(e, "gpu model: cannot start cuBLAS");
+        goto fail;
+    }
+    if (cublasSetMathMode(g->blas, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetStream(g->blas, g->st) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(g->blas, g->ws, GM_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
+        err_set(e, "gpu model: cannot configure cuBLAS");
+        goto fail;
+    }
+    g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)(B + 1), sizeof *g->graphs);
+    g->seen = (unsigned char *)calloc(2 * (size_t)(B + 1), 1);
+    if (!g->graphs || !g->seen) {
+        err_set(e, "out of memory");
+        goto fail;
+    }
+    *out = g;
+    return 0;
+fail:
+    gm_destroy(g);
+    return -1;
+}
+
+extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
+    CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
+    const size_t kd = g->d.key_dim, W = g->d.use_conv ? g->d.conv_size : 1;
+    const size_t soff[3] = {0, kd * W, 2 * kd * W}, sn[3] = {kd * W, kd * W, g->d.value_dim * W};
+    for (int li = 0; li < g->L; li++) {
+        if (state && state[li])
+            CUDA_TRY(cudaMemcpy(g->state + (size_t)li * g->sf, state[li], g->sf * sizeof(float),
+                                cudaMemcpyHostToDevice),
+                     "gpu model: state upload");
+        for (int s = 0; g->d.use_conv && conv && s < 3; s++)
+            if (conv[3 * li + s])
+                CUDA_TRY(cudaMemcpy(g->conv + (size_t)li * g->cf + soff[s], conv[3 * li + s],
+                                    sn[s] * sizeof(float), cudaMemcpyHostToDevice),
+                         "gpu model: cache upload");
+    }
+    return 0;
+}
+
+extern "C" int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
+    CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
+    const size_t kd = g->d.key_dim, W = g->d.use_conv ? g->d.conv_size : 1;
+    const size_t soff[3] = {0, kd * W, 2 * kd * W}, sn[3] = {kd * W, kd * W, g->d.value_dim * W};
+    for (int li = 0; li < g->L; li++) {
+        if (state && state[li])
+            CUDA_TRY(cudaMemcpy(state[li], g->state + (size_t)li * g->sf, g->sf * sizeof(float),
+                                cudaMemcpyDeviceToHost),
+                     "gpu model: state download");
+        for (int s = 0; g->d.use_conv && conv && s < 3; s++)
+            if (conv[3 * li + s])
+                CUDA_TRY(cudaMemcpy(conv[3 * li + s], g->conv + (size_t)li * g->cf + soff[s],
+                                    sn[s] * sizeof(float), cudaMemcpyDeviceToHost),
+                         "gpu model: cache download");
+    }
+    return 0;
+}
+
+// Runs one call's launches: eagerly the first time a shape is met, as a captured graph after.
+static int gm_launch(gm_model *g, int n, int pon, err *e) {
+    const int key = pon * (g->B + 1) + n;
+    if (!g->use_graph || !g->seen[key]) {
+        g->seen[key] = 1;
+        return gm_record(g, n, pon, e);
+    }
+    if (!g->graphs[key]) {
+        cudaGraph_t graph = NULL;
+        CUDA_TRY(cudaStreamBeginCapture(g->st, cudaStreamCaptureModeThreadLocal),
+                 "gpu model: graph capture");
+        int rc = gm_record(g, n, pon, e);
+        cudaError_t ce = cudaStreamEndCapture(g->st, &graph);
+        if (rc || ce != cudaSuccess) {
+            if (graph) cudaGraphDestroy(graph);
+            cudaGetLastError();
+            if (rc) return -1;
+            return err_set(e, "gpu model: graph capture: %s", cudaGetErrorString(ce));
+        }
+        cudaError_t ie = cudaGraphInstantiateWithFlags(&g->graphs[key], graph, 0);
+        cudaGraphDestroy(graph);
+        if (ie != cudaSuccess) {
+            g->graphs[key] = NULL;
+            return err_set(e, "gpu model: graph instantiate: %s", cudaGetErrorString(ie));
+        }
+    }
+    CUDA_TRY(cudaGraphLaunch(g->graphs[key], g->st), "gpu model: graph launch");
+    return 0;
+}
+
+extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next,
+                       const gm_outputs *out, err *e) {
+    if (n < 1 || n > g->B) return err_set(e, "gpu model: %d tokens in one call (1..%d)", n, g->B);
+    const int V = g->d.vocab, pon = out->probes || out->fprobes;
+    const size_t nfp = (size_t)g->L * GM_FAMILY_PROBES * g->d.Hv;
+    memcpy(g->p_tok, tokens, (size_t)n * sizeof(int32_t));
+    for (int t = 0; t < n; t++) g->p_next[t] = next ? next[t] : -1;
+    cudaStream_t st = g->st;
+    CUDA_TRY(cudaMemcpyAsync(g->tok, g->p_tok, (size_t)n * 4, cudaMemcpyHostToDevice, st),
+             "gpu model: tokens");
+    CUDA_TRY(cudaMemcpyAsync(g->next, g->p_next, (size_t)n * 4, cudaMemcpyHostToDevice, st),
+             "gpu model: tokens");
+    if (gm_launch(g, n, pon, e)) return -1;
+    if (out->logits)
+        CUDA_TRY(
+            cudaMemcpyAsync(g->p_logits, g->logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost, st),
+            "gpu model: logits");
+    if (out->top)
+        CUDA_TRY(cudaMemcpyAsync(g->p_top, g->top, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: top");
+    if (out->topp)
+        CUDA_TRY(cudaMemcpyAsync(g->p_topp, g->topp, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: top");
+    if (out->nll)
+        CUDA_TRY(cudaMemcpyAsync(g->p_nll, g->nll, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: nll");
+    if (out->probes)
+        CUDA_TRY(cudaMemcpyAsync(g->p_probes, g->probes, (size_t)n * g->ptot * 4,
+                                 cudaMemcpyDeviceToHost, st),
+                 "gpu model: probes");
+    if (out->fprobes)
+        CUDA_TRY(cudaMemcpyAsync(g->p_fprobes, g->fprobes, (size_t)n * nfp * 4,
+                                 cudaMemcpyDeviceToHost, st),
+                 "gpu model: probes");
+    if (out->state)
+        CUDA_TRY(cudaMemcpyAsync(out->state, g->state, (size_t)g->L * g->sf * 4,
+                                 cudaMemcpyDeviceToHost, st),
+                 "gpu model: state");
+    CUDA_TRY(cudaStreamSynchronize(st), "gpu model: step");
+    if (out->logits) memcpy(out->logits, g->p_logits, (size_t)n * V * 4);
+    if (out->top) memcpy(out->top, g->p_top, (size_t)n * 4);
+    if (out->topp) memcpy(out->topp, g->p_topp, (size_t)n * 4);
+    if (out->nll) memcpy(out->nll, g->p_nll, (size_t)n * 4);
+    if (out->probes) memcpy(out->probes, g->p_probes, (size_t)n * g->ptot * 4);
+    if (out->fprobes) memcpy(out->fprobes, g->p_fprobes, (size_t)n * nfp * 4);
+    return 0;
+}

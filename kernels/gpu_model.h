@@ -1,0 +1,92 @@
+/* gpu_model.h: the device side of the GPU-resident model stepper (models/model_gpu.h) for the
+ * delta-rule layer family (gated_deltanet, delta_net, kaczmarz_deltanet; cores gdn, deltanet,
+ * kaczmarz). kernels/ knows no models/ types: models/model_gpu.c describes the model with the plain
+ * structs below (dimensions, flags and host weight pointers) and kernels/gpu_model.cu uploads and
+ * runs it.
+ *
+ * One call steps n tokens layer by layer: the dense parts (norms, projections, MLP, head) of all n
+ * tokens at once (their weights read once per call), each layer's recurrence token by token inside
+ * one kernel whose blocks keep their slice of the state in registers across the n tokens. The
+ * arithmetic is fp32 as the CPU reference computes it (norm sums in double, no TF32); probes are
+ * computed on the device and copied back once per call. A call's launches are captured as a CUDA
+ * graph per (n, probes) the second time that shape is met (MIXSCOPE_GM_GRAPH=0: never), and the
+ * dense products of n <= MIXSCOPE_GM_SKINNY tokens (default 8) run on a matrix-vector kernel of
+ * ours, larger n through cuBLAS in pedantic fp32. */
+#ifndef MIXSCOPE_GPU_MODEL_H
+#define MIXSCOPE_GPU_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GM_CORE_GDN = 0, GM_CORE_DELTANET = 1, GM_CORE_KACZMARZ = 2 };
+/* Feature maps, numbered as models/blocks.h's blk_act. */
+enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
+/* The largest key width the core kernel holds (8 row groups of 32 rows). */
+enum { GM_MAX_DK = 256, GM_MAX_PROBES = 32, GM_FAMILY_PROBES = 4 };
+
+/* One layer: host fp32 weights in fla's shapes (NULL where the config has none) and its core. */
+typedef struct gm_layer_desc {
+    const float *attn_norm;                                  /* [C] */
+    const float *q_proj, *k_proj, *v_proj;                   /* [kd, C], [kd, C], [vd, C] */
+    const float *a_proj, *b_proj, *g_proj;                   /* [Hv, C], [Hv, C], [vd, C] */
+    const float *b_bias, *A_log, *dt_bias;                   /* [Hv] */
+    const float *q_conv, *k_conv, *v_conv;                   /* [D, 1, W] */
+    const float *q_conv_b, *k_conv_b, *v_conv_b;             /* [D] */
+    const float *o_norm, *o_proj;                            /* [dv], [C, vd] */
+    const float *mlp_norm, *gate_proj, *up_proj, *down_proj; /* [C], [I, C], [I, C], [C, I] */
+    int core;                                                /* GM_CORE_* */
+    float scale, eps; /* the core's query scale; Kaczmarz's eps */
+    /* the core's probes in the CPU layout: probe p (of nprobes) of head h goes to offset
+     * probe_off[p] + h of the layer's block of probe_floats; probe_map[p] is its GDP_* value
+     * (kernels/gpu.h), -1 for NaN */
+    int nprobes, probe_floats;
+    int probe_map[GM_MAX_PROBES], probe_off[GM_MAX_PROBES];
+} gm_layer_desc;
+
+typedef struct gm_model_desc {
+    int layers, hidden, vocab, inter; /* inter 0: no MLP */
+    int H, Hv, dk, dv, key_dim, value_dim;
+    int use_conv, conv_size;
+    int use_gate, has_decay, use_beta, allow_neg, qk_act, qk_sum_norm;
+    float norm_eps;
+    const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
+    const gm_layer_desc *layer;            /* [layers] */
+} gm_model_desc;
+
+typedef struct gm_model gm_model;
+
+/* 0 in a build without CUDA (kernels/gpu_none.c), 1 otherwise. */
+int gm_compiled(void);
+/* Uploads the weights, allocates the states, caches and buffers for up to max_batch tokens.
+ * States and caches start at zero. */
+int gm_create(gm_model **out, const gm_model_desc *d, int max_batch, err *e);
+void gm_destroy(gm_model *g);
+/* Per layer: state [H_v dk dv] and the convolution caches of q, k, v ([key_dim, W], [key_dim, W],
+ * [value_dim, W]; conv[3 li + s], NULL without convolution). */
+int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e);
+int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
+
+/* What one call copies back (each NULL: not copied). probes: [n][sum over layers of
+ * probe_floats], the layers' blocks in order; fprobes [n][layers][GM_FAMILY_PROBES][Hv]; state:
+ * every layer's state after the last token, one after the other. */
+typedef struct gm_outputs {
+    float *logits; /* [n, vocab] */
+    int32_t *top;
+    float *topp, *nll; /* [n] */
+    float *probes, *fprobes, *state;
+} gm_outputs;
+/* n tokens (ids checked by the caller); next [n] or NULL (nll NaN; an id < 0 also gives NaN). */
+int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
+            err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

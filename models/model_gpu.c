@@ -1,0 +1,240 @@
+/* model_gpu.c: the host side of the GPU-resident stepper (model_gpu.h): which models it takes, and
+ * the model described to kernels/gpu_model.cu as plain dimensions and host weight pointers. The
+ * probe layout is the CPU's: each core probe is matched by name to the GPU's delta-family probes
+ * (kernels/gpu.h's GDP_*, the definitions of mixers/delta_rule.h) and placed at
+ * mixer_probe_offset. */
+#include "model_gpu.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/gpu.h"
+#include "../kernels/gpu_model.h"
+#include "family.h"
+#include "model.h"
+
+struct model_gpu {
+    gm_model *k;
+    int layers, max_batch, pos, vocab;
+    size_t pfloats, fpfloats;
+    const float **sup; /* [layers] scratch pointer lists for upload / download */
+    float **sdown;
+    const float **cup; /* [3 layers] */
+    float **cdown;
+};
+
+/* The GPU's probe values in GDP_* order (kernels/gpu.h), by the names of mixers/delta_rule.h. */
+static const char *const GDP_NAMES[GDP_COUNT] = {
+    "beta",        "eta",        "rho",        "k_norm",     "q_norm",         "g",
+    "alpha",       "half_life",  "e_norm",     "e_rel",      "r_norm",         "r_check",
+    "loss_before", "loss_after", "write_norm", "state_norm", "forget_removed", "erase_removed",
+    "o_norm"};
+
+/* GM_CORE_* of a registered delta-family core, or -1. */
+static int core_of(const mixer_ops *mx) {
+    static const char *const names[3] = {"gdn", "deltanet", "kaczmarz"};
+    static const int cores[3] = {GM_CORE_GDN, GM_CORE_DELTANET, GM_CORE_KACZMARZ};
+    for (int i = 0; i < 3; i++)
+        if (mx && !strcmp(mx->name, names[i]) && mixer_find(names[i]) == mx) return cores[i];
+    return -1;
+}
+
+static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int say(char *why, size_t n, const char *fmt, ...) {
+    if (why && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, n, fmt, ap);
+        va_end(ap);
+    }
+    return 0;
+}
+
+int model_gpu_supported(const model *m, char *why, size_t n) {
+    if (!gm_compiled()) return say(why, n, "no GPU in this build (built with CUDA=0)");
+    if (!m) return say(why, n, "no model");
+    const model_config *c = &m->c;
+    if (c->family != FAM_GDN || (c->kind != MK_GATED_DELTANET && c->kind != MK_DELTA_NET &&
+                                 c->kind != MK_KACZMARZ_DELTANET))
+        return say(why, n,
+                   "%s models do not step resident on the GPU (gated_deltanet, delta_net and "
+                   "kaczmarz_deltanet do)",
+                   model_kind_name(c->kind));
+    if (family_of(c->family)->nprobes != GM_FAMILY_PROBES)
+        return say(why, n, "the %s layers' probes are not the GPU stepper's",
+                   model_kind_name(c->kind));
+    if (c->dk < 1 || c->dk > GM_MAX_DK)
+        return say(why, n, "key heads of width %d (the GPU stepper holds up to %d)", c->dk,
+                   GM_MAX_DK);
+    for (int li = 0; li < c->layers; li++) {
+        const layer *L = &m->layers[li];
+        if (core_of(L->mx) < 0)
+            return say(why, n,
+                       "layer %d: the %s core does not step resident on the GPU (gdn, deltanet "
+                       "and kaczmarz do)",
+                       li, L->mx ? L->mx->name : "(none)");
+        if (L->mc.H != c->Hv || L->mc.dk != c->dk || L->mc.dv != c->dv)
+            return say(why, n, "layer %d: the core's heads are not the layer's", li);
+        if (L->mx->nprobes > GM_MAX_PROBES)
+            return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
+    }
+    char dev[256];
+    if (!gpu_available(dev, sizeof dev)) return say(why, n, "%s", dev);
+    say(why, n, "%s", dev);
+    return 1;
+}
+
+static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
+    memset(x, 0, sizeof *x);
+    x->attn_norm = L->attn_norm;
+    x->q_proj = L->q_proj, x->k_proj = L->k_proj, x->v_proj = L->v_proj;
+    x->a_proj = L->a_proj, x->b_proj = L->b_proj, x->g_proj = L->g_proj;
+    x->b_bias = L->b_bias, x->A_log = L->A_log, x->dt_bias = L->dt_bias;
+    if (m->c.use_conv) {
+        x->q_conv = L->q_conv, x->k_conv = L->k_conv, x->v_conv = L->v_conv;
+        x->q_conv_b = L->q_conv_b, x->k_conv_b = L->k_conv_b, x->v_conv_b = L->v_conv_b;
+    }
+    x->o_norm = L->o_norm, x->o_proj = L->o_proj;
+    x->mlp_norm = L->mlp_norm, x->gate_proj = L->gate_proj, x->up_proj = L->up_proj;
+    x->down_proj = L->down_proj;
+    x->core = core_of(L->mx);
+    x->scale = L->mc.scale, x->eps = L->mc.eps;
+    x->nprobes = L->mx->nprobes;
+    x->probe_floats = (int)mixer_probe_floats(L->mx, &L->mc);
+    for (int p = 0; p < L->mx->nprobes && p < GM_MAX_PROBES; p++) {
+        x->probe_map[p] = -1;
+        x->probe_off[p] = (int)mixer_probe_offset(L->mx, &L->mc, p);
+        if (L->mx->probes[p].width != W_1) continue;
+        for (int k = 0; k < GDP_COUNT; k++)
+            if (!strcmp(L->mx->probes[p].name, GDP_NAMES[k])) x->probe_map[p] = k;
+    }
+}
+
+int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
+    *out = NULL;
+    char why[300];
+    if (!model_gpu_supported(m, why, sizeof why)) return err_set(e, "%s", why);
+    if (max_batch < 1 || max_batch > (1 << 16))
+        return err_set(e, "max_batch=%d: must lie in 1..%d", max_batch, 1 << 16);
+    const model_config *c = &m->c;
+    int nl = c->layers;
+    model_gpu *g = calloc(1, sizeof *g);
+    gm_layer_desc *ld = calloc((size_t)(nl ? nl : 1), sizeof *ld);
+    if (g) {
+        g->sup = calloc((size_t)nl + 1, sizeof *g->sup);
+        g->sdown = calloc((size_t)nl + 1, sizeof *g->sdown);
+        g->cup = calloc(3 * (size_t)nl + 1, sizeof *g->cup);
+        g->cdown = calloc(3 * (size_t)nl + 1, sizeof *g->cdown);
+    }
+    if (!g || !ld || !g->sup || !g->sdown || !g->cup || !g->cdown) {
+        free(ld);
+        model_gpu_free(g);
+        return err_set(e, "out of memory");
+    }
+    g->layers = nl, g->max_batch = max_batch, g->vocab = c->vocab;
+    for (int li = 0; li < nl; li++) {
+        describe_layer(m, &m->layers[li], &ld[li]);
+        g->pfloats += (size_t)ld[li].probe_floats;
+    }
+    g->fpfloats = (size_t)nl * GM_FAMILY_PROBES * (size_t)c->Hv;
+    gm_model_desc d = {
+        .layers = nl,
+        .hidden = c->hidden,
+        .vocab = c->vocab,
+        .inter = c->inter > 0 ? c->inter : 0,
+        .H = c->H,
+        .Hv = c->Hv,
+        .dk = c->dk,
+        .dv = c->dv,
+        .key_dim = c->key_dim,
+        .value_dim = c->value_dim,
+        .use_conv = c->use_conv,
+        .conv_size = c->use_conv ? c->conv_size : 1,
+        .use_gate = c->use_gate,
+        .has_decay = c->has_decay,
+        .use_beta = c->use_beta,
+        .allow_neg = c->allow_neg,
+        .qk_act = c->qk_act,
+        .qk_sum_norm = c->qk_sum_norm,
+        .norm_eps = c->norm_eps,
+        .embed = m->embed,
+        .norm_f = m->norm_f,
+        .lm_head = m->lm_head,
+        .layer = ld,
+    };
+    int rc = gm_create(&g->k, &d, max_batch, e);
+    free(ld);
+    if (rc || model_gpu_upload(g, m, e)) {
+        model_gpu_free(g);
+        return err_prefix(e, "model on the gpu");
+    }
+    *out = g;
+    return 0;
+}
+
+void model_gpu_free(model_gpu *g) {
+    if (!g) return;
+    gm_destroy(g->k);
+    free(g->sup), free(g->sdown), free(g->cup), free(g->cdown);
+    free(g);
+}
+
+int model_gpu_upload(model_gpu *g, const model *m, err *e) {
+    if (m->c.layers != g->layers || m->c.vocab != g->vocab)
+        return err_set(e, "model on the gpu: not the model it was made from");
+    for (int li = 0; li < g->layers; li++) {
+        const layer *L = &m->layers[li];
+        g->sup[li] = L->state;
+        for (int s = 0; s < 3; s++) g->cup[3 * li + s] = m->c.use_conv ? L->conv_cache[s] : NULL;
+    }
+    if (gm_upload(g->k, g->sup, g->cup, e)) return -1;
+    g->pos = m->pos;
+    return 0;
+}
+
+int model_gpu_download(model_gpu *g, model *m, err *e) {
+    if (m->c.layers != g->layers || m->c.vocab != g->vocab)
+        return err_set(e, "model on the gpu: not the model it was made from");
+    for (int li = 0; li < g->layers; li++) {
+        layer *L = &m->layers[li];
+        g->sdown[li] = L->state;
+        for (int s = 0; s < 3; s++) g->cdown[3 * li + s] = m->c.use_conv ? L->conv_cache[s] : NULL;
+    }
+    if (gm_download(g->k, g->sdown, g->cdown, e)) return -1;
+    m->pos = g->pos;
+    return 0;
+}
+
+int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
+                   int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
+                   float *state, err *e) {
+    if (n < 1 || n > g->max_batch)
+        return err_set(e, "%d tokens in one gpu step (1..%d)", n, g->max_batch);
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= g->vocab)
+            return err_set(e, "token id %d outside the vocabulary [0, %d)", (int)tokens[t],
+                           g->vocab);
+        if (next && next[t] >= g->vocab)
+            return err_set(e, "next token id %d outside the vocabulary [0, %d)", (int)next[t],
+                           g->vocab);
+    }
+    gm_outputs o = {logits, top, topp, nll, probes, fprobes, state};
+    if (gm_step(g->k, tokens, n, next, &o, e)) return -1;
+    g->pos += n;
+    return 0;
+}
+
+size_t model_gpu_probe_floats(const model_gpu *g) {
+    return g->pfloats;
+}
+
+size_t model_gpu_fprobe_floats(const model_gpu *g) {
+    return g->fpfloats;
+}
+
+int model_gpu_pos(const model_gpu *g) {
+    return g->pos;
+}

@@ -1,0 +1,64 @@
+/* model_gpu.h: a model stepped token by token with everything resident on the GPU: weights (fp32),
+ * every layer's state and convolution caches, and the buffers of up to max_batch tokens per call.
+ * For the delta-rule layer family: model types gated_deltanet, delta_net and kaczmarz_deltanet,
+ * every layer's core gdn, deltanet or kaczmarz (a swapped core too), key heads up to 256 wide.
+ *
+ * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
+ * with the core's and the family's probes, but copies results to the host once per call. It runs
+ * the n tokens layer by layer (the dense products of all n tokens at once, the recurrence token by
+ * token inside one kernel per layer), so a call of 64 tokens reads the weights once. The GPU copy
+ * of the state is the current one between model_gpu_upload and model_gpu_download: stepping the
+ * model on the CPU in between, or model_reset / model_swap, needs an upload (after a swap or a
+ * reload: a new model_gpu_init). Hooks (m->layer_hook, layer_pre_hook) are not called.
+ *
+ * Implemented by models/model_gpu.c (host) and kernels/gpu_model.cu (device); a build without CUDA
+ * answers model_gpu_supported with "no GPU in this build". */
+#ifndef MIXSCOPE_MODEL_GPU_H
+#define MIXSCOPE_MODEL_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+struct model;
+typedef struct model_gpu model_gpu;
+
+/* 1 when model m can step resident on the GPU; otherwise 0 and a one-line reason. */
+int model_gpu_supported(const struct model *m, char *why, size_t n);
+/* Uploads the weights (fp32), allocates states, conv caches and per-token buffers for up to
+ * max_batch tokens per call; starts at the model's current state (uploads m's states, caches,
+ * pos). */
+int model_gpu_init(model_gpu **out, const struct model *m, int max_batch, err *e);
+void model_gpu_free(model_gpu *g);
+/* Uploads m's current states / conv caches / pos (after a reset or CPU stepping). */
+int model_gpu_upload(model_gpu *g, const struct model *m, err *e);
+/* Downloads the GPU's states / conv caches / pos into m (before CPU stepping or a view of the
+ * state). */
+int model_gpu_download(model_gpu *g, struct model *m, err *e);
+/* Steps n <= max_batch tokens from the current position, one token at a time with the cores' step
+ * (exact fp32, the same arithmetic as the CPU reference, no TF32). Outputs (each may be NULL):
+ *   logits  host [n, vocab]   (NULL: logits stay on the GPU)
+ *   top     host [n] argmax id and topp host [n] its probability
+ *   nll     host [n] -log p(next) given next-token ids next[n] (next may be NULL: NaN; so does an
+ *           id < 0)
+ *   probes  host [n, layers, mixer_probe_floats(core)]: the core's probes in the CPU layout (when
+ *           the layers' cores differ, token t's block is every layer's probes one after the
+ *           other: model_gpu_probe_floats)
+ *   fprobes host [n, layers, family nprobes, H]: the family probes (family.h), if any
+ *   state   host: the state of every layer after the last token (layer by layer,
+ *           mixer_state_floats each)
+ * The host copies happen once per call (asynchronously where possible), not per token. Token ids
+ * are checked first (nothing runs when one is outside the vocabulary). */
+int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
+                   int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
+                   float *state, err *e);
+
+/* Floats per token of model_gpu_step's probes (the sum over layers of the cores' probe floats)
+ * and of its fprobes (layers x family probes x heads). */
+size_t model_gpu_probe_floats(const model_gpu *g);
+size_t model_gpu_fprobe_floats(const model_gpu *g);
+/* The position the GPU copy stands at. */
+int model_gpu_pos(const model_gpu *g);
+
+#endif
