@@ -128,6 +128,25 @@ static int write_png(session *s, const char *path, const char *cmd, const view *
     return rc;
 }
 
+/* The view asks for what it draws: a note naming what the probe selection leaves out. */
+static void note_unrecorded(session *s, const view *v) {
+    if (!v->draws || s->eng.probes.mode == ENGINE_PROBES_DEFAULT ||
+        s->eng.probes.mode == ENGINE_PROBES_ALL)
+        return;
+    char buf[512], miss[512] = "";
+    snprintf(buf, sizeof buf, "%s", v->draws);
+    for (char *w = strtok(buf, ","); w; w = strtok(NULL, ","))
+        if (!engine_probe_wanted(&s->eng, w)) {
+            size_t u = strlen(miss);
+            snprintf(miss + u, sizeof miss - u, "%s%s", u ? ", " : "", w);
+        }
+    if (miss[0])
+        fprintf(s->out,
+                "note: view %s draws %s, which set probes %s does not record (set probes default "
+                "and step again)\n",
+                v->name, miss, engine_probes_text(&s->eng));
+}
+
 static int export_png(session *s, int argc, char **argv, err *e) {
     if (argc < 3)
         return err_set(e, "usage: export png VIEW FILE.png [width= height= layer= head= from= to= "
@@ -141,6 +160,7 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     int rc = parse_view_opts(&o, &p, &w, &h, &demo, e) || opts_check_unused(&o, e) ? -1 : 0;
     opts_free(&o);
     if (rc) return err_prefix(e, "export png");
+    if (!demo) note_unrecorded(s, v);
 
     trace dt;
     trace_init(&dt);
@@ -319,6 +339,7 @@ static int run_view(session *s, int argc, char **argv, const char *rest, err *e)
     if (rc) return err_prefix(e, "view");
     if (demo)
         return err_set(e, "view: demo= is for export png; a window shows the session's trace");
+    note_unrecorded(s, v);
     char why[256];
     if (!g_windows && !window_display_ok(why, sizeof why)) {
         fprintf(s->out,

@@ -63,7 +63,8 @@ static void raw_print_summary(session *s, int from, int to) {
     for (int l = 0; l < r->nl; l++) {
         snprintf(lab, sizeof lab, "%s:", r->lane[l].label);
         fprintf(s->out, "  layer %d %-*s", l, width + 2, lab);
-        int has_sn = mixer_probe_index(r->lane[l].m, "state_norm") >= 0;
+        int has_sn = mixer_probe_index(r->lane[l].m, "state_norm") >= 0 &&
+                     trace_find(tr, "state_norm") >= 0; /* recorded under set probes */
         double omean = 0;
         int on = 0, blown = -1, nonfinite = -1, tmax = -1;
         double smax = -1, sfinal = NAN;

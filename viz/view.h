@@ -32,6 +32,10 @@ typedef struct view {
     const char *summary; /* one line for `help view` */
     const char *keys;    /* the view's own parameters (beyond layer head from to), for help */
     int (*draw)(canvas *c, const trace *tr, view_params *p, err *e);
+    /* The recorded quantities it draws, comma separated (probe names, "state", "recall",
+     * "attn"; NULL: whatever it is asked for): the engine's probe selection is checked
+     * against them when the view is shown (`set probes`). */
+    const char *draws;
 } view;
 
 extern const view *const view_all[];

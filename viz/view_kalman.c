@@ -161,4 +161,6 @@ const view view_kalman = {
     "innovation",
     "index=I (the lane m·S + s)",
     draw,
+    "lambda,lambda_prior,lambda_star,write,forget,write_mean,forget_mean,yvar,innovation_z,lambda_"
+    "star_gap,lambda_v",
 };

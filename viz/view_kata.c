@@ -417,4 +417,5 @@ const view view_kata = {
     "KATA key interference (Gram raw vs squared), Welch floor, recall error and capacity vs N",
     "dim=P seed=S",
     draw,
+    "g",
 };

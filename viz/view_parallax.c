@@ -282,4 +282,5 @@ const view view_parallax = {
     "their rows a_ij",
     "",
     draw,
+    "attn,cor,corr_norm,sa_norm,entropy_norm,max_weight,a_min,a_max,neg_mass,sink_p,sink_a",
 };

@@ -127,4 +127,5 @@ const view view_probes = {
     "any probe series over tokens (probe=NAME), or small multiples of every scalar probe",
     "probe=NAME index=I",
     draw,
+    NULL,
 };

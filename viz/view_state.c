@@ -120,4 +120,5 @@ const view view_state = {
     "the recurrent state S of a layer and head as a live heatmap, with row and column norms",
     "",
     draw,
+    "state",
 };
