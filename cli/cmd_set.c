@@ -57,7 +57,7 @@ const command cmd_set = {
     "                  what step and run record (from position 0). default: what the views of\n"
     "                  the loaded mixers draw; all: that and the readback picture of every core;\n"
     "                  none: only the stream series and the logits (fastest). Names: any probe\n"
-    "                  (help probes), state, recall, attn. Cost a head and token:\n"
+    "                  (docs/mixers/), state, recall, attn. Cost a head and token:\n"
     "                    cheap      family and block probes (q_raw_norm, dt, resid_norm, ...),\n"
     "                               the keys and values\n"
     "                    O(d^2)     about the step's own cost: the probes of gdn, deltanet,\n"

@@ -51,6 +51,23 @@ static int recall_cheap(const engine *g) {
     return 0;
 }
 
+/* "the loaded cores record: a, b, ...; also state, recall, attn, all, default, none" */
+static void loaded_names(const engine *g, char *buf, size_t n) {
+    size_t u = (size_t)snprintf(buf, n, "known: state, recall, attn, all, default, none");
+    const mixer_ops *seen[16];
+    int ns = 0, L = engine_raw_active(g) ? g->raw->nl : g->model ? g->model->c.layers : 0;
+    for (int l = 0; l < L && u < n; l++) {
+        const mixer_ops *m = engine_raw_active(g) ? g->raw->lane[l].m : g->model->layers[l].mx;
+        int dup = 0;
+        for (int i = 0; i < ns; i++) dup |= seen[i] == m;
+        if (dup || ns == 16) continue;
+        seen[ns++] = m;
+        for (int i = 0; i < m->nprobes && u < n; i++)
+            u += (size_t)snprintf(buf + u, n - u, ", %s", m->probes[i].name);
+    }
+    if (!L && u < n) snprintf(buf + u, n - u, "; and every probe of the mixers (mixer list)");
+}
+
 static int in_list(const char *list, const char *name) {
     size_t n = strlen(name);
     for (const char *p = list; *p;) {
@@ -99,11 +116,11 @@ int engine_set_probes(engine *g, const char *spec, err *e) {
             char *c = strchr(w, ',');
             if (c) *c = '\0';
             if (!*w) return err_set(e, "set probes: empty name in '%.60s'", spec);
-            if (!known_name(g, w))
-                return err_set(e,
-                               "set probes: unknown probe '%.40s' (help probes lists them; also "
-                               "state, recall, attn, all, default, none)",
-                               w);
+            if (!known_name(g, w)) {
+                char names[400];
+                loaded_names(g, names, sizeof names);
+                return err_set(e, "set probes: unknown probe '%.40s' (%s)", w, names);
+            }
             if (!c) break;
             *c = ',', w = c + 1;
         }
