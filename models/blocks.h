@@ -21,8 +21,17 @@ typedef enum blk_act {
 } blk_act;
 void blk_act_apply(float *x, int n, blk_act a);
 
-/* y[out] = W[out, in] x[in] (+ b[out] when b != NULL). y and x must not overlap. */
+/* y[out] = W[out, in] x[in] (+ b[out] when b != NULL). y and x must not overlap. Large products
+ * (64K multiply-adds and more) split their rows over the thread pool (core/pool.h); the result is
+ * the same for any thread count (each output is one dot product in one fixed order). */
 void blk_linear(float *y, const float *x, const float *W, const float *b, int out, int in);
+
+/* The same product for T tokens: Y[T, out] = X[T, in] W^T (+ b). Blocked so each weight row is
+ * read once per block of tokens, rows split over the pool. Row t of Y equals, bit for bit,
+ * blk_linear of row t of X. Y and X must not overlap. Under a backend (below) it calls blk_linear
+ * token by token. */
+void blk_linear_batch(float *Y, const float *X, const float *W, const float *b, int T, int out,
+                      int in);
 
 /* Where blk_linear computes: NULL (the CPU loop) or a backend that returns 0 when it computed y
  * and non-zero to fall back to the CPU. A model running under `device gpu` sets cuBLAS here for
