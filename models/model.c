@@ -568,6 +568,108 @@ static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, er
     return 0;
 }
 
+/* ---- prefill's dense products, a block of tokens at a time ----
+ *
+ * blk_linear_batch gives, bit for bit, what blk_linear gives token by token, so these change no
+ * number of prefill: they only read each weight once per block of tokens instead of once a token.
+ * PREFILL_BLOCK tokens bound the scratch. */
+#define PREFILL_BLOCK 256
+#define PF_MAX_PROJ   16
+
+/* The family's projections of the normalised input. prep runs token by token (its short
+ * convolutions keep state) and calls blk_linear. While it runs, pf_backend answers each call whose
+ * input is, bit for bit, the current token's normalised input and whose weights were seen on the
+ * block's first token, from products batched over the block's other tokens. Anything else (a
+ * product of another vector, new weights) declines and runs on the CPU as before. */
+typedef struct pf_proj {
+    const float *W, *b;
+    int out;
+    float *Y; /* [block tokens, out]; NULL: not batched */
+} pf_proj;
+
+typedef struct pf_memo {
+    int C;           /* the input width: hidden */
+    const float *xn; /* the current token's normalised input */
+    int t;           /* its row in the block; -1: recording (the block's first token) */
+    int nproj;
+    pf_proj proj[PF_MAX_PROJ];
+} pf_memo;
+
+static _Thread_local pf_memo *pf_cur; /* another thread's blk_linear finds none and declines */
+
+static int pf_backend(float *y, const float *x, const float *W, const float *b, int out, int in) {
+    pf_memo *p = pf_cur;
+    if (!p || in != p->C || memcmp(x, p->xn, (size_t)in * sizeof *x) != 0) return 1;
+    for (int k = 0; k < p->nproj; k++) {
+        pf_proj *q = &p->proj[k];
+        if (q->W != W || q->b != b || q->out != out) continue;
+        if (p->t < 0 || !q->Y) return 1;
+        memcpy(y, q->Y + (size_t)p->t * (size_t)out, (size_t)out * sizeof *y);
+        return 0;
+    }
+    if (p->t < 0 && p->nproj < PF_MAX_PROJ)
+        p->proj[p->nproj++] = (pf_proj){.W = W, .b = b, .out = out};
+    return 1;
+}
+
+/* prep for tokens [t0, t0 + n) of a layer: XN [n, C] holds their normalised inputs */
+static void prefill_prep(model *m, layer *L, const float *XN, int t0, int n, float *SEQ[IN_COUNT],
+                         const size_t stride[IN_COUNT], float *AUX) {
+    const family_ops *f = family_of(m->c.family);
+    size_t C = (size_t)m->c.hidden;
+    pf_memo memo = {.C = m->c.hidden, .t = -1};
+    /* under `device gpu` the products go to cuBLAS token by token */
+    int memo_on = !m->gpu && n > 1;
+    for (int j = 0; j < n; j++) {
+        int t = t0 + j;
+        float *in[IN_COUNT];
+        for (int i = 0; i < IN_COUNT; i++) in[i] = SEQ[i] ? SEQ[i] + t * stride[i] : m->in[i];
+        memo.xn = XN + (size_t)j * C, memo.t = j - 1;
+        memcpy(m->xn, memo.xn, C * sizeof(float));
+        if (memo_on) {
+            pf_cur = &memo;
+            blk_set_linear_backend(pf_backend);
+        }
+        f->prep(m, L, m->xn, m->pos + t, in, AUX + t * m->aux_floats, m->h1);
+        if (memo_on) {
+            blk_set_linear_backend(NULL);
+            pf_cur = NULL;
+        }
+        if (j == 0 && memo_on) /* the rest of the block, for the weights seen on its first token */
+            for (int k = 0; k < memo.nproj; k++) {
+                pf_proj *q = &memo.proj[k];
+                if ((q->Y = malloc((size_t)(n - 1) * (size_t)q->out * sizeof(float))))
+                    blk_linear_batch(q->Y, XN + C, q->W, q->b, n - 1, q->out, m->c.hidden);
+            }
+    }
+    for (int k = 0; k < memo.nproj; k++) free(memo.proj[k].Y);
+}
+
+/* x[t] += MLP(RMSNorm_mlp(x[t])) for n tokens: mlp_block's arithmetic, batched.
+ * XN [n, C], H1, H2 [n, inter], Yb [n, C]: scratch. */
+static void prefill_mlp(const model *m, const layer *L, float *X, int n, float *XN, float *H1,
+                        float *H2, float *Yb) {
+    const model_config *c = &m->c;
+    size_t C = (size_t)c->hidden, I = (size_t)c->inter;
+    if (c->inter <= 0) return;
+    for (int t = 0; t < n; t++)
+        blk_rmsnorm(XN + t * C, X + t * C, L->mlp_norm, c->hidden, c->norm_eps);
+    blk_linear_batch(H1, XN, L->gate_proj, NULL, n, c->inter, c->hidden);
+    blk_linear_batch(H2, XN, L->up_proj, NULL, n, c->inter, c->hidden);
+    for (size_t i = 0; i < (size_t)n * I; i++) H1[i] = blk_silu(H1[i]) * H2[i];
+    blk_linear_batch(Yb, H1, L->down_proj, NULL, n, c->hidden, c->inter);
+    for (size_t i = 0; i < (size_t)n * C; i++) X[i] += Yb[i];
+}
+
+/* logits[t] = W_head RMSNorm_final(x[t]) for n tokens: head()'s arithmetic, batched */
+static void prefill_head(const model *m, const float *X, int n, float *XN, float *logits) {
+    const model_config *c = &m->c;
+    size_t C = (size_t)c->hidden;
+    for (int t = 0; t < n; t++)
+        blk_rmsnorm(XN + t * C, X + t * C, m->norm_f, c->hidden, c->norm_eps);
+    blk_linear_batch(logits, XN, m->lm_head, NULL, n, c->vocab, c->hidden);
+}
+
 static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *logits, err *e) {
     const model_config *c = &m->c;
     const family_ops *f = family_of(c->family);
@@ -576,12 +678,16 @@ static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *log
         if (check_token(m, tokens[t], e)) return -1;
     if (check_room(m, T, e)) return -1;
     size_t C = (size_t)c->hidden, tn = (size_t)T;
+    size_t nb = (size_t)(T < PREFILL_BLOCK ? T : PREFILL_BLOCK), I = c->inter > 0 ? c->inter : 0;
     float *X = malloc(tn * C * sizeof *X);
     float *O = malloc(tn * (m->o_floats ? m->o_floats : 1) * sizeof *O);
     float *AUX = malloc(tn * (m->aux_floats ? m->aux_floats : 1) * sizeof *AUX);
+    /* a block's scratch: normalised inputs, MLP hidden (twice) and outputs */
+    float *XN = malloc(nb * C * sizeof *XN), *H1 = malloc((nb * I + 1) * sizeof *H1),
+          *H2 = malloc((nb * I + 1) * sizeof *H2), *YB = malloc(nb * C * sizeof *YB);
     float *SEQ[IN_COUNT] = {0};
     int rc = -1;
-    if (!X || !O || !AUX) goto oom;
+    if (!X || !O || !AUX || !XN || !H1 || !H2 || !YB) goto oom;
     for (int i = 0; i < IN_COUNT; i++)
         if (m->in_floats[i] && !(SEQ[i] = malloc(tn * m->in_floats[i] * sizeof(float)))) goto oom;
     for (int t = 0; t < T; t++)
@@ -594,11 +700,11 @@ static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *log
             stride[i] = (size_t)L->mc.H * (size_t)mixer_input_floats(&L->mc, (mixer_input)i);
             seq.in[i] = mixer_reads(L->mx, (mixer_input)i) ? SEQ[i] : NULL;
         }
-        for (int t = 0; t < T; t++) {
-            float *in[IN_COUNT];
-            for (int i = 0; i < IN_COUNT; i++) in[i] = SEQ[i] ? SEQ[i] + t * stride[i] : m->in[i];
-            blk_rmsnorm(m->xn, X + t * C, L->attn_norm, c->hidden, c->norm_eps);
-            f->prep(m, L, m->xn, m->pos + t, in, AUX + t * m->aux_floats, m->h1);
+        for (int t0 = 0; t0 < T; t0 += (int)nb) {
+            int n = T - t0 < (int)nb ? T - t0 : (int)nb;
+            for (int j = 0; j < n; j++)
+                blk_rmsnorm(XN + j * C, X + (t0 + j) * C, L->attn_norm, c->hidden, c->norm_eps);
+            prefill_prep(m, L, XN, t0, n, SEQ, stride, AUX);
         }
         /* arith=tf32 (fla's chunk arithmetic) exists on the CPU only: the GPU kernels are exact */
         if (m->gpu && !L->mc.arith && gpu_mixer_supported(L->mx, GPU_PREFILL)) {
@@ -614,17 +720,20 @@ static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *log
             float *x = X + t * C;
             f->post(m, L, O + t * os, AUX + t * m->aux_floats, m->y, m->h1);
             for (size_t i = 0; i < C; i++) x[i] += m->y[i];
-            mlp_block(m, L, x);
         }
+        for (int t0 = 0; t0 < T; t0 += (int)nb)
+            prefill_mlp(m, L, X + t0 * C, T - t0 < (int)nb ? T - t0 : (int)nb, XN, H1, H2, YB);
     }
-    for (int t = 0; t < T; t++) head(m, X + t * C, logits + (size_t)t * (size_t)c->vocab);
+    for (int t0 = 0; t0 < T; t0 += (int)nb)
+        prefill_head(m, X + t0 * C, T - t0 < (int)nb ? T - t0 : (int)nb, XN,
+                     logits + (size_t)t0 * (size_t)c->vocab);
     m->pos += T;
     rc = 0;
     goto done;
 oom:
     err_set(e, "out of memory for a %d-token prefill", T);
 done:
-    free(X), free(O), free(AUX);
+    free(X), free(O), free(AUX), free(XN), free(H1), free(H2), free(YB);
     for (int i = 0; i < IN_COUNT; i++) free(SEQ[i]);
     return rc;
 }
