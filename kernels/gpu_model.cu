@@ -736,10 +736,9 @@ extern "C" void gm_destroy(gm_model *g) {
     free(g->graphs), free(g->seen);
     if (g->blas) cublasDestroy(g->blas);
     if (g->st) cudaStreamDestroy(g->st);
-    void *dev[] = {g->arena, g->state, g->conv,   g->x,    g->xn,  g->P,      g->QKV,
-                   g->G,     g->Bin,   g->Beff,   g->Q2,   g->K2,  g->O,      g->ON,
-                   g->GU,    g->Hm,    g->logits, g->topp, g->nll, g->probes, g->fprobes,
-                   g->tok,   g->top,   g->part,   g->ws};
+    void *dev[] = {g->arena,  g->state,  g->conv,    g->x,   g->xn,  g->P,    g->QKV, g->G,
+                   g->Bin,    g->Beff,   g->Q2,      g->K2,  g->O,   g->ON,   g->GU,  g->Hm,
+                   g->logits, g->probes, g->fprobes, g->tok, g->top, g->part, g->ws};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     free(g->lay);
@@ -901,13 +900,12 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     GM_ALLOC(g->GU, (size_t)B * 2 * (I > 0 ? I : 1));
     GM_ALLOC(g->Hm, (size_t)B * (I > 0 ? I : 1));
     GM_ALLOC(g->logits, (size_t)B * V);
-    GM_ALLOC(g->topp, B);
-    GM_ALLOC(g->nll, B);
     GM_ALLOC(g->probes, (size_t)B * g->ptot + 1);
     GM_ALLOC(g->fprobes, (size_t)B * L * GM_FAMILY_PROBES * Hv + 1);
     GM_ALLOC(g->tok, 2 * (size_t)B);
     g->next = g->tok + B;
-    GM_ALLOC(g->top, B);
+    GM_ALLOC(g->top, 3 * (size_t)B); // top, then topp and nll: one copy back
+    g->topp = (float *)(g->top + B), g->nll = g->topp + B;
     GM_ALLOC(g->part, (size_t)B * Hv * g->nblk * GM_NACC);
     GM_ALLOC(g->ws, GM_WS_BYTES);
     {
@@ -925,9 +923,9 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         int32_t *ip = (int32_t *)g->pin;
         g->p_tok = ip, g->p_next = ip + B, g->p_top = ip + 2 * B;
         float *fp = (float *)(ip + 3 * B);
-        g->p_logits = fp, fp += (size_t)B * V;
         g->p_topp = fp, fp += B;
         g->p_nll = fp, fp += B;
+        g->p_logits = fp, fp += (size_t)B * V;
         g->p_probes = fp, fp += (size_t)B * g->ptot;
         g->p_fprobes = fp;
     }
@@ -1034,24 +1032,18 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
     memcpy(g->p_tok, tokens, (size_t)n * sizeof(int32_t));
     for (int t = 0; t < n; t++) g->p_next[t] = next ? next[t] : -1;
     cudaStream_t st = g->st;
-    CUDA_TRY(cudaMemcpyAsync(g->tok, g->p_tok, (size_t)n * 4, cudaMemcpyHostToDevice, st),
-             "gpu model: tokens");
-    CUDA_TRY(cudaMemcpyAsync(g->next, g->p_next, (size_t)n * 4, cudaMemcpyHostToDevice, st),
+    // tok and next lie one after the other on both sides: one copy
+    CUDA_TRY(cudaMemcpyAsync(g->tok, g->p_tok, 2 * (size_t)g->B * 4, cudaMemcpyHostToDevice, st),
              "gpu model: tokens");
     if (gm_launch(g, n, pon, e)) return -1;
     if (out->logits)
         CUDA_TRY(
             cudaMemcpyAsync(g->p_logits, g->logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost, st),
             "gpu model: logits");
-    if (out->top)
-        CUDA_TRY(cudaMemcpyAsync(g->p_top, g->top, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
-                 "gpu model: top");
-    if (out->topp)
-        CUDA_TRY(cudaMemcpyAsync(g->p_topp, g->topp, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
-                 "gpu model: top");
-    if (out->nll)
-        CUDA_TRY(cudaMemcpyAsync(g->p_nll, g->nll, (size_t)n * 4, cudaMemcpyDeviceToHost, st),
-                 "gpu model: nll");
+    if (out->top || out->topp || out->nll) // top, topp, nll: one region
+        CUDA_TRY(
+            cudaMemcpyAsync(g->p_top, g->top, 3 * (size_t)g->B * 4, cudaMemcpyDeviceToHost, st),
+            "gpu model: head");
     if (out->probes)
         CUDA_TRY(cudaMemcpyAsync(g->p_probes, g->probes, (size_t)n * g->ptot * 4,
                                  cudaMemcpyDeviceToHost, st),

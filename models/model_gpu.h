@@ -49,7 +49,8 @@ int model_gpu_download(model_gpu *g, struct model *m, err *e);
  *   state   host: the state of every layer after the last token (layer by layer,
  *           mixer_state_floats each)
  * The host copies happen once per call (asynchronously where possible), not per token. Token ids
- * are checked first (nothing runs when one is outside the vocabulary). */
+ * are checked first (nothing runs when one is outside the vocabulary); after any other error the
+ * GPU copy of the state is undefined (upload again). */
 int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
                    int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
                    float *state, err *e);
