@@ -4,15 +4,21 @@
  * accepted only when it holds exactly those tensors, each with the implied shape, a float dtype
  * (F32, BF16, F16, F64: converted to float32) and finite values. Every refusal is one line that
  * names the file and the tensor or config key. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/config.h"
 #include "../core/fileio.h"
+#include "../core/parallel.h"
 #include "../core/safetensors.h"
+#include "../core/sha256.h"
 #include "blocks.h"
 #include "family.h"
 #include "internal.h"
@@ -143,23 +149,184 @@ static int shape_equal(const tensor *t, const wslot *s) {
     return 1;
 }
 
-/* Converts and checks one tensor into a new float32 array. */
-static float *read_checked(const tensor *t, const char *file, err *e) {
-    int64_t n = tensor_numel(t);
-    float *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-    if (!d) {
-        err_set(e, "%s: tensor '%s': out of memory", file, t->name);
+/* ---- conversion to float32, over all cores ----
+ *
+ * Every tensor is cut into chunks of CONV_GRAIN elements; each chunk is converted (F32 copied,
+ * BF16 and F16 widened exactly, F64 rounded) and scanned for NaN / Inf, and the first bad index
+ * of each tensor is kept, so the refusal names the same element as a sequential pass would. */
+
+#define CONV_GRAIN ((int64_t)1 << 16)
+
+static float g_f16[65536];
+static pthread_once_t g_f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_table(void) {
+    for (uint32_t h = 0; h < 65536; h++) g_f16[h] = f16_to_f32((uint16_t)h);
+}
+
+/* Bit 31 set when some exponent field e (bits 23..30 of float32 bits) is all ones (NaN / Inf):
+ * (e << 23) + (1 << 23) carries into bit 31 only then. Fixed-length inner loops vectorise. */
+#define NONFINITE_BITS(u) (((u)&0x7f800000u) + 0x00800000u)
+
+/* dst[0, hi - lo) = elements [lo, hi) of t as float32; the first non-finite index, or -1. */
+static int64_t convert_range(const tensor *t, float *dst, int64_t lo, int64_t hi) {
+    const unsigned char *p = t->data;
+    int64_t n = hi - lo, i = 0;
+    uint32_t bad = 0, *u = (uint32_t *)dst;
+    switch (t->dtype) {
+    case DT_F32:
+        memcpy(dst, p + (size_t)lo * 4, (size_t)n * 4);
+        for (; i + 64 <= n; i += 64)
+            for (int k = 0; k < 64; k++) bad |= NONFINITE_BITS(u[i + k]);
+        for (; i < n; i++) bad |= NONFINITE_BITS(u[i]);
+        break;
+    case DT_BF16: {
+        const unsigned char *q = p + (size_t)lo * 2;
+        for (; i + 64 <= n; i += 64) {
+            uint16_t h[64];
+            memcpy(h, q + 2 * i, sizeof h);
+            for (int k = 0; k < 64; k++) {
+                u[i + k] = (uint32_t)h[k] << 16;
+                bad |= NONFINITE_BITS((uint32_t)h[k] << 16);
+            }
+        }
+        for (; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, q + 2 * i, 2);
+            u[i] = (uint32_t)h << 16;
+            bad |= NONFINITE_BITS(u[i]);
+        }
+        break;
+    }
+    case DT_F16: {
+        const unsigned char *q = p + (size_t)lo * 2;
+        pthread_once(&g_f16_once, f16_table);
+        for (; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, q + 2 * i, 2);
+            dst[i] = g_f16[h];
+            bad |= NONFINITE_BITS(u[i]);
+        }
+        break;
+    }
+    default: { /* F64 and anything else tensor_read_f32 knows: through a view of the range */
+        tensor v = *t;
+        size_t es = dtype_size(t->dtype);
+        v.ndim = 1, v.shape[0] = n;
+        v.data = (unsigned char *)t->data + (size_t)lo * es;
+        v.nbytes = (size_t)n * es;
+        tensor_read_f32(&v, dst);
+        for (; i < n; i++) bad |= NONFINITE_BITS(u[i]);
+        break;
+    }
+    }
+    if (!(bad & 0x80000000u)) return -1;
+    for (i = 0; i < n; i++)
+        if (!isfinite(dst[i])) return lo + i;
+    return -1;
+}
+
+typedef struct conv_job {
+    const tensor *const *src; /* [n] */
+    float **dst;              /* [n] */
+    int64_t *first;           /* [n + 1]: the first chunk of each tensor */
+    _Atomic int64_t *bad;     /* [n]: the first non-finite index, INT64_MAX when none */
+    int n;
+} conv_job;
+
+static void convert_chunks(void *ctx, int64_t lo, int64_t hi) {
+    conv_job *j = ctx;
+    for (int64_t c = lo; c < hi; c++) {
+        int a = 0, z = j->n; /* the tensor with first[a] <= c < first[a + 1] */
+        while (z - a > 1) {
+            int mid = (a + z) / 2;
+            if (j->first[mid] <= c)
+                a = mid;
+            else
+                z = mid;
+        }
+        int64_t e0 = (c - j->first[a]) * CONV_GRAIN, n = tensor_numel(j->src[a]);
+        int64_t e1 = n - e0 < CONV_GRAIN ? n : e0 + CONV_GRAIN;
+        int64_t b = convert_range(j->src[a], j->dst[a] + e0, e0, e1);
+        if (b < 0) continue;
+        int64_t cur = atomic_load(&j->bad[a]);
+        while (b < cur && !atomic_compare_exchange_weak(&j->bad[a], &cur, b)) {
+        }
+    }
+}
+
+/* Converts and checks n tensors into new float32 arrays dst[i] (all or nothing: on failure every
+ * dst[i] is NULL). One line naming the file, the tensor and the element on refusal. */
+static int read_all_checked(const tensor *const *src, float **dst, int n, const char *file,
+                            err *e) {
+    int64_t *first = malloc(((size_t)n + 1) * sizeof *first);
+    _Atomic int64_t *bad = malloc(((size_t)n + 1) * sizeof *bad);
+    int rc = -1;
+    for (int i = 0; i < n; i++) dst[i] = NULL;
+    if (!first || !bad) {
+        err_set(e, "%s: out of memory", file);
+        goto done;
+    }
+    first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t k = tensor_numel(src[i]);
+        first[i + 1] = first[i] + (k + CONV_GRAIN - 1) / CONV_GRAIN;
+        atomic_init(&bad[i], INT64_MAX);
+        if (!(dst[i] = malloc((size_t)(k > 0 ? k : 1) * sizeof(float)))) {
+            err_set(e, "%s: tensor '%s': out of memory", file, src[i]->name);
+            goto done;
+        }
+    }
+    conv_job j = {src, dst, first, bad, n};
+    par_for(first[n], 1, convert_chunks, &j);
+    for (int i = 0; i < n; i++) {
+        int64_t b = atomic_load(&bad[i]);
+        if (b == INT64_MAX) continue;
+        err_set(e, "%s: tensor '%s': %s at element %lld", file, src[i]->name,
+                isnan(dst[i][b]) ? "NaN" : "Inf", (long long)b);
+        goto done;
+    }
+    rc = 0;
+done:
+    if (rc)
+        for (int i = 0; i < n; i++) free(dst[i]), dst[i] = NULL;
+    free(first);
+    free(bad);
+    return rc;
+}
+
+/* Remembers the file f was mapped from (not a checkpoint parsed from memory) for the digest. */
+static void note_weights_file(model *m, const st_file *f) {
+    struct stat st;
+    m->weights_path[0] = '\0', m->sha256[0] = '\0';
+    if (!f->path || f->nmaps < 1 || !f->maps[0].is_mmap || stat(f->path, &st) != 0) return;
+    char *abs = realpath(f->path, NULL);
+    const char *p = abs ? abs : f->path;
+    if (strlen(p) < sizeof m->weights_path) {
+        memcpy(m->weights_path, p, strlen(p) + 1);
+        m->weights_size = (int64_t)st.st_size;
+        m->weights_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    }
+    free(abs);
+}
+
+const char *model_weights_sha256(model *m, err *e) {
+    if (!m->weights_path[0]) return NULL;
+    if (m->sha256[0]) return m->sha256;
+    struct stat st;
+    if (stat(m->weights_path, &st) != 0) {
+        err_set(e, "%s: %s", m->weights_path, strerror(errno));
         return NULL;
     }
-    tensor_read_f32(t, d);
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(d[i])) {
-            err_set(e, "%s: tensor '%s': %s at element %lld", file, t->name,
-                    isnan(d[i]) ? "NaN" : "Inf", (long long)i);
-            free(d);
-            return NULL;
-        }
-    return d;
+    if ((int64_t)st.st_size != m->weights_size ||
+        (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != m->weights_mtime_ns) {
+        err_set(e, "%s: changed since the model was loaded; no digest", m->weights_path);
+        return NULL;
+    }
+    char hex[65];
+    if (sha256_file(m->weights_path, hex, e)) return NULL;
+    memcpy(m->sha256, hex, sizeof hex);
+    return m->sha256;
 }
 
 int model_from_checkpoint(model **out, const char *config_text, const st_file *f, const char *label,
@@ -203,9 +370,19 @@ int model_from_checkpoint(model **out, const char *config_text, const st_file *f
                 file, t->name, model_kind_name(m->c.kind));
         goto fail;
     }
-    for (int i = 0; i < m->nslots; i++) {
-        wslot *s = &m->slots[i];
-        if (!(s->data = read_checked(st_find(f, s->name), file, e))) goto fail;
+    {
+        const tensor **src = malloc((size_t)m->nslots * sizeof *src);
+        float **dst = malloc((size_t)m->nslots * sizeof *dst);
+        int bad = !src || !dst;
+        if (bad) {
+            err_set(e, "%s: out of memory", file);
+        } else {
+            for (int i = 0; i < m->nslots; i++) src[i] = st_find(f, m->slots[i].name);
+            bad = read_all_checked(src, dst, m->nslots, file, e) != 0;
+            for (int i = 0; i < m->nslots && !bad; i++) m->slots[i].data = dst[i];
+        }
+        free(src), free(dst);
+        if (bad) goto fail;
     }
     if (tied_head) {
         const wslot *emb = &m->slots[0];
@@ -215,8 +392,8 @@ int model_from_checkpoint(model **out, const char *config_text, const st_file *f
                     shape_str(emb->ndim, emb->shape, b, sizeof b));
             goto fail;
         }
-        float *h = read_checked(tied_head, file, e);
-        if (!h) goto fail;
+        float *h;
+        if (read_all_checked(&tied_head, &h, 1, file, e)) goto fail;
         int same = memcmp(h, emb->data, (size_t)wslot_numel(emb) * sizeof(float)) == 0;
         free(h);
         if (!same) {
@@ -229,6 +406,7 @@ int model_from_checkpoint(model **out, const char *config_text, const st_file *f
     }
     if (model_finish(m, e)) goto fail;
     snprintf(m->source, sizeof m->source, "%s", label);
+    note_weights_file(m, f);
     *out = m;
     return 0;
 fail:

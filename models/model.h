@@ -139,6 +139,12 @@ typedef struct model {
     model_config c;
     char *config_json; /* config.json as loaded or generated; written back by save */
     char source[512];  /* where it came from, for info and provenance */
+    /* The file whose bytes are the weights (absolute; model_load: model.safetensors, else
+     * model.safetensors.index.json, else the .safetensors file given), its size and mtime when it
+     * was read, and its hex SHA-256 once model_weights_sha256 computed it. "" for random models. */
+    char weights_path[4096];
+    int64_t weights_size, weights_mtime_ns;
+    char sha256[65];
     int nslots, slots_cap;
     wslot *slots;
     float *embed, *norm_f, *lm_head; /* lm_head == embed when tied */
@@ -174,9 +180,17 @@ int model_from_checkpoint(model **out, const char *config_text, const struct st_
 /* PATH: a folder with config.json and model.safetensors / model.safetensors.index.json, or a
  * .safetensors file with config.json beside it. */
 int model_load(model **out, const char *path, err *e);
+/* The hex SHA-256 (64 lowercase digits) of the weights file the model was loaded from, computed
+ * on the first call (one read of the file) and kept in m->sha256. NULL, with e untouched, for a
+ * model that has no weights file (model random, a checkpoint parsed from memory); NULL with e set
+ * when the file cannot be read or has changed (size or mtime) since the model was loaded. */
+const char *model_weights_sha256(struct model *m, err *e);
 /* A random model whose layers use MIXER (spec init). Options: layers= hidden= heads= head_dim=
  * vocab= seed=, and any other config.json key=value. Deterministic from the seed. */
 int model_random(model **out, const char *mixer, opts *o, err *e);
+/* Elements [0, n) of a normal tensor named `name` of a random model with this seed, N(0, sigma^2),
+ * exactly as model_random fills it (over all cores; core/parallel.h). */
+void model_random_normal(float *dst, int64_t n, uint64_t seed, const char *name, float sigma);
 /* Writes PATH/config.json and PATH/model.safetensors (float32, fla names). */
 int model_save(const model *m, const char *path, err *e);
 void model_free(model *m);

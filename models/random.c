@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/parallel.h"
 #include "family.h"
 #include "internal.h"
 
@@ -36,36 +37,176 @@ double rc_ratio(long want, long hidden) {
     return r;
 }
 
-/* ---- the random stream: splitmix64, normals by Box-Muller ---- */
+/* ---- the random numbers: counter-based, so any thread can draw any element ----
+ *
+ * Every element is a function of (seed, tensor name, element index) alone: a key is hashed from
+ * the seed and the name (splitmix64's finaliser over FNV-1a), and element i draws from a keyed
+ * hash of its own index. The order in which threads fill a tensor cannot change a bit.
+ *
+ * Normal tensors come in blocks of 16 elements: pair p = 8 b + l (lane l of block b) gives two
+ * 32-bit words, each lowbias32 (Wellons' 32-bit mixer) twice with key words xored in between,
+ * and Box-Muller turns the words into elements 16 b + l (r cos phi) and 16 b + 8 + l (r sin phi):
+ * u1 = odd 31-bit integer / 2^31 in (0, 1], r = sqrt(-2 ln u1), phi = 2 pi u2 with u2 from 26 bits.
+ * The logarithm, square root, sine and cosine are polynomial and Newton steps written on GCC/clang
+ * vector types (8 lanes), correct to float rounding; so r and phi are those of exact Box-Muller up
+ * to ~1e-7 relative, and x = sigma r cos phi is N(0, sigma^2) (|x| < 6.6 sigma; the mass beyond is
+ * 4e-11). The same code runs as SSE2 or, where the CPU has it, AVX2 (no FMA in either, so both give
+ * the same bits). The other inits draw doubles from splitmix64 of (key, index) with libm. */
 
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t rng_next(rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-/* uniform in (0, 1]: never 0, so logs stay finite */
-static double rng_unit(rng *r) {
-    return (double)((rng_next(r) >> 11) + 1) * (1.0 / 9007199254740992.0);
+static uint64_t slot_key(uint64_t seed, const char *name) {
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        h = (h ^ *c) * 0x100000001b3ull;
+    return mix64(mix64(seed * 0x2545F4914F6CDD1Dull + 0x1234567ull) ^ h);
 }
 
-static double rng_normal(rng *r) {
-    double u = rng_unit(r), v = rng_unit(r);
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+/* uniform in (0, 1] for element i: never 0, so logs stay finite */
+static double unit_at(uint64_t key, int64_t i) {
+    uint64_t z = mix64(key + ((uint64_t)i + 1) * 0x9E3779B97F4A7C15ull);
+    return (double)((z >> 11) + 1) * (1.0 / 9007199254740992.0);
 }
 
-static void init_slot(wslot *s, rng *r) {
-    int64_t n = wslot_numel(s);
-    for (int64_t i = 0; i < n; i++) {
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+typedef float v8f __attribute__((vector_size(32)));
+
+#define NB 16 /* elements per block */
+
+/* lowbias32 in place on a v8u */
+#define LOWBIAS32(x)                                                                               \
+    ((x) ^= (x) >> 16, (x) *= 0x21f0aaadu, (x) ^= (x) >> 15, (x) *= 0x735a2d97u, (x) ^= (x) >> 15)
+
+/* Block b of a normal tensor with keys k[4] (for b's 2^32-pair span), times sigma, into out[16]. */
+static inline __attribute__((always_inline)) void normal_block(float *out, int64_t b,
+                                                               const uint32_t k[4], float sigma) {
+    const v8u lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    v8u c = lane + (uint32_t)((uint64_t)b * 8);
+    v8u h1 = c ^ k[0], h2 = c ^ k[2];
+    LOWBIAS32(h1), LOWBIAS32(h2);
+    h1 ^= k[1], h2 ^= k[3];
+    LOWBIAS32(h1), LOWBIAS32(h2);
+    /* r = sqrt(-2 ln u1) */
+    v8f u1 = __builtin_convertvector((v8i)((h1 >> 1) | 1u), v8f) * (1.0f / 2147483648.0f);
+    v8i bits = (v8i)u1;
+    v8i ex = (bits >> 23) - 127;
+    v8f m = (v8f)((bits & 0x7fffff) | 0x3f800000); /* [1, 2) */
+    v8i big = m > 1.41421356f;                     /* -1 where m > sqrt 2: halve m */
+    m = (v8f)((v8i)m - (big & 0x00800000));
+    ex -= big;
+    v8f s = (m - 1.0f) / (m + 1.0f), s2 = s * s; /* ln m = 2 atanh s, |s| < 0.172 */
+    v8f lnm =
+        2.0f * s * (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9)))));
+    v8f t = -2.0f * (__builtin_convertvector(ex, v8f) * 0.69314718f + lnm);
+    v8i tb = (v8i)t;
+    t = (v8f)(tb & ~(tb >> 31)); /* -0 and below: 0 */
+    t += 1e-30f;                 /* keeps the Newton steps finite at t = 0 */
+    v8f y = (v8f)(0x5f3759df - ((v8i)t >> 1));
+    for (int it = 0; it < 2; it++) y = y * (1.5f - 0.5f * t * y * y); /* 3e-3 -> 5e-10 */
+    v8f r = t * y * sigma;
+    /* phi = (q + f) pi / 2: quadrant q from the top two bits, f in [0, 1) from the next 24 */
+    v8u q = h2 >> 30;
+    v8f th = __builtin_convertvector((v8i)((h2 >> 6) & 0xffffffu), v8f) *
+             (1.57079632679489662f / 16777216.0f);
+    v8f t2 = th * th;
+    v8f sn =
+        th *
+        (1.0f + t2 * (-1.0f / 6 +
+                      t2 * (1.0f / 120 +
+                            t2 * (-1.0f / 5040 + t2 * (1.0f / 362880 + t2 * (-1.0f / 39916800))))));
+    v8f cs =
+        1.0f +
+        t2 * (-0.5f +
+              t2 * (1.0f / 24 +
+                    t2 * (-1.0f / 720 +
+                          t2 * (1.0f / 40320 + t2 * (-1.0f / 3628800 + t2 * (1.0f / 479001600))))));
+    /* rotate by q quarter turns: cos phi = c, -s, -c, s; sin phi = s, c, -s, -c */
+    v8i odd = -(v8i)(q & 1u);
+    v8i ci = ((v8i)cs & ~odd) | ((v8i)sn & odd), si = ((v8i)sn & ~odd) | ((v8i)cs & odd);
+    ci ^= (v8i)(((q ^ (q >> 1)) & 1u) << 31);
+    si ^= (v8i)((q >> 1) << 31);
+    v8f z0 = r * (v8f)ci, z1 = r * (v8f)si;
+    memcpy(out, &z0, sizeof z0);
+    memcpy(out + 8, &z1, sizeof z1);
+}
+
+/* The key words of pairs [2^32 hi, 2^32 (hi + 1)) of a tensor. */
+static void block_keys(uint64_t key, uint64_t hi, uint32_t k[4]) {
+    uint64_t a = mix64(key + hi * 0x9E3779B97F4A7C15ull), b = mix64(a ^ 0xD1B54A32D192ED03ull);
+    k[0] = (uint32_t)a, k[1] = (uint32_t)(a >> 32), k[2] = (uint32_t)b, k[3] = (uint32_t)(b >> 32);
+}
+
+/* Elements [lo, hi) of a normal tensor into dst[lo, hi). */
+static inline __attribute__((always_inline)) void
+normal_range_body(float *dst, int64_t lo, int64_t hi, uint64_t key, float sigma) {
+    uint32_t k[4];
+    uint64_t span = UINT64_MAX;
+    for (int64_t b = lo / NB; b * NB < hi; b++) {
+        if ((uint64_t)b >> 29 != span) block_keys(key, span = (uint64_t)b >> 29, k);
+        int64_t a = b * NB, z = a + NB;
+        if (a >= lo && z <= hi) {
+            normal_block(dst + a, b, k, sigma);
+        } else {
+            float tmp[NB];
+            normal_block(tmp, b, k, sigma);
+            for (int64_t i = a > lo ? a : lo; i < (z < hi ? z : hi); i++) dst[i] = tmp[i - a];
+        }
+    }
+}
+
+static void normal_range_generic(float *dst, int64_t lo, int64_t hi, uint64_t key, float sigma) {
+    normal_range_body(dst, lo, hi, key, sigma);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) static void normal_range_avx2(float *dst, int64_t lo, int64_t hi,
+                                                              uint64_t key, float sigma) {
+    normal_range_body(dst, lo, hi, key, sigma);
+}
+#define HAVE_AVX2_PATH 1
+#endif
+
+static void normal_range(float *dst, int64_t lo, int64_t hi, uint64_t key, float sigma) {
+#ifdef HAVE_AVX2_PATH
+    if (__builtin_cpu_supports("avx2") && !getenv("MIXSCOPE_NO_AVX2")) {
+        normal_range_avx2(dst, lo, hi, key, sigma);
+        return;
+    }
+#endif
+    normal_range_generic(dst, lo, hi, key, sigma);
+}
+
+typedef struct normal_job {
+    float *dst;
+    uint64_t key;
+    float sigma;
+} normal_job;
+
+static void normal_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const normal_job *j = ctx;
+    normal_range(j->dst, lo, hi, j->key, j->sigma);
+}
+
+void model_random_normal(float *dst, int64_t n, uint64_t seed, const char *name, float sigma) {
+    normal_job j = {dst, slot_key(seed, name), sigma};
+    par_for(n, 1 << 16, normal_chunk, &j);
+}
+
+/* Elements [lo, hi) of slot s (key: its seed and name). */
+static void init_range(wslot *s, uint64_t key, int64_t lo, int64_t hi) {
+    if (s->init == INIT_NORMAL) {
+        normal_range(s->data, lo, hi, key, s->ia);
+        return;
+    }
+    for (int64_t i = lo; i < hi; i++) {
         double x = 0;
         switch (s->init) {
         case INIT_NORMAL:
-            x = rng_normal(r) * s->ia;
             break;
         case INIT_ONES:
             x = 1;
@@ -77,14 +218,14 @@ static void init_slot(wslot *s, rng *r) {
             x = s->ia;
             break;
         case INIT_UNIFORM:
-            x = s->ia + (s->ib - s->ia) * rng_unit(r);
+            x = s->ia + (s->ib - s->ia) * unit_at(key, i);
             break;
         case INIT_A_LOG:
-            x = log(s->ia + (s->ib - s->ia) * rng_unit(r));
+            x = log(s->ia + (s->ib - s->ia) * unit_at(key, i));
             break;
         case INIT_DT_BIAS: {
-            double lo = log(s->ia), hi = log(s->ib);
-            double dt = exp(lo + (hi - lo) * rng_unit(r));
+            double lo_ = log(s->ia), hi_ = log(s->ib);
+            double dt = exp(lo_ + (hi_ - lo_) * unit_at(key, i));
             if (dt < 1e-4) dt = 1e-4;
             x = dt + log(-expm1(-dt)); /* softplus^-1 */
             break;
@@ -92,6 +233,67 @@ static void init_slot(wslot *s, rng *r) {
         }
         s->data[i] = (float)x;
     }
+}
+
+/* Every slot in chunks of FILL_GRAIN elements, over all cores. */
+#define FILL_GRAIN ((int64_t)1 << 16)
+
+typedef struct fill_job {
+    model *m;
+    uint64_t *keys; /* [nslots] */
+    int64_t *first; /* [nslots + 1]: chunk index of each slot's first chunk */
+} fill_job;
+
+static void fill_chunks(void *ctx, int64_t lo, int64_t hi) {
+    fill_job *j = ctx;
+    for (int64_t c = lo; c < hi; c++) {
+        int a = 0, z = j->m->nslots; /* the slot with first[a] <= c < first[a + 1] */
+        while (z - a > 1) {
+            int mid = (a + z) / 2;
+            if (j->first[mid] <= c)
+                a = mid;
+            else
+                z = mid;
+        }
+        wslot *s = &j->m->slots[a];
+        int64_t e0 = (c - j->first[a]) * FILL_GRAIN, n = wslot_numel(s);
+        init_range(s, j->keys[a], e0, n - e0 < FILL_GRAIN ? n : e0 + FILL_GRAIN);
+    }
+}
+
+/* Allocates and fills every slot; one line on failure. */
+static int fill_slots(model *m, uint64_t seed, const char *mixer, err *e) {
+    int64_t params = model_param_count(m);
+    uint64_t bytes = (uint64_t)params * sizeof(float), phys = par_phys_bytes();
+    if (phys && bytes > phys)
+        return err_set(e,
+                       "model random %s: %lld parameters need %.2f GB as float32, more than this "
+                       "machine's %.2f GB of memory",
+                       mixer, (long long)params, bytes / 1e9, phys / 1e9);
+    uint64_t *keys = malloc(((size_t)m->nslots + 1) * sizeof *keys);
+    int64_t *first = malloc(((size_t)m->nslots + 1) * sizeof *first);
+    if (!keys || !first) {
+        free(keys), free(first);
+        return err_set(e, "out of memory");
+    }
+    first[0] = 0;
+    for (int i = 0; i < m->nslots; i++) {
+        wslot *s = &m->slots[i];
+        int64_t n = wslot_numel(s);
+        keys[i] = slot_key(seed, s->name);
+        first[i + 1] = first[i] + (n + FILL_GRAIN - 1) / FILL_GRAIN;
+        if (!(s->data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)))) {
+            free(keys), free(first);
+            return err_set(e,
+                           "model random %s: out of memory for %lld parameters (%.2f GB as "
+                           "float32)",
+                           mixer, (long long)params, bytes / 1e9);
+        }
+    }
+    fill_job j = {m, keys, first};
+    par_for(first[m->nslots], 1, fill_chunks, &j);
+    free(keys), free(first);
+    return 0;
 }
 
 /* ---- config.json text as Hugging Face writes it (2-space indent, sorted keys) ---- */
@@ -288,21 +490,9 @@ int model_random(model **out, const char *mixer, opts *o, err *e) {
     int rc = model_declare(&m, text, label, e);
     free(text);
     if (rc) return -1;
-    if (model_param_count(m) > (1ll << 28)) {
-        err_set(e, "model random %s: %lld parameters is too many for this lab (at most 2^28)",
-                mixer, (long long)model_param_count(m));
+    if (fill_slots(m, (uint64_t)seed, mixer, e)) {
         model_free(m);
         return -1;
-    }
-    rng r = {(uint64_t)seed * 0x2545F4914F6CDD1Dull + 0x1234567ull};
-    for (int i = 0; i < m->nslots; i++) {
-        wslot *s = &m->slots[i];
-        if (!(s->data = malloc((size_t)wslot_numel(s) * sizeof(float)))) {
-            err_set(e, "out of memory for %lld parameters", (long long)model_param_count(m));
-            model_free(m);
-            return -1;
-        }
-        init_slot(s, &r);
     }
     if (model_finish(m, e)) {
         model_free(m);

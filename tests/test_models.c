@@ -8,16 +8,24 @@
  *    closes the gap to float32 rounding, which shows the stack around the core is exact;
  *  - random models for every mixer: deterministic, step == prefill, 4096 tokens without NaN/Inf
  *    and with bounded states, save -> load bit for bit;
+ *  - the random init: N(0, sigma^2) within sampling error, the same bits with 1 and several
+ *    threads and with or without AVX2, the size limit and out-of-memory refusals;
+ *  - loading over all cores: every dtype converted as the sequential reader does, the first
+ *    non-finite element named; the weights' SHA-256 computed lazily (model_weights_sha256);
  *  - bad checkpoints: each refused with one line naming the tensor or key;
  *  - swap (gdn <-> kaczmarz on a GDN checkpoint, through the probes), GVA, tied heads, probes in
  *    the trace, byte tokens. */
 #include "testutil.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/config.h"
 #include "core/fileio.h"
+#include "core/parallel.h"
 #include "core/safetensors.h"
+#include "core/sha256.h"
 #include "mixers/record.h"
 #include "models/blocks.h"
 #include "models/model.h"
@@ -425,6 +433,143 @@ static void test_random_init_spec(void **st) {
     model_free(k);
 }
 
+/* 1e6 draws of N(0, 1) (the generator of every normal tensor): mean, variance (of the cosine and
+ * the sine halves of Box-Muller each), the tails beyond 3 and 4 sigma, the lag-1 correlation and
+ * a chi-square over 100 equiprobable bins, each within 5 standard errors */
+static void test_random_normal_stats(void **st) {
+    (void)st;
+    const int n = 1000000;
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    assert_non_null(x), assert_non_null(y);
+    model_random_normal(x, n, 5, "model.embeddings.weight", 1.0f);
+    double sum[2] = {0}, sq[2] = {0}, lag = 0, cross = 0, big = 0;
+    long cnt[2] = {0}, t3 = 0, t4 = 0, bins[100] = {0};
+    model_random_normal(y, n, 5, "lm_head.weight", 1.0f);
+    for (int i = 0; i < n; i++) {
+        double v = x[i];
+        int half = (i / 8) % 2; /* elements 16b..16b+7: r cos phi; 16b+8..16b+15: r sin phi */
+        sum[half] += v, sq[half] += v * v, cnt[half]++;
+        if (i + 1 < n) lag += v * x[i + 1];
+        cross += v * y[i];
+        t3 += fabs(v) > 3, t4 += fabs(v) > 4;
+        big = fmax(big, fabs(v));
+        int b = (int)(100 * 0.5 * erfc(-v / sqrt(2.0)));
+        bins[b < 0 ? 0 : b > 99 ? 99 : b]++;
+    }
+    double mean = (sum[0] + sum[1]) / n, var = (sq[0] + sq[1]) / n - mean * mean;
+    double chi2 = 0;
+    for (int b = 0; b < 100; b++)
+        chi2 += (bins[b] - n / 100.0) * (bins[b] - n / 100.0) / (n / 100.0);
+    print_message("  N(0,1) x 1e6: mean %.5f var %.5f |x|>3 %ld |x|>4 %ld lag1 %.5f chi2(99) %.1f "
+                  "max %.2f\n",
+                  mean, var, t3, t4, lag / (n - 1), chi2, big);
+    assert_true(fabs(mean) < 5 / sqrt(n));
+    assert_true(fabs(var - 1) < 5 * sqrt(2.0 / n));
+    for (int h = 0; h < 2; h++) {
+        double m = sum[h] / cnt[h], v = sq[h] / cnt[h] - m * m;
+        assert_true(fabs(m) < 5 / sqrt(cnt[h]));
+        assert_true(fabs(v - 1) < 5 * sqrt(2.0 / cnt[h]));
+    }
+    double p3 = erfc(3 / sqrt(2.0)), p4 = erfc(4 / sqrt(2.0)); /* 2.70e-3, 6.33e-5 */
+    assert_true(fabs(t3 - n * p3) < 5 * sqrt(n * p3));
+    assert_true(fabs(t4 - n * p4) < 5 * sqrt(n * p4));
+    assert_true(fabs(lag / (n - 1)) < 5 / sqrt(n));
+    assert_true(fabs(cross / n) < 5 / sqrt(n)); /* another tensor's draws are independent */
+    assert_true(chi2 < 99 + 5 * sqrt(2 * 99.0));
+    assert_true(big < 6.7);
+    /* sigma scales, and a prefix of any length is the prefix (odd lengths end inside a block) */
+    model_random_normal(y, 1000003, 5, "model.embeddings.weight", 0.02f);
+    for (int i = 0; i < 1000003 && i < n; i++)
+        assert_true(fabsf(y[i] - 0.02f * x[i]) <= 1e-6f * fabsf(0.02f * x[i]) + 1e-12f);
+    model_random_normal(y, 777, 5, "model.embeddings.weight", 1.0f);
+    assert_memory_equal(y, x, 777 * sizeof(float));
+    free(x), free(y);
+}
+
+static void expect_same_weights(const model *a, const model *b) {
+    assert_int_equal(a->nslots, b->nslots);
+    for (int j = 0; j < a->nslots; j++) {
+        size_t n = 1;
+        for (int d = 0; d < a->slots[j].ndim; d++) n *= (size_t)a->slots[j].shape[d];
+        if (memcmp(a->slots[j].data, b->slots[j].data, n * sizeof(float)))
+            fail_msg("tensor '%s' differs", a->slots[j].name);
+    }
+}
+
+/* the same seed gives the same bits with 1 thread, with 3, with every core, and with the SSE2
+ * code instead of AVX2; the embedding is model_random_normal's draws */
+static void test_random_threads(void **st) {
+    (void)st;
+    const char *kv[] = {"seed=11", "vocab=4099", "layers=1"};
+    par_set_threads(1);
+    model *a = random_model("gdn", kv, 3);
+    par_set_threads(3);
+    model *b = random_model("gdn", kv, 3);
+    par_set_threads(0);
+    setenv("MIXSCOPE_NO_AVX2", "1", 1);
+    model *c = random_model("gdn", kv, 3);
+    unsetenv("MIXSCOPE_NO_AVX2");
+    expect_same_weights(a, b);
+    expect_same_weights(a, c);
+    wslot *emb = model_find_slot(a, "model.embeddings.weight");
+    int64_t n = emb->shape[0] * emb->shape[1];
+    float *x = malloc((size_t)n * sizeof *x);
+    model_random_normal(x, n, 11, emb->name, 0.02f);
+    assert_memory_equal(x, emb->data, (size_t)n * sizeof *x);
+    free(x);
+    model_free(a), model_free(b), model_free(c);
+    /* the non-normal inits keep their ranges under any thread count */
+    par_set_threads(2);
+    const char *km[] = {"seed=4", "hidden=256"};
+    model *k = random_model("mamba2", km, 2);
+    par_set_threads(0);
+    wslot *ka = model_find_slot(k, "backbone.layers.1.mixer.A_log");
+    for (int h = 0; h < (int)ka->shape[0]; h++)
+        assert_true(expf(ka->data[h]) >= 1.0f - 1e-5f && expf(ka->data[h]) <= 16.0f + 1e-4f);
+    model_free(k);
+}
+
+/* a model that cannot fit in memory is refused in one line naming its size; a failed allocation
+ * (an address-space limit in a child process) is an error, not a crash */
+static void test_random_size_limit(void **st) {
+    (void)st;
+    opts o;
+    err e = {{0}};
+    const char *huge[] = {"layers=1024", "hidden=16384", "vocab=1048576"};
+    assert_int_equal(opts_parse(&o, 3, (char *const *)huge, &e), 0);
+    model *m = NULL;
+    assert_int_equal(model_random(&m, "gdn", &o, &e), -1);
+    opts_free(&o);
+    assert_null(m);
+    print_message("  refused: %s\n", e.msg);
+    expect_has(e.msg, "parameters"), expect_has(e.msg, "GB"), expect_has(e.msg, "memory");
+    assert_null(strchr(e.msg, '\n'));
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(3);
+        fclose(f);
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (200u << 20);
+        if (setrlimit(RLIMIT_AS, &rl)) _exit(3);
+        const char *kv[] = {"layers=4", "hidden=1024", "heads=8", "head_dim=128", "vocab=32000"};
+        opts oc;
+        err ec = {{0}};
+        model *mc = NULL;
+        if (opts_parse(&oc, 5, (char *const *)kv, &ec)) _exit(3);
+        int rc = model_random(&mc, "gdn", &oc, &ec);
+        fprintf(stderr, "  child: %s\n", rc ? ec.msg : "built");
+        _exit(rc == -1 && strstr(ec.msg, "out of memory") && !mc ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* step == prefill, and a 4096-token run stays finite with bounded recurrent states */
 static void test_random_step_prefill(void **st) {
     (void)st;
@@ -725,8 +870,14 @@ static void test_sharded_and_file_paths(void **st) {
     assert_int_equal(file_write_atomic(p, cfg, strlen(cfg), &e), 0);
     free(cfg);
     if (model_load(&a, sh, &e)) fail_msg("sharded: %s", e.msg);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sh);
+    char hex[65];
+    assert_int_equal(sha256_file(p, hex, &e), 0);
+    assert_string_equal(model_weights_sha256(a, &e), hex); /* the index is the weights file */
     snprintf(p, sizeof p, "%s/model.safetensors", src);
     if (model_load(&b, p, &e)) fail_msg("file path: %s", e.msg);
+    assert_int_equal(sha256_file(p, hex, &e), 0);
+    assert_string_equal(model_weights_sha256(b, &e), hex);
     for (int i = 0; i < m->nslots; i++) {
         size_t n = 1;
         for (int d = 0; d < m->slots[i].ndim; d++) n *= (size_t)m->slots[i].shape[d];
@@ -734,6 +885,129 @@ static void test_sharded_and_file_paths(void **st) {
         assert_memory_equal(m->slots[i].data, model_find_slot(b, m->slots[i].name)->data, n * 4);
     }
     model_free(m), model_free(a), model_free(b);
+    test_rmdir(dir);
+}
+
+/* ---- loading over all cores, and the weights' digest ---- */
+
+/* dir/config.json and dir/model.safetensors from the saved model in src: every tensor in dtype
+ * dt, with val[k] at element idx[k] of tensor `name` */
+static void write_poisoned(const char *src, const char *dir, dtype dt, const char *name,
+                           const int64_t *idx, const float *val, int n) {
+    err e = {{0}};
+    char p[600], *text;
+    mkdir(dir, 0777);
+    snprintf(p, sizeof p, "%s/config.json", src);
+    assert_int_equal(file_read_all(p, 1 << 20, &text, NULL, &e), 0);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    assert_int_equal(file_write_atomic(p, text, strlen(text), &e), 0);
+    free(text);
+    st_file *f;
+    snprintf(p, sizeof p, "%s/model.safetensors", src);
+    assert_int_equal(st_open(&f, p, &e), 0);
+    tensor **out = calloc((size_t)f->n, sizeof *out);
+    for (int i = 0; i < f->n; i++) {
+        const tensor *t = &f->tensors[i];
+        float *v = malloc((size_t)tensor_numel(t) * sizeof *v);
+        tensor_read_f32(t, v);
+        for (int k = 0; name && k < n && !strcmp(t->name, name); k++) v[idx[k]] = val[k];
+        out[i] = tensor_from_f32(t->name, dt, t->ndim, t->shape, v, &e);
+        assert_non_null(out[i]);
+        free(v);
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    assert_int_equal(st_write(p, (const tensor *const *)out, f->n, NULL, &e), 0);
+    for (int i = 0; i < f->n; i++) tensor_free(out[i]);
+    free(out);
+    st_close(f);
+}
+
+/* every float dtype over several chunks: the same floats with 1 and 3 threads, equal to the
+ * sequential tensor_read_f32 of the file; the first non-finite element is the one named */
+static void test_load_parallel(void **st) {
+    (void)st;
+    char *dir = test_tmpdir(), src[512], var[512], p[700];
+    err e = {{0}};
+    const char *kv[] = {"seed=2", "vocab=4099", "layers=1"};
+    model *m = random_model("gdn", kv, 3);
+    snprintf(src, sizeof src, "%s/ok", dir), snprintf(var, sizeof var, "%s/var", dir);
+    assert_int_equal(model_save(m, src, &e), 0);
+    model_free(m);
+    const dtype DT[] = {DT_F32, DT_BF16, DT_F16, DT_F64};
+    const char *emb = "model.embeddings.weight";
+    for (int d = 0; d < 4; d++) {
+        write_poisoned(src, var, DT[d], NULL, NULL, NULL, 0);
+        model *x = NULL, *y = NULL;
+        par_set_threads(1);
+        if (model_load(&x, var, &e)) fail_msg("%s: %s", dtype_name(DT[d]), e.msg);
+        par_set_threads(3);
+        if (model_load(&y, var, &e)) fail_msg("%s: %s", dtype_name(DT[d]), e.msg);
+        par_set_threads(0);
+        expect_same_weights(x, y);
+        st_file *f;
+        snprintf(p, sizeof p, "%s/model.safetensors", var);
+        assert_int_equal(st_open(&f, p, &e), 0);
+        for (int i = 0; i < f->n; i++) {
+            const tensor *t = &f->tensors[i];
+            float *v = malloc((size_t)tensor_numel(t) * sizeof *v);
+            tensor_read_f32(t, v);
+            assert_memory_equal(v, model_find_slot(x, t->name)->data,
+                                (size_t)tensor_numel(t) * sizeof *v);
+            free(v);
+        }
+        st_close(f);
+        model_free(x), model_free(y);
+        /* NaN at 150003 and Inf at 200001 of the embedding (chunks 2 and 3), NaN in the head */
+        int64_t idx[] = {200001, 150003};
+        float val[] = {INFINITY, NAN};
+        write_poisoned(src, var, DT[d], emb, idx, val, 2);
+        for (int nt = 1; nt <= 3; nt += 2) {
+            par_set_threads(nt);
+            assert_int_equal(model_load(&x, var, &e), -1);
+            par_set_threads(0);
+            expect_has(e.msg, "tensor 'model.embeddings.weight': NaN at element 150003");
+        }
+        val[1] = -INFINITY;
+        write_poisoned(src, var, DT[d], emb, idx, val, 2);
+        assert_int_equal(model_load(&x, var, &e), -1);
+        expect_has(e.msg, "tensor 'model.embeddings.weight': Inf at element 150003");
+    }
+    test_rmdir(dir);
+}
+
+/* model_weights_sha256: NULL for a random model; the digest of model.safetensors (or of the file
+ * given) on the first call, the same pointer after; refused once the file has changed */
+static void test_weights_sha256(void **st) {
+    (void)st;
+    char *dir = test_tmpdir(), src[512], w[700], hex[65];
+    err e = {{0}};
+    model *r = random_model("gla", NULL, 0), *a = NULL, *b = NULL;
+    assert_null(model_weights_sha256(r, &e));
+    assert_string_equal(e.msg, "");
+    snprintf(src, sizeof src, "%s/m", dir);
+    assert_int_equal(model_save(r, src, &e), 0);
+    snprintf(w, sizeof w, "%s/model.safetensors", src);
+    assert_int_equal(sha256_file(w, hex, &e), 0);
+    assert_int_equal(model_load(&a, src, &e), 0);
+    assert_int_equal(model_load(&b, w, &e), 0);
+    assert_true(a->weights_path[0] == '/');
+    assert_string_equal(a->sha256, ""); /* not computed by the load */
+    const char *h = model_weights_sha256(a, &e);
+    assert_non_null(h);
+    assert_string_equal(h, hex);
+    assert_ptr_equal(model_weights_sha256(a, &e), h);
+    assert_string_equal(model_weights_sha256(b, &e), hex);
+    model_free(a);
+    /* a file that changed after the load has no digest of the loaded weights */
+    assert_int_equal(model_load(&a, src, &e), 0);
+    struct stat sb;
+    assert_int_equal(stat(w, &sb), 0);
+    struct timespec ts[2] = {sb.st_atim, sb.st_mtim};
+    ts[1].tv_sec -= 10;
+    assert_int_equal(utimensat(AT_FDCWD, w, ts, 0), 0);
+    assert_null(model_weights_sha256(a, &e));
+    expect_has(e.msg, "changed since the model was loaded");
+    model_free(a), model_free(b), model_free(r);
     test_rmdir(dir);
 }
 
@@ -924,31 +1198,21 @@ static void test_tokens(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_scalars),
-        cmocka_unit_test(test_blocks_norms),
-        cmocka_unit_test(test_blocks_conv_cache),
-        cmocka_unit_test(test_blocks_rope),
-        cmocka_unit_test(test_ref_transformer),
-        cmocka_unit_test(test_ref_gla),
-        cmocka_unit_test(test_ref_delta_net),
-        cmocka_unit_test(test_ref_mamba2),
-        cmocka_unit_test(test_ref_gated_deltanet),
-        cmocka_unit_test(test_ref_parallax),
-        cmocka_unit_test(test_ref_parallax_tf32),
-        cmocka_unit_test(test_ref_gated_deltanet_tf32),
-        cmocka_unit_test(test_random_deterministic),
-        cmocka_unit_test(test_random_init_spec),
-        cmocka_unit_test(test_random_step_prefill),
-        cmocka_unit_test(test_random_long_stable),
-        cmocka_unit_test(test_save_load_bitwise),
-        cmocka_unit_test(test_config_variants),
-        cmocka_unit_test(test_bad_checkpoints),
-        cmocka_unit_test(test_bf16_exact),
-        cmocka_unit_test(test_sharded_and_file_paths),
-        cmocka_unit_test(test_swap_kaczmarz_on_gdn),
-        cmocka_unit_test(test_probes_recorded),
-        cmocka_unit_test(test_gva_and_kinds),
-        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_blocks_scalars),       cmocka_unit_test(test_blocks_norms),
+        cmocka_unit_test(test_blocks_conv_cache),    cmocka_unit_test(test_blocks_rope),
+        cmocka_unit_test(test_ref_transformer),      cmocka_unit_test(test_ref_gla),
+        cmocka_unit_test(test_ref_delta_net),        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_gated_deltanet),   cmocka_unit_test(test_ref_parallax),
+        cmocka_unit_test(test_ref_parallax_tf32),    cmocka_unit_test(test_ref_gated_deltanet_tf32),
+        cmocka_unit_test(test_random_deterministic), cmocka_unit_test(test_random_init_spec),
+        cmocka_unit_test(test_random_normal_stats),  cmocka_unit_test(test_random_threads),
+        cmocka_unit_test(test_random_size_limit),    cmocka_unit_test(test_random_step_prefill),
+        cmocka_unit_test(test_random_long_stable),   cmocka_unit_test(test_save_load_bitwise),
+        cmocka_unit_test(test_config_variants),      cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_bf16_exact),           cmocka_unit_test(test_load_parallel),
+        cmocka_unit_test(test_weights_sha256),       cmocka_unit_test(test_sharded_and_file_paths),
+        cmocka_unit_test(test_swap_kaczmarz_on_gdn), cmocka_unit_test(test_probes_recorded),
+        cmocka_unit_test(test_gva_and_kinds),        cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

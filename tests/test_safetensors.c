@@ -5,6 +5,8 @@
  *    names the file (st_open) or the label (st_open_memory).
  * 3. write -> read round trips: every dtype byte for byte, f32 <-> f16 / bf16 rounding, zero-size
  *    and scalar tensors, metadata, header padding, atomic writes, sharded checkpoints.
+ * 4. SHA-256 (core/sha256.h, the checkpoint digest): the standard's vectors, the SHA extensions
+ *    against the portable code on 1 MB in uneven pieces, and sha256_file.
  * Leaks are caught by running this binary under the asan build (LeakSanitizer). */
 #include "testutil.h"
 
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "core/fileio.h"
+#include "core/sha256.h"
 #include "core/tensor.h"
 #include "tests/tgroupdir.h"
 
@@ -1148,6 +1151,95 @@ static void test_sharded(void **state) {
     free(s1), free(s2), free(s3), free(idx), free(none), free(dir);
 }
 
+/* ---- SHA-256 ---- */
+
+static void sha_of(const void *p, size_t n, char hex[65]) {
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, p, n);
+    sha256_hex(&c, hex);
+}
+
+/* FIPS 180-4 examples and the NIST long messages, with whichever path the CPU takes and with the
+ * portable code forced */
+static void test_sha256_vectors(void **state) {
+    (void)state;
+    static const char *const V[][2] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+         "lmnopqrsmnopqrstnopqrstu",
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+    };
+    char hex[65];
+    for (int ni = 1; ni >= 0; ni--) {
+        sha256_set_ni(ni);
+        for (size_t i = 0; i < sizeof V / sizeof V[0]; i++) {
+            sha_of(V[i][0], strlen(V[i][0]), hex);
+            assert_string_equal(hex, V[i][1]);
+        }
+        /* one million 'a', fed 1000 at a time */
+        char a[1000];
+        memset(a, 'a', sizeof a);
+        sha256_ctx c;
+        sha256_init(&c);
+        for (int k = 0; k < 1000; k++) sha256_update(&c, a, sizeof a);
+        sha256_hex(&c, hex);
+        assert_string_equal(hex,
+                            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    }
+    sha256_set_ni(1);
+    print_message("  SHA extensions: %s\n", sha256_uses_ni() ? "used" : "not on this CPU");
+}
+
+/* 1 MB of bytes: the SHA extensions equal the portable code, whole and in uneven pieces (every
+ * length 0..130 around the 64-byte blocks), and every length up to 300 bytes */
+static void test_sha256_ni_vs_portable(void **state) {
+    (void)state;
+    size_t n = 1u << 20;
+    unsigned char *b = malloc(n);
+    assert_non_null(b);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, b[i] = (unsigned char)x;
+    char want[65], got[65];
+    sha256_set_ni(0);
+    assert_int_equal(sha256_uses_ni(), 0);
+    sha_of(b, n, want);
+    char small[301][65];
+    for (size_t k = 0; k <= 300; k++) sha_of(b + k, k, small[k]);
+    sha256_set_ni(1);
+    assert_int_equal(sha256_uses_ni(), sha256_cpu_has_ni());
+    sha_of(b, n, got);
+    assert_string_equal(got, want);
+    sha256_ctx c;
+    sha256_init(&c);
+    size_t off = 0;
+    for (size_t k = 0; off < n; k = (k + 1) % 131) {
+        size_t m = k < n - off ? k : n - off;
+        sha256_update(&c, b + off, m);
+        off += m;
+    }
+    sha256_hex(&c, got);
+    assert_string_equal(got, want);
+    for (size_t k = 0; k <= 300; k++) {
+        sha_of(b + k, k, got);
+        assert_string_equal(got, small[k]);
+    }
+    /* the same bytes through a file */
+    char *p = tmp_path("sha.bin");
+    write_bytes(p, b, n);
+    err e = {{0}};
+    assert_int_equal(sha256_file(p, got, &e), 0);
+    assert_string_equal(got, want);
+    unlink(p);
+    assert_int_equal(sha256_file(p, got, &e), -1);
+    expect_has(e.msg, "sha.bin");
+    free(p);
+    free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refs_ops),
@@ -1168,6 +1260,8 @@ int main(void) {
         cmocka_unit_test(test_header_padding),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_sharded),
+        cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_sha256_ni_vs_portable),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
