@@ -217,19 +217,26 @@ __global__ void gm_conv(int n, int C3, int W, int ldp, const float *__restrict__
             r[i] = i < W ? cc[i] : 0.0f;
             wr[i] = i < W ? w[i] : 0.0f;
         }
-        for (int t = 0; t < n; t++) {
-            const float xin = P[(size_t)t * ldp + c];
+        // eight tokens' inputs loaded at once (independent loads in flight), then stepped
+        for (int t0 = 0; t0 < n; t0 += 8) {
+            float xs[8];
 #pragma unroll
-            for (int i = 0; i < 7; i++)
-                if (i + 1 < W) r[i] = r[i + 1];
+            for (int u = 0; u < 8; u++) xs[u] = t0 + u < n ? P[(size_t)(t0 + u) * ldp + c] : 0.0f;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (i == W - 1) r[i] = xin;
-            double acc = b;
+            for (int u = 0; u < 8; u++) {
+                if (t0 + u >= n) break;
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (i < W) acc += (double)r[i] * (double)wr[i];
-            out[(size_t)t * C3 + c] = gm_act((float)acc, a);
+                for (int i = 0; i < 7; i++)
+                    if (i + 1 < W) r[i] = r[i + 1];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    if (i == W - 1) r[i] = xs[u];
+                double acc = b;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    if (i < W) acc += (double)r[i] * (double)wr[i];
+                out[(size_t)(t0 + u) * C3 + c] = gm_act((float)acc, a);
+            }
         }
 #pragma unroll
         for (int i = 0; i < 8; i++)
@@ -348,17 +355,25 @@ __global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
         const int i = ty + r * GM_RG;
         col[r] = (i < dk && jin) ? S[(size_t)i * dv + j] : 0.0f;
     }
-    for (int t = 0; t < a.n; t++) {
-        const float *qt = a.QKV + (size_t)t * a.C3 + (size_t)h * dk, *kt = qt + a.kd;
-        __syncthreads(); // (A) the previous token is done with sk, sq
-        for (int i = tid; i < dk; i += 32 * GM_RG) {
-            sk[i] = kt[i];
-            sq[i] = a.scale * qt[i];
-        }
-        const float vj =
-            jin ? a.QKV[(size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * dv + j] : 0.0f;
+    // Token t + 1's inputs are loaded into registers while token t runs (dk <= 32 GM_RG: one key
+    // and query element per thread).
+    float nk = 0.0f, nq = 0.0f, nv = 0.0f, ng = 0.0f, nb = 0.0f, nk2 = 0.0f;
+    auto fetch = [&](int t) {
+        const float *qt = a.QKV + (size_t)t * a.C3 + (size_t)h * dk;
         const size_t th = (size_t)t * a.Hv + hv;
-        const float alpha = a.decay ? expf(a.G[th]) : 1.0f, b = a.Beff[th];
+        if (tid < dk) nk = qt[a.kd + tid], nq = qt[tid];
+        nv = jin ? a.QKV[(size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * dv + j] : 0.0f;
+        ng = a.decay ? a.G[th] : 0.0f;
+        nb = a.Beff[th];
+        if (PROBES) nk2 = a.K2[(size_t)t * a.H + h];
+    };
+    fetch(0);
+    for (int t = 0; t < a.n; t++) {
+        const size_t th = (size_t)t * a.Hv + hv;
+        __syncthreads(); // (A) the previous token is done with sk, sq
+        if (tid < dk) sk[tid] = nk, sq[tid] = a.scale * nq;
+        const float vj = nv, alpha = a.decay ? expf(ng) : 1.0f, b = nb, k2 = nk2;
+        if (t + 1 < a.n) fetch(t + 1);
         __syncthreads(); // (B)
         float pa = 0.0f, so = 0.0f;
 #pragma unroll
@@ -406,7 +421,7 @@ __global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
                     s2n += rb[2][y][tx];
                     s2o += rb[3][y][tx];
                 }
-                const float rho = b * a.K2[(size_t)t * a.H + h];
+                const float rho = b * k2;
                 const double r = jin ? (double)skn - (double)vj : 0.0;
                 const double rc = jin ? r + (1.0 - (double)rho) * (double)e : 0.0;
                 const double pred = (double)alpha * (double)acc;

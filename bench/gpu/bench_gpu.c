@@ -396,6 +396,7 @@ static void bench_step_model(const char *label, const char *spec, int variants, 
         const char *name;
     } rows[] = {
         {64, 2, "64 tokens a call, probes + state back"},
+        {64, 1, "64 tokens a call, probes back"},
         {64, 3, "64 tokens a call, probes + state + logits"},
         {64, 0, "64 tokens a call, head only (top, p, nll)"},
         {8, 1, "8 tokens a call, probes back"},
