@@ -170,6 +170,15 @@ int diag_nf_scan_core(diag_nf *r, const mixer_ops *mx, const mixer_cfg *c, const
     /* 3, 4. the state and the output; the probes name the step inside the recurrence */
     state_part parts[MIXER_MAX_STATE_PARTS];
     int np = state ? diag_head_parts(mx, c, parts) : 0;
+    /* a finite state_norm of every head means a finite state (a NaN or Inf anywhere makes the
+     * sum of squares non-finite): the pass over the state is needed only when it is not */
+    int sn = probes ? mixer_probe_index(mx, "state_norm") : -1;
+    if (sn >= 0 && mx->probes[sn].width == W_1 && np == 1) {
+        const float *p = probes + mixer_probe_offset(mx, c, sn);
+        int ok = 1;
+        for (int h = 0; h < H && ok; h++) ok = isfinite(p[h]);
+        if (ok) np = 0;
+    }
     int first = -1, nh = 0, bad_state = 0;
     float v = 0;
     for (int h = 0; h < H; h++) {

@@ -7,6 +7,8 @@
  * scalar loop, so the results do not depend on the vector width. */
 #include "recall.h"
 
+#include "../core/parallel.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,21 +349,30 @@ static void rows_full(recall_tracker *rt, const float *state) {
  * recall entry; token t's row and one check row (j = 1 .. min(t, W - 1) in turn) are read from
  * the state directly. Returns 0, or -1 when the check row disagrees beyond float rounding: the
  * recall entries would differ by more than 1e-4 (then the caller recomputes everything). */
-static int rows_incremental(recall_tracker *rt, const float *state, int64_t t) {
-    int H = rt->H, dk = rt->dk, dv = rt->dv, slot = (int)(t % W);
-    int64_t m = t < W - 1 ? t : W - 1, ic = m > 0 ? t - 1 - rt->incremental % m : -1;
-    int cslot = ic >= 0 && rt->tok[ic % W] == ic ? (int)(ic % W) : -1;
-    double *chk = rt->scr, *ud = rt->scr + dv, *kd = rt->scr + 2 * dv; /* [dv], [dv], [dk] */
-    for (int h = 0; h < H; h++) {
-        const float *S = state + (size_t)h * dk * dv;
+typedef struct inc_ctx {
+    recall_tracker *rt;
+    const float *state;
+    int slot, cslot;
+    double *scr;     /* [H][2 dv + dk] each head's check row, u and kk in double */
+    _Atomic int bad; /* a head whose check row disagreed */
+} inc_ctx;
+
+/* Heads [lo, hi) of rows_incremental: independent of one another, so split over threads. */
+static void inc_heads(void *ctx, int64_t lo, int64_t hi) {
+    inc_ctx *c = ctx;
+    recall_tracker *rt = c->rt;
+    int dk = rt->dk, dv = rt->dv, slot = c->slot, cslot = c->cslot;
+    for (int64_t h = lo; h < hi; h++) {
+        double *chk = c->scr + (size_t)h * (2 * dv + dk), *ud = chk + dv, *kd = chk + 2 * dv;
+        const float *S = c->state + (size_t)h * dk * dv;
         for (int d = 0; d < dk; d++) kd[d] = rt->kk[(size_t)h * dk + d];
         for (int j = 0; j < dv; j++) ud[j] = rt->u[(size_t)h * dv + j];
         double a = rt->alpha[h];
         for (int s = 0; s < W; s++) {
             if (rt->tok[s] < 0 || s == slot) continue;
             size_t hs = (size_t)h * W + s;
-            double c = dot_fd(dk, rt->K + hs * dk, kd);
-            double e2 = advance_row(dv, rt->R + hs * dv, a, c, ud, rt->V + hs * dv);
+            double cf = dot_fd(dk, rt->K + hs * dk, kd);
+            double e2 = advance_row(dv, rt->R + hs * dv, a, cf, ud, rt->V + hs * dv);
             rt->E[hs] = entry(e2, rt->vn2[hs]);
         }
         size_t hn = (size_t)h * W + slot;
@@ -374,8 +385,21 @@ static int rows_incremental(recall_tracker *rt, const float *state, int64_t t) {
         double diff = 0, c2 = 0;
         for (int j = 0; j < dv; j++)
             diff += (r[j] - chk[j]) * (r[j] - chk[j]), c2 += chk[j] * chk[j];
-        if (!(diff <= 1e-8 * fmax(rt->vn2[hc], c2))) return -1;
+        if (!(diff <= 1e-8 * fmax(rt->vn2[hc], c2))) c->bad = 1;
     }
+}
+
+static int rows_incremental(recall_tracker *rt, const float *state, int64_t t) {
+    int H = rt->H, dk = rt->dk, dv = rt->dv, slot = (int)(t % W);
+    int64_t m = t < W - 1 ? t : W - 1, ic = m > 0 ? t - 1 - rt->incremental % m : -1;
+    int cslot = ic >= 0 && rt->tok[ic % W] == ic ? (int)(ic % W) : -1;
+    inc_ctx c = {.rt = rt, .state = state, .slot = slot, .cslot = cslot};
+    c.scr = malloc((size_t)H * (2 * dv + dk) * sizeof *c.scr);
+    if (!c.scr) return -1; /* the full product then */
+    /* a head's work is W (dk + dv): worth a thread from a few heads of 64 */
+    par_for(H, (int64_t)W * (dk + dv) >= 16384 ? 1 : H, inc_heads, &c);
+    free(c.scr);
+    if (c.bad) return -1;
     rt->incremental++;
     return 0;
 }
