@@ -165,8 +165,7 @@ static int set_threads(session *s, const char *v, err *e) {
         x = 0;
     else if (parse_long(v, 1, 256, &x, "threads", e))
         return err_set(e, "set threads: expected all or an integer in 1..256, got '%.40s'", v);
-    engine_set_threads((int)x);
-    return 0;
+    return engine_set_threads((int)x, e);
 }
 
 typedef struct setting {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/parallel.h"
+#include "../core/pool.h"
 #include "../kernels/gpu.h"
 #include "../mixers/record.h"
 #include "../models/arith.h"
@@ -63,11 +64,13 @@ int engine_set_device(engine *g, int device, err *e) {
 /* ---- threads ---- */
 
 int engine_threads(void) {
-    return par_threads();
+    return pool_threads();
 }
 
-void engine_set_threads(int n) {
-    par_set_threads(n);
+int engine_set_threads(int n, err *e) {
+    if (pool_set_threads(n, e)) return -1;
+    par_set_threads(n); /* the fills of model random and loading */
+    return 0;
 }
 
 /* ---- model mode ---- */

@@ -163,9 +163,10 @@ int engine_sync_model(engine *g, err *e);
 double engine_mean_nll(const engine *g, int pos);
 
 /* ---- threads ---- */
-/* CPU threads for dense products and cores (core/parallel.h): n = 0 every online core. */
+/* CPU threads for dense products, the cores' heads and the recall rows (core/pool.h) and for
+ * model building and loading (core/parallel.h): n = 0 every online core. */
 int engine_threads(void);
-void engine_set_threads(int n);
+int engine_set_threads(int n, err *e);
 
 /* ---- probe selection ---- */
 /* `set probes` value: all | default | none | NAME,NAME,... (unknown names refused, with the

@@ -1,4 +1,4 @@
-/* step_par.c: a core's step split over its heads across threads (core/parallel.h).
+/* step_par.c: a core's step split over its heads across threads (core/pool.h).
  *
  * The heads of the cores below never read one another, so heads [h0, h1) step as a core of
  * h1 - h0 heads on the slices of the inputs, state, output and probes that belong to them.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/parallel.h"
+#include "../core/pool.h"
 #include "mixer.h"
 
 /* Cores whose heads are independent and whose state is head-major. KV caches ([max_t, H, d]:
@@ -84,9 +84,9 @@ static void step_slice(sp_ctx *s, int h0, int h1, float *buf) {
         }
 }
 
-static void sp_run(void *ctx, int64_t lo, int64_t hi) {
+static void sp_run(void *ctx, int lo, int hi) {
     sp_ctx *s = ctx;
-    for (int64_t k = lo; k < hi; k++) {
+    for (int k = lo; k < hi; k++) {
         int h0 = (int)k * s->hper, h1 = h0 + s->hper;
         if (h1 > s->c->H) h1 = s->c->H;
         step_slice(s, h0, h1, s->buf + (size_t)k * s->chunk_floats);
@@ -95,7 +95,7 @@ static void sp_run(void *ctx, int64_t lo, int64_t hi) {
 
 void mixer_step_par(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_tok *x,
                     int pos, float *o, float *probes) {
-    int T = par_threads();
+    int T = pool_threads();
     size_t work = m->state_floats(c);
     sp_ctx s = {.m = m, .c = c, .state = state, .x = x, .pos = pos, .o = o, .probes = probes};
     s.nparts = splittable(m) && m->state_parts ? m->state_parts(c, s.parts) : 0;
@@ -121,6 +121,6 @@ void mixer_step_par(const mixer_ops *m, const mixer_cfg *c, float *state, const 
         m->step(c, state, x, pos, o, probes);
         return;
     }
-    par_for(chunks, 1, sp_run, &s);
+    pool_for(chunks, sp_run, &s);
     free(s.buf);
 }

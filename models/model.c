@@ -427,6 +427,17 @@ static const probe_def BLOCK_PROBES[] = {
 };
 enum { NBLOCK = 3 };
 
+const probe_def *model_block_probes(int *n) {
+    *n = NBLOCK;
+    return BLOCK_PROBES;
+}
+
+const probe_def *model_family_probes(const model *m, int *n) {
+    const family_ops *f = family_of(m->c.family);
+    *n = f->nprobes;
+    return f->probes;
+}
+
 int model_register_probes(const model *m, trace *tr, err *e) {
     const family_ops *f = family_of(m->c.family);
     for (int li = 0; li < m->c.layers; li++) {
@@ -524,43 +535,46 @@ static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, er
     const family_ops *f = family_of(c->family);
     if (check_token(m, token, e) || check_room(m, 1, e)) return -1;
     memcpy(m->x, m->embed + (size_t)token * (size_t)c->hidden, (size_t)c->hidden * sizeof(float));
-    m->fprobe_on = tr != NULL;
+    /* what goes into the trace (rec_skip: the engine's probe selection) */
+    unsigned rec = tr ? MODEL_REC_ALL & ~m->rec_skip : 0;
+    m->fprobe_on = (rec & MODEL_REC_FAMILY) != 0;
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
         mixer_tok tok;
-        if (tr)
+        float *probes = rec & MODEL_REC_CORE ? L->probes : NULL;
+        if (m->fprobe_on)
             for (int i = 0; i < f->nprobes * L->mc.H; i++) m->fprobe[i] = NAN;
         blk_rmsnorm(m->xn, m->x, L->attn_norm, c->hidden, c->norm_eps);
         f->prep(m, L, m->xn, m->pos, m->in, m->aux, m->h1);
         tok_inputs(L, m->in, &tok);
+        if (m->layer_pre_hook) m->layer_pre_hook(m->layer_hook_ctx, m, li, &tok, L->state);
         if (m->gpu && gpu_mixer_supported(L->mx, GPU_STEP)) {
             mixer_seq one = {.T = 1};
             for (int i = 0; i < IN_COUNT; i++) one.in[i] = tok.in[i];
-            if (gpu_mixer_run(L->mx, &L->mc, L->state, &one, m->pos, m->o, tr ? L->probes : NULL,
-                              GPU_STEP, GPU_F32, e))
+            if (gpu_mixer_run(L->mx, &L->mc, L->state, &one, m->pos, m->o, probes, GPU_STEP,
+                              GPU_F32, e))
                 return err_prefix(e, "layer %d (%s on the gpu)", li, L->mx->name);
         } else {
-            L->mx->step(&L->mc, L->state, &tok, m->pos, m->o, tr ? L->probes : NULL);
+            mixer_step_par(L->mx, &L->mc, L->state, &tok, m->pos, m->o, probes);
         }
-        if (tr) {
-            probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
-            probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
-            probe_record_attn(tr, L->mx, &L->mc, L->state, &tok, m->pos, li);
-        }
+        if (probes) probe_record(tr, L->mx, &L->mc, L->probes, m->pos, li);
+        if (rec & MODEL_REC_STATE) probe_record_state(tr, L->mx, &L->mc, L->state, m->pos, li);
+        if (rec & MODEL_REC_ATTN) probe_record_attn(tr, L->mx, &L->mc, L->state, &tok, m->pos, li);
         if (m->layer_hook) m->layer_hook(m->layer_hook_ctx, m, li, &tok, L->state);
         f->post(m, L, m->o, m->aux, m->y, m->h1);
         for (int i = 0; i < c->hidden; i++) m->x[i] += m->y[i];
+        if (!(rec & MODEL_REC_FAMILY)) {
+            mlp_block(m, L, m->x);
+            continue;
+        }
         float bp[NBLOCK] = {norm2(m->y, c->hidden), NAN, NAN};
         mlp_block(m, L, m->x);
         if (c->inter > 0) bp[1] = norm2(m->y, c->hidden);
         bp[2] = norm2(m->x, c->hidden);
-        if (tr) {
-            for (int i = 0; i < f->nprobes; i++)
-                put_series(tr, f->probes[i].name, m->pos, li, m->fprobe + (size_t)i * L->mc.H,
-                           L->mc.H);
-            for (int i = 0; i < NBLOCK; i++)
-                put_series(tr, BLOCK_PROBES[i].name, m->pos, li, &bp[i], 1);
-        }
+        for (int i = 0; i < f->nprobes; i++)
+            put_series(tr, f->probes[i].name, m->pos, li, m->fprobe + (size_t)i * L->mc.H, L->mc.H);
+        for (int i = 0; i < NBLOCK; i++)
+            put_series(tr, BLOCK_PROBES[i].name, m->pos, li, &bp[i], 1);
     }
     m->fprobe_on = 0;
     head(m, m->x, logits);

@@ -157,6 +157,13 @@ typedef struct model {
     void (*layer_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,
                        const float *state);
     void *layer_hook_ctx;
+    /* Called by model_step right before each layer's core step (NULL: nobody), with the state
+     * before the token: recorders that update incrementally (viz/recall.h) need both sides. */
+    void (*layer_pre_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,
+                           const float *state);
+    /* What model_step leaves out of a trace it is given (MODEL_REC_* bits; 0: records all): the
+     * engine's probe selection (`set probes`) sets what nobody asked for. */
+    unsigned rec_skip;
     /* the families' own probes of the current layer and token (family.h), when fprobe_on */
     float *fprobe;
     int fprobe_on;
@@ -164,6 +171,16 @@ typedef struct model {
     float *x, *xn, *y, *h1, *h2, *o, *aux, *in[IN_COUNT];
     size_t in_floats[IN_COUNT], aux_floats, o_floats;
 } model;
+
+/* model->rec_skip bits: the cores' probes (computed only when set), the state snapshot, the
+ * attention rows of softmax / Parallax layers, the families' and blocks' probes. */
+enum {
+    MODEL_REC_CORE = 1u << 0,
+    MODEL_REC_STATE = 1u << 1,
+    MODEL_REC_ATTN = 1u << 2,
+    MODEL_REC_FAMILY = 1u << 3,
+    MODEL_REC_ALL = 0xfu
+};
 
 /* The largest state (or KV cache) one layer may hold: 2^28 floats, 1 GiB. */
 #define MODEL_MAX_STATE_FLOATS (1 << 28)
@@ -216,6 +233,10 @@ int model_step(model *m, int32_t token, float *logits, trace *tr, err *e);
 /* T tokens from m->pos with the mixers' parallel forms (prefill); logits: [T, vocab]. Equals T
  * calls of model_step. */
 int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e);
+/* The probes model_step records around the cores: one per layer for the blocks (source
+ * "model": mix_out_norm, mlp_out_norm, resid_norm), one per layer and head for the family. */
+const probe_def *model_block_probes(int *n);
+const probe_def *model_family_probes(const model *m, int *n);
 /* Registers every layer's probes (and the state snapshot) in a trace. */
 int model_register_probes(const model *m, trace *tr, err *e);
 

@@ -107,7 +107,7 @@ static void test_run_stops(void **state) {
     ts_open(&t);
     assert_int_equal(ts_exec(&t, &e, "model random gdn layers=3 seed=3"), 0);
     /* plant: layer 1's A_log[1] makes exp(A_log) overflow float32, so g = -inf */
-    float *A = slot_data(t.s.model, "model.layers.1.attn.A_log", NULL);
+    float *A = slot_data(t.s.eng.model, "model.layers.1.attn.A_log", NULL);
     A[1] = 100.0f;
     assert_int_equal(ts_exec(&t, &e, "prompt 'the decay overflows here'"), 0);
     assert_int_equal(ts_exec(&t, &e, "run"), -1);
@@ -115,7 +115,7 @@ static void test_run_stops(void **state) {
     assert_non_null(strstr(e.msg, "first Inf at token 0, layer 1, head 1, in the decay g"));
     assert_non_null(strstr(e.msg, "(-inf)"));
     assert_non_null(strstr(e.msg, "exp(A_log[1]) = exp(100)"));
-    assert_int_equal(t.s.model->pos, 1); /* stopped after the token */
+    assert_int_equal(t.s.eng.model->pos, 1); /* stopped after the token */
     /* step names it the same way */
     assert_int_equal(ts_exec(&t, &e, "reset"), 0);
     assert_int_equal(ts_exec(&t, &e, "step 3"), -1);
@@ -135,7 +135,7 @@ static void test_run_stops(void **state) {
     assert_non_null(p);
     assert_int_equal(sscanf(p, "first Inf at token %d", &tok), 1);
     assert_true(tok > 10);
-    assert_int_equal(t.s.model->pos, tok + 1);
+    assert_int_equal(t.s.eng.model->pos, tok + 1);
     assert_non_null(strstr(e.msg, "rho = "));
     ts_close(&t);
 }
@@ -348,7 +348,7 @@ static void test_precision(void **state) {
     const char *out = ts_out(&t);
     assert_non_null(strstr(out, "precision replay over 96 tokens, 2 layers"));
     assert_non_null(strstr(out, "fp16 state"));
-    assert_int_equal(t.s.model->pos, 96);
+    assert_int_equal(t.s.eng.model->pos, 96);
     assert_int_equal(ts_exec(&t, &e, "show prec_bf16_state"), 0);
     struct stat sb;
     assert_int_equal(stat(png, &sb), 0);

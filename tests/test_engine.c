@@ -4,7 +4,7 @@
  * a swapped comparison leaves the model as it was, and bad selections are refused. */
 #include "tests/testutil.h"
 
-#include "core/parallel.h"
+#include "core/pool.h"
 #include "engine/engine.h"
 #include "scenes/stream.h"
 #include "tests/tmodel.h"
@@ -61,10 +61,10 @@ static void test_pieces_and_threads(void **state) {
     (void)state;
     engine a, b;
     err e = {{0}};
-    par_set_threads(1);
+    assert_int_equal(engine_set_threads(1, &e), 0);
     model_engine(&a, "gdn", "default");
     assert_int_equal(engine_run(&a, 0, &e), 0);
-    par_set_threads(2);
+    assert_int_equal(engine_set_threads(2, &e), 0);
     model_engine(&b, "gdn", "default");
     assert_int_equal(engine_step(&b, 7, &e), 0);
     assert_int_equal(engine_pos(&b), 7);
@@ -85,7 +85,7 @@ static void test_pieces_and_threads(void **state) {
     assert_int_equal(a.tr.T, 0);
     assert_int_equal(engine_run(&a, 0, &e), 0);
     assert_true(a.logits[(size_t)(T - 1) * a.model->c.vocab] == last);
-    par_set_threads(0);
+    assert_int_equal(engine_set_threads(0, &e), 0);
     engine_free(&a), engine_free(&b);
 }
 

@@ -4,7 +4,7 @@
  * still step. */
 #include "tests/testutil.h"
 
-#include "core/parallel.h"
+#include "core/pool.h"
 #include "mixers/mixer.h"
 
 static uint64_t g_rng = 12345;
@@ -42,7 +42,7 @@ static void check_mixer(const char *name, const char *optline, int threads) {
         in[i] = malloc((size_t)n * 4 + 4);
     }
     for (int i = 0; i < m->ninputs; i++) x.in[m->inputs[i].which] = in[m->inputs[i].which];
-    par_set_threads(threads);
+    assert_int_equal(pool_set_threads(threads, &e), 0);
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < IN_COUNT; i++) {
             int n = mixer_input_floats(&c, (mixer_input)i) * H;
@@ -57,7 +57,7 @@ static void check_mixer(const char *name, const char *optline, int threads) {
         if (memcmp(o1, o2, (size_t)H * dv * 4) || memcmp(s1, s2, sf * 4) || memcmp(p1, p2, pf * 4))
             fail_msg("%s (%d threads): token %d differs from one call", name, threads, t);
     }
-    par_set_threads(0);
+    assert_int_equal(pool_set_threads(0, &e), 0);
     for (int i = 0; i < IN_COUNT; i++) free(in[i]);
     free(s1), free(s2), free(p1), free(p2), free(o1), free(o2);
 }

@@ -7,7 +7,7 @@
  * scalar loop, so the results do not depend on the vector width. */
 #include "recall.h"
 
-#include "../core/parallel.h"
+#include "../core/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -358,11 +358,11 @@ typedef struct inc_ctx {
 } inc_ctx;
 
 /* Heads [lo, hi) of rows_incremental: independent of one another, so split over threads. */
-static void inc_heads(void *ctx, int64_t lo, int64_t hi) {
+static void inc_heads(void *ctx, int lo, int hi) {
     inc_ctx *c = ctx;
     recall_tracker *rt = c->rt;
     int dk = rt->dk, dv = rt->dv, slot = c->slot, cslot = c->cslot;
-    for (int64_t h = lo; h < hi; h++) {
+    for (int h = lo; h < hi; h++) {
         double *chk = c->scr + (size_t)h * (2 * dv + dk), *ud = chk + dv, *kd = chk + 2 * dv;
         const float *S = c->state + (size_t)h * dk * dv;
         for (int d = 0; d < dk; d++) kd[d] = rt->kk[(size_t)h * dk + d];
@@ -396,8 +396,11 @@ static int rows_incremental(recall_tracker *rt, const float *state, int64_t t) {
     inc_ctx c = {.rt = rt, .state = state, .slot = slot, .cslot = cslot};
     c.scr = malloc((size_t)H * (2 * dv + dk) * sizeof *c.scr);
     if (!c.scr) return -1; /* the full product then */
-    /* a head's work is W (dk + dv): worth a thread from a few heads of 64 */
-    par_for(H, (int64_t)W * (dk + dv) >= 16384 ? 1 : H, inc_heads, &c);
+    /* a head's work is W (dk + dv): worth threads from heads of 64 */
+    if ((int64_t)W * (dk + dv) >= 16384)
+        pool_for(H, inc_heads, &c);
+    else
+        inc_heads(&c, 0, H);
     free(c.scr);
     if (c.bad) return -1;
     rt->incremental++;

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "core/opts.h"
-#include "core/parallel.h"
+#include "core/pool.h"
 #include "engine/engine.h"
 #include "models/model.h"
 #include "scenes/stream.h"
@@ -152,7 +152,7 @@ int main(void) {
     int q = quick();
     printf("bench-step: the engine's CPU stepping, %d threads, memcpy bandwidth %.1f GB/s (the "
            "floor: weight + state bytes a token over it)\n",
-           par_threads(), g_bw / 1e9);
+           pool_threads(), g_bw / 1e9);
     if (only("raw")) {
         header("raw lanes: heads 16, dk = dv = 128, stream keys T");
         const char *lin[] = {"gdn", "kaczmarz", "kalman"};
