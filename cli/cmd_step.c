@@ -216,6 +216,15 @@ static void print_model_tokens(session *s, int from, int to) {
     }
 }
 
+/* Once per model: under device gpu, a model the GPU-resident stepper does not cover steps on the
+ * CPU (engine/gpu.c), and the user should know why it is not faster. */
+static void note_gpu(session *s) {
+    engine *g = &s->eng;
+    if (g->device != ENGINE_GPU || !g->model || g->gm || !g->gm_why[0] || g->gm_noted) return;
+    fprintf(s->out, "device gpu: stepping on the cpu (%s); run prefill uses the gpu\n", g->gm_why);
+    g->gm_noted = 1;
+}
+
 static int run_step(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     long n;
@@ -223,6 +232,7 @@ static int run_step(session *s, int argc, char **argv, const char *rest, err *e)
     int from = engine_pos(&s->eng);
     int rc = engine_step(&s->eng, (int)n, e);
     int to = engine_pos(&s->eng); /* a step that stopped on a NaN still shows its tokens */
+    note_gpu(s);
     if (engine_raw_active(&s->eng))
         raw_print_tokens(s, from, to);
     else if (s->eng.model && s->eng.top)
@@ -264,6 +274,7 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
     int chunked = !prefill && left > 64 && model_arith_chunked(m);
     int from = engine_pos(&s->eng);
     if (engine_run(&s->eng, prefill || chunked, e)) return -1;
+    if (!prefill && !chunked) note_gpu(s);
     fprintf(s->out, "ran tokens %d..%d (%s), next-token loss %.4f nats\n", from, m->pos - 1,
             prefill   ? "prefill, no probes"
             : chunked ? "prefill as fla's chunk mode under arith=tf32, no probes"

@@ -57,7 +57,6 @@ int engine_set_device(engine *g, int device, err *e) {
         engine_gpu_drop(g);
     }
     g->device = device;
-    g->gm_why[0] = '\0';
     return 0;
 }
 
@@ -247,13 +246,16 @@ static int register_model(engine *g, err *e) {
     return 0;
 }
 
-/* One token on the CPU path (model_step, the old GPU path under device gpu when the resident
- * stepper does not support the model). */
+/* One token on the CPU (model_step): device cpu, or a model the resident stepper does not
+ * cover. */
 static int step_one_cpu(engine *g, int want_kv, int want_recall, err *e) {
     model *m = g->model;
     int V = m->c.vocab, pos = m->pos;
     float *lg = g->logits + (size_t)pos * V;
-    m->gpu = g->device == ENGINE_GPU;
+    /* Token by token, a core on the GPU costs its state (or KV cache) up and down and a dozen
+     * launches and copies a layer: slower than the CPU. Models the resident stepper does not
+     * cover step here; `run prefill` still runs on the GPU. */
+    m->gpu = 0;
     layer_ctx lc = {.g = g, .want_recall = want_recall, .want_kv = want_kv};
     diag_nf_clear(&lc.nf);
     m->layer_hook = after_layer, m->layer_pre_hook = before_layer, m->layer_hook_ctx = &lc;

@@ -100,7 +100,8 @@ typedef struct engine {
      * the newer state (ENGINE_GM_*: the other is brought up to date before it is used) */
     struct model_gpu *gm;
     int gm_where;
-    char gm_why[160]; /* why the model steps through the CPU path under device gpu, or "" */
+    char gm_why[160]; /* why the model steps on the CPU under device gpu, or "" */
+    int gm_noted;     /* the cli said so once for this model */
 
     /* per layer (or lane): the readback picture, updated as the state changes */
     struct recall_tracker **rt;

@@ -5,7 +5,9 @@
  * Tokens go to the GPU in batches of ENGINE_GPU_BATCH: one call per batch, whose results (logits,
  * top-1, the cores' and families' probes, the states after the batch's last token) come back in
  * one copy each. Recorded per token: the core and family probes and the logits; per batch: the
- * state snapshot. Not recorded on this path: the keys and values the cores saw and the readback
+ * state snapshot. Models it does not cover step on the CPU (gm_why says why): a core on the GPU
+ * token by token costs its state or cache up and down each token, slower than the CPU.
+ * Not recorded on this path: the keys and values the cores saw and the readback
  * picture (they need every token's state on the host; `device cpu` records them), the blocks'
  * norms. A NaN / Inf in a token's probes or logits stops the run after the batch that met it,
  * naming the first token, layer and head. */
@@ -21,6 +23,7 @@
 #define ENGINE_GPU_BATCH 64
 
 void engine_gpu_drop(engine *g) {
+    g->gm_why[0] = '\0', g->gm_noted = 0; /* asked again for the next model */
     if (!g->gm) return;
     model_gpu_free(g->gm);
     g->gm = NULL, g->gm_where = ENGINE_GM_SYNC;
