@@ -211,7 +211,7 @@ static int register_model(engine *g, err *e) {
         const layer *L = &m->layers[li];
         for (int i = 0; i < L->mx->nprobes; i++) {
             const probe_def *p = &L->mx->probes[i];
-            if (!engine_probe_wanted(g, p->name)) continue;
+            if (!engine_core_probe_wanted(g, &L->mc, p)) continue;
             skip &= ~(unsigned)MODEL_REC_CORE;
             if (trace_add_series(tr, p->name, p->meaning, L->mx->name, m->c.layers, L->mc.H,
                                  mixer_width_floats(&L->mc, p->width), e) < 0)

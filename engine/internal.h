@@ -10,6 +10,11 @@ void engine_trace_restart(engine *g);
 /* The progress / interrupt callback; non-zero: stop. */
 int engine_tick(engine *g, long done, long total);
 
+/* A core's probe under the selection (probes.c): engine_probe_wanted, less the per-lane probes
+ * of more than ENGINE_DEFAULT_LANES lanes a layer under the default. */
+#define ENGINE_DEFAULT_LANES 65536
+int engine_core_probe_wanted(const engine *g, const mixer_cfg *c, const probe_def *p);
+
 /* ---- recall.c: the keys, values and readback picture of each layer or lane ---- */
 /* Before layer li's core step at position pos, with the state before it. */
 void engine_recall_before(engine *g, int li, const mixer_cfg *c, const mixer_ops *mx,

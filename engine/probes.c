@@ -93,6 +93,16 @@ int engine_probe_wanted(const engine *g, const char *name) {
     }
 }
 
+int engine_core_probe_wanted(const engine *g, const mixer_cfg *c, const probe_def *p) {
+    if (!engine_probe_wanted(g, p->name)) return 0;
+    /* by default, per-lane probes (Kalman's [dv][dk] a head) only while they are small: at 16
+     * heads of 128 x 128 each is 1 MiB a token, and Kalman has 14 of them */
+    if (g->probes.mode == ENGINE_PROBES_DEFAULT && p->width == W_LANES &&
+        (size_t)c->H * c->dk * c->dv > ENGINE_DEFAULT_LANES)
+        return 0;
+    return 1;
+}
+
 int engine_recall_at(const engine *g, int pos) {
     if (!engine_probe_wanted(g, "recall")) return 0;
     /* the readback picture beyond the first tokens: asked for by name or by all, or cheap */

@@ -111,7 +111,7 @@ static int raw_register(const engine *sel, trace *tr, raw_lane *lanes, int nl, e
         const raw_lane *L = &lanes[l];
         for (int i = 0; i < L->m->nprobes; i++) {
             const probe_def *p = &L->m->probes[i];
-            if (sel && !engine_probe_wanted(sel, p->name)) continue;
+            if (sel && !engine_core_probe_wanted(sel, &L->c, p)) continue;
             int w = mixer_width_floats(&L->c, p->width), k = trace_find(tr, p->name);
             if (k >= 0 && tr->series[k].width != w) continue; /* another lane's shape wins */
             if (trace_add_series(tr, p->name, p->meaning, L->m->name, nl, L->c.H, w, e) < 0)
@@ -166,7 +166,7 @@ static int record_token(engine *g, trace *tr, raw_lane *lanes, int nl, const raw
         if (g) {
             want_core = 0;
             for (int i = 0; i < L->m->nprobes && !want_core; i++)
-                want_core = engine_probe_wanted(g, L->m->probes[i].name);
+                want_core = engine_core_probe_wanted(g, &L->c, &L->m->probes[i]);
         }
         if (g && recall && L->keymajor) engine_recall_before(g, l, &L->c, L->m, &x, L->state, t);
         mixer_step_par(L->m, &L->c, L->state, &x, t, L->o, want_core ? L->probes : NULL);
@@ -249,7 +249,7 @@ static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], floa
     const int H = st->H, dk = st->dk, dv = st->dv;
     int want_core = 0;
     for (int i = 0; i < L->m->nprobes && !want_core; i++)
-        want_core = engine_probe_wanted(g, L->m->probes[i].name);
+        want_core = engine_core_probe_wanted(g, &L->c, &L->m->probes[i]);
     mixer_seq seq = {.T = nb};
     for (int t = 0; t < nb; t++) {
         mixer_tok x;

@@ -10,6 +10,7 @@
  *               every mixer, default probes and none; and the 340M class of gated_deltanet
  *               (24 layers, hidden 1024, 4 heads of head_dim 256, expand_v 2, vocab 32000)
  *
+ * Kalman runs 256 tokens (its per-lane probes under `all` are 14 MiB a token in the trace).
  * MIXSCOPE_BENCH_QUICK=1 takes fewer tokens (a smoke run). MIXSCOPE_BENCH_ONLY=raw|model|340m. */
 #include <stdio.h>
 #include <stdlib.h>
