@@ -131,7 +131,12 @@ $(BUILD)/tests/gpu/test_engine_gpu: tests/gpu/test_engine_gpu.c $(GPU_ENGINE_OBJ
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
 
-test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu
+$(BUILD)/tests/gpu/test_lanes_gpu: tests/gpu/test_lanes_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 # regenerate tests/golden/*.png on purpose (after a deliberate change to a view or a mixer)

@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step]
+#   step: make test-gpu (both binaries, the engine's gpu paths included) and the step rows of
+#         bench-gpu (the GPU-resident model stepper)
 #   attn: scripts/wgmma-probe.cu, the attention lines of test-gpu, and the attention rows of
 #         bench-gpu with the wgmma kernel (MIXSCOPE_ATTN_WGMMA=1) and without it (0)
 #   tune: the chunked delta rows alone for the state pass's key split (MIXSCOPE_DELTA_KS) and
@@ -48,6 +50,13 @@ if [ "$what" = tune ]; then
             --section MemoryWorkloadAnalysis build/gpu/bench/gpu/bench_gpu >"${OUT:-/tmp}/ncu.txt" 2>&1
         grep -E 'delta_tc|Duration|Throughput|Stall|Achieved Occupancy|Theoretical Occupancy|Block Limit|Issued' "${OUT:-/tmp}/ncu.txt" | head -90
     fi
+    exit 0
+fi
+if [ "$what" = step ]; then
+    make -j16 BUILD=build/gpu CUDA=1 test-gpu 2>&1 | grep -v '^CC \|^NVCC ' | tee "${OUT:-/tmp}/test-gpu.txt" |
+        grep -E 'FAIL|passed|engine|raw |model (gdn|kaczmarz|deltanet|gla)'
+    make -j16 BUILD=build/gpu CUDA=1 build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
+    MIXSCOPE_BENCH_ONLY=step build/gpu/bench/gpu/bench_gpu 2>&1 | tee "${OUT:-/tmp}/bench-step-gpu.txt"
     exit 0
 fi
 if [ "$what" != bench ]; then make -j16 BUILD=build/gpu CUDA=1 test-gpu 2>&1 | grep -v '^CC \|^NVCC '; fi

@@ -209,7 +209,7 @@ int recall_record(trace *tr, int layers, int layer, int H, int dk, int dv, const
     for (int h = 0; h < H; h++) {
         const float *S = state + (size_t)h * dk * dv;  /* [dk][dv] */
         float *row = trace_at_lh(tr, sr, t, layer, h); /* [W] */
-        const float *K[W];                             /* the recorded keys of the window */
+        const float *K[W] = {0};                       /* the recorded keys of the window */
         int js[W], n = 0;
         for (int j = 0; j < W; j++) {
             row[j] = NAN;
@@ -327,7 +327,7 @@ static void ring_load(recall_tracker *rt, const trace *tr, int sk, int sv, int l
 /* Every row of the window from the state after the token: the float product. */
 static void rows_full(recall_tracker *rt, const float *state) {
     int H = rt->H, dk = rt->dk, dv = rt->dv;
-    const float *K[W];
+    const float *K[W] = {0}; /* (gcc 13 cannot see that only the n set are read) */
     int slots[W], n = 0;
     for (int s = 0; s < W; s++)
         if (rt->tok[s] >= 0) slots[n++] = s;

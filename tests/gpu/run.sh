@@ -7,4 +7,5 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 "$BUILD/tests/gpu/test_gpu"; rc=$?
 "$BUILD/tests/gpu/test_engine_gpu" || rc=1
+"$BUILD/tests/gpu/test_lanes_gpu" || rc=1
 exit $rc
