@@ -133,6 +133,68 @@ static void readback_d(int dk, int dv, const float *S, const float *k, double *r
     }
 }
 
+/* The same three on AVX2 (4 doubles a vector; no FMA, so the elementwise updates are the same
+ * bits as above and the two sums differ only in their order of addition), picked at run time
+ * for the incremental rows, the tracker's hot loop. */
+typedef double vd4 __attribute__((vector_size(32)));
+typedef float vf4u __attribute__((vector_size(16), aligned(4)));
+typedef double vd4u __attribute__((vector_size(32), aligned(8)));
+
+__attribute__((target("avx2"))) static double dot_fd_avx2(int n, const float *k, const double *b) {
+    vd4 s0 = {0}, s1 = {0};
+    int d = 0;
+    for (; d + 8 <= n; d += 8) {
+        vf4u ka = *(const vf4u *)(k + d), kb = *(const vf4u *)(k + d + 4);
+        s0 += __builtin_convertvector(ka, vd4) * *(const vd4u *)(b + d);
+        s1 += __builtin_convertvector(kb, vd4) * *(const vd4u *)(b + d + 4);
+    }
+    vd4 s4 = s0 + s1;
+    double s = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    for (; d < n; d++) s += (double)k[d] * b[d];
+    return s;
+}
+
+__attribute__((target("avx2"))) static double advance_row_avx2(int n, double *r, double a, double c,
+                                                               const double *u, const float *v) {
+    vd4 e2 = {0};
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        vd4 rj = *(vd4u *)(r + j);
+        rj = a * rj + c * *(const vd4u *)(u + j);
+        *(vd4u *)(r + j) = rj;
+        vd4 dj = rj - __builtin_convertvector(*(const vf4u *)(v + j), vd4);
+        e2 += dj * dj;
+    }
+    double s = (e2[0] + e2[2]) + (e2[1] + e2[3]);
+    for (; j < n; j++) {
+        r[j] = a * r[j] + c * u[j];
+        s += (r[j] - v[j]) * (r[j] - v[j]);
+    }
+    return s;
+}
+
+__attribute__((target("avx2"))) static void readback_d_avx2(int dk, int dv, const float *S,
+                                                            const float *k, double *r) {
+    memset(r, 0, (size_t)dv * sizeof *r);
+    for (int d = 0; d < dk; d++) {
+        const float *s = S + (size_t)d * dv;
+        double a = k[d];
+        for (int j = 0; j < dv; j++) r[j] += a * (double)s[j];
+    }
+}
+
+typedef struct row_ops {
+    double (*dot)(int n, const float *k, const double *b);
+    double (*advance)(int n, double *r, double a, double c, const double *u, const float *v);
+    void (*readback)(int dk, int dv, const float *S, const float *k, double *r);
+} row_ops;
+
+static const row_ops *row_ops_pick(void) {
+    static const row_ops base = {dot_fd, advance_row, readback_d};
+    static const row_ops avx2 = {dot_fd_avx2, advance_row_avx2, readback_d_avx2};
+    return __builtin_cpu_supports("avx2") ? &avx2 : &base;
+}
+
 static double dist2_d(int n, const double *r, const float *v) {
     double s = 0;
     for (int j = 0; j < n; j++) s += (r[j] - v[j]) * (r[j] - v[j]);
@@ -355,6 +417,7 @@ typedef struct inc_ctx {
     int slot, cslot;
     double *scr;     /* [H][2 dv + dk] each head's check row, u and kk in double */
     _Atomic int bad; /* a head whose check row disagreed */
+    const row_ops *ops;
 } inc_ctx;
 
 /* Heads [lo, hi) of rows_incremental: independent of one another, so split over threads. */
@@ -362,6 +425,7 @@ static void inc_heads(void *ctx, int lo, int hi) {
     inc_ctx *c = ctx;
     recall_tracker *rt = c->rt;
     int dk = rt->dk, dv = rt->dv, slot = c->slot, cslot = c->cslot;
+    const row_ops *ops = c->ops;
     for (int h = lo; h < hi; h++) {
         double *chk = c->scr + (size_t)h * (2 * dv + dk), *ud = chk + dv, *kd = chk + 2 * dv;
         const float *S = c->state + (size_t)h * dk * dv;
@@ -371,17 +435,17 @@ static void inc_heads(void *ctx, int lo, int hi) {
         for (int s = 0; s < W; s++) {
             if (rt->tok[s] < 0 || s == slot) continue;
             size_t hs = (size_t)h * W + s;
-            double cf = dot_fd(dk, rt->K + hs * dk, kd);
-            double e2 = advance_row(dv, rt->R + hs * dv, a, cf, ud, rt->V + hs * dv);
+            double cf = ops->dot(dk, rt->K + hs * dk, kd);
+            double e2 = ops->advance(dv, rt->R + hs * dv, a, cf, ud, rt->V + hs * dv);
             rt->E[hs] = entry(e2, rt->vn2[hs]);
         }
         size_t hn = (size_t)h * W + slot;
-        readback_d(dk, dv, S, rt->K + hn * dk, rt->R + hn * dv);
+        ops->readback(dk, dv, S, rt->K + hn * dk, rt->R + hn * dv);
         rt->E[hn] = entry(dist2_d(dv, rt->R + hn * dv, rt->V + hn * dv), rt->vn2[hn]);
         if (cslot < 0) continue;
         size_t hc = (size_t)h * W + cslot;
         const double *r = rt->R + hc * dv;
-        readback_d(dk, dv, S, rt->K + hc * dk, chk);
+        ops->readback(dk, dv, S, rt->K + hc * dk, chk);
         double diff = 0, c2 = 0;
         for (int j = 0; j < dv; j++)
             diff += (r[j] - chk[j]) * (r[j] - chk[j]), c2 += chk[j] * chk[j];
@@ -393,7 +457,7 @@ static int rows_incremental(recall_tracker *rt, const float *state, int64_t t) {
     int H = rt->H, dk = rt->dk, dv = rt->dv, slot = (int)(t % W);
     int64_t m = t < W - 1 ? t : W - 1, ic = m > 0 ? t - 1 - rt->incremental % m : -1;
     int cslot = ic >= 0 && rt->tok[ic % W] == ic ? (int)(ic % W) : -1;
-    inc_ctx c = {.rt = rt, .state = state, .slot = slot, .cslot = cslot};
+    inc_ctx c = {.rt = rt, .state = state, .slot = slot, .cslot = cslot, .ops = row_ops_pick()};
     c.scr = malloc((size_t)H * (2 * dv + dk) * sizeof *c.scr);
     if (!c.scr) return -1; /* the full product then */
     /* a head's work is W (dk + dv): worth threads from heads of 64 */
