@@ -150,11 +150,37 @@ static void test_bad_inputs(void **st) {
     test_rmdir(dir);
 }
 
+/* The delta rule's baseline and AVX2 builds (MIXSCOPE_NO_AVX2) give the same bits: output,
+ * state and every probe of a replay. */
+static void test_avx2_same_bits(void **st) {
+    (void)st;
+    char ref[512], a[512], b[512];
+    ref_path(ref, sizeof ref, "ops-seed12.safetensors");
+    char *dir = test_tmpdir();
+    snprintf(a, sizeof a, "%s/a.safetensors", dir), snprintf(b, sizeof b, "%s/b.safetensors", dir);
+    assert_int_equal(run_mixscope(NULL, "-c 'replay gdn %s prefix=gdr. out=%s'", ref, a), 0);
+    setenv("MIXSCOPE_NO_AVX2", "1", 1);
+    assert_int_equal(run_mixscope(NULL, "-c 'replay gdn %s prefix=gdr. out=%s'", ref, b), 0);
+    unsetenv("MIXSCOPE_NO_AVX2");
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    assert_non_null(fa), assert_non_null(fb);
+    int ca, cb;
+    long n = 0;
+    do {
+        ca = fgetc(fa), cb = fgetc(fb), n++;
+        if (ca != cb) fail_msg("the two builds differ at byte %ld", n);
+    } while (ca != EOF);
+    assert_true(n > 1000);
+    fclose(fa), fclose(fb);
+    test_rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refs),
         cmocka_unit_test(test_probes_written),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_avx2_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
