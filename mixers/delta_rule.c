@@ -35,14 +35,14 @@ step_head_body(int dk, int dv, float *S, const float *q, const float *k, const f
 
         /* Pass 1, read the old state: a = S_{t-1}^T k on this block of value columns. */
         float a[DELTA_VB] = {0}; /* [nb] */
-        /* the probes' sums of squares: per column in float over the rows (vectorised across
-         * the columns), then the columns in double */
-        float s2[DELTA_VB] = {0};
+        /* the probes' sums of squares: per column in double over the rows (vectorised across
+         * the columns; double: a state of 1e19 still has a finite norm), then over the columns */
+        double s2[DELTA_VB] = {0};
         for (int i = 0; i < dk; i++) {
             const float *row = S + (size_t)i * dv + j0; /* S[i, j0:j0+nb] */
             for (int j = 0; j < nb; j++) a[j] += row[j] * k[i];
             if (st)
-                for (int j = 0; j < nb; j++) s2[j] += row[j] * row[j];
+                for (int j = 0; j < nb; j++) s2[j] += (double)row[j] * row[j];
         }
         if (st)
             for (int j = 0; j < nb; j++) prev2 += s2[j], s2[j] = 0;
@@ -62,7 +62,7 @@ step_head_body(int dk, int dv, float *S, const float *q, const float *k, const f
             if (st)
                 for (int j = 0; j < nb; j++) {
                     sk[j] += row[j] * k[i];
-                    s2[j] += row[j] * row[j];
+                    s2[j] += (double)row[j] * row[j];
                 }
         }
         memcpy(o + j0, ob, (size_t)nb * sizeof *o);

@@ -269,7 +269,7 @@ static void test_progress_and_interrupt_on_a_terminal(void **state) {
     SKIP_WITHOUT_TMUX();
     start(120, 30, "", "--no-tour");
     free(wait_for("mixscope>")); /* capture drops the trailing space */
-    tmux("send-keys -t T 'mixer gdn dk=128 dv=128' Enter");
+    tmux("send-keys -t T 'mixer gdn heads=4 dk=128 dv=128' Enter"); /* a few seconds a run */
     tmux("send-keys -t T 'stream keys 20000' Enter");
     free(wait_for("stream keys: 20000"));
     tmux("send-keys -t T 'run' Enter");
