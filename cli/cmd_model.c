@@ -9,7 +9,6 @@
 
 #include "../core/fileio.h"
 #include "../core/opts.h"
-#include "../export/sha256.h"
 #include "../core/safetensors.h"
 #include "../diag/diag.h"
 #include "../mixers/record.h"
@@ -44,25 +43,6 @@ static int need_model(session *s, err *e) {
 
 /* ---- load / save / model ---- */
 
-/* The file whose bytes are the weights: model.safetensors, else the shard index. */
-static void weights_digest(const char *path, char hex[65]) {
-    char *w = NULL;
-    err e = {{0}};
-    hex[0] = '\0';
-    if (path_is_dir(path)) {
-        w = path_join(path, "model.safetensors");
-        FILE *f = w ? fopen(w, "rb") : NULL;
-        if (f)
-            fclose(f);
-        else
-            free(w), w = path_join(path, "model.safetensors.index.json");
-    } else {
-        w = strdup(path);
-    }
-    if (!w || sha256_file(w, hex, &e)) hex[0] = '\0';
-    free(w);
-}
-
 static int run_load(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     /* arith=tf32: fla's GPU arithmetic where fla's forward has TF32 products (models/arith.h);
@@ -78,7 +58,6 @@ static int run_load(session *s, int argc, char **argv, const char *rest, err *e)
     model *m;
     if (model_load(&m, argv[1], e)) return -1;
     if (set_model(s, m, e)) return -1;
-    weights_digest(argv[1], s->ckpt_sha256);
     print_model_line(s, "loaded");
     return tf32 ? session_set_arith(s, 1, e) : 0;
 }
@@ -194,7 +173,6 @@ static int run_model(session *s, int argc, char **argv, const char *rest, err *e
     int rc = model_random(&m, argv[2], &o, e);
     opts_free(&o);
     if (rc || set_model(s, m, e)) return -1;
-    s->ckpt_sha256[0] = '\0';
     print_model_line(s, "random");
     return 0;
 }

@@ -24,7 +24,6 @@ typedef struct session {
     /* stepping and recording (engine/engine.h): the model or raw lanes, the tokens, their
      * logits, the probe trace, the device, the probe selection */
     engine eng;
-    char ckpt_sha256[65]; /* hex SHA-256 of the loaded weights file; "" for random models */
 
     /* generators (scenes/) and settings. Zero (session_init's memset) means "the default". */
     struct task_prompt *task; /* the last generated prompt with its scored targets, or NULL */
