@@ -146,10 +146,10 @@ golden: $(BUILD)/tests/test_viz $(BUILD)/mixscope
 bench: $(BENCH_BIN)
 	@for b in $(BENCH_BIN); do $$b || exit 1; echo; done
 
-$(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
+$(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
 
 # the engine's CPU stepping (tokens/s against the memory floor); its own target: it takes minutes
 $(BUILD)/bench/step/bench_step: bench/step/bench_step.c $(LIB_OBJ) $(KOBJ)

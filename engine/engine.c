@@ -236,7 +236,9 @@ static int register_model(engine *g, err *e) {
         }
         if (g->lla > 0 && probe_register_lla(tr, L->mx, &L->mc, m->c.layers, e)) return -1;
     }
-    for (int i = 0; i < nb; i++) {
+    /* the blocks' norms: model_step's alone (the GPU-resident stepper does not compute them) */
+    int resident = g->device == ENGINE_GPU && engine_gpu_usable(g);
+    for (int i = 0; !resident && i < nb; i++) {
         if (!engine_probe_wanted(g, bp[i].name)) continue;
         skip &= ~(unsigned)MODEL_REC_FAMILY;
         if (trace_add_series(tr, bp[i].name, bp[i].meaning, "model", m->c.layers, 1, 1, e) < 0)

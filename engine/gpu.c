@@ -3,14 +3,18 @@
  * cores on the GPU.
  *
  * Tokens go to the GPU in batches of ENGINE_GPU_BATCH: one call per batch, whose results (logits,
- * top-1, the cores' and families' probes, the states after the batch's last token) come back in
- * one copy each. Recorded per token: the core and family probes and the logits; per batch: the
- * state snapshot. Models it does not cover step on the CPU (gm_why says why): a core on the GPU
- * token by token costs its state or cache up and down each token, slower than the CPU.
- * Not recorded on this path: the keys and values the cores saw and the readback
- * picture (they need every token's state on the host; `device cpu` records them), the blocks'
- * norms. A NaN / Inf in a token's probes or logits stops the run after the batch that met it,
- * naming the first token, layer and head. */
+ * top-1, the cores' and families' probes, the keys and values the cores saw, the readback errors,
+ * the states after the batch's last token) come back in one copy each. Recorded per token: the
+ * core and family probes, the logits, "k" and "v" (whenever anything is recorded, as the CPU path
+ * does) and "recall" where engine_recall_at wants it (the series viz/recall.c writes, same names,
+ * meanings and shapes, computed on the GPU by model_gpu_step_ex); per batch: the state snapshot.
+ * The GPU's readback window is refilled from the trace's "k" / "v" when the model arrives on the
+ * GPU at a position past 0 (after CPU steps, a reset or `device gpu` again), as the CPU tracker
+ * reloads its window after a gap. Models it does not cover step on the CPU (gm_why says why): a
+ * core on the GPU token by token costs its state or cache up and down each token, slower than the
+ * CPU. Not recorded on this path: the blocks' norms (register_model leaves them out). A NaN / Inf
+ * in a token's probes or logits stops the run after the batch that met it, naming the first token,
+ * layer and head. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +22,44 @@
 #include "../mixers/record.h"
 #include "../models/model.h"
 #include "../models/model_gpu.h"
+#include "../viz/recall.h"
 #include "internal.h"
 
 #define ENGINE_GPU_BATCH 64
+#define W                MODEL_GPU_RECALL_WINDOW
+
+_Static_assert(MODEL_GPU_RECALL_WINDOW == RECALL_WINDOW, "the GPU's window is the recall view's");
+
+/* The series of viz/recall.c's add_kv and add_recall, the same names, meanings, sources and
+ * shapes (the recall and kata views read them). */
+static int add_kv(trace *tr, const model *m, int *sk, int *sv, err *e) {
+    const mixer_cfg *c = &m->layers[0].mc;
+    *sk = trace_add_series(tr, "k", "key of the token, as the mixer saw it", "input", m->c.layers,
+                           c->H, c->dk, e);
+    *sv = *sk < 0 ? -1
+                  : trace_add_series(tr, "v", "value of the token, as the mixer saw it", "input",
+                                     m->c.layers, c->H, c->dv, e);
+    return *sv < 0 ? -1 : 0;
+}
+
+static int add_recall(trace *tr, const model *m, err *e) {
+    return trace_add_series(tr, "recall",
+                            "|S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)|: readback error of the key j "
+                            "tokens back",
+                            "recall", m->c.layers, m->layers[0].mc.H, W, e);
+}
+
+/* The window of the GPU holds fewer of the tokens before pos than the trace may: put the trace's
+ * "k" / "v" of the last W - 1 tokens back (NaN where not recorded). */
+static int refill_window(engine *g, int pos, err *e) {
+    int m = pos < W - 1 ? pos : W - 1;
+    if (model_gpu_recall_held(g->gm) >= m) return 0;
+    int sk = trace_find(&g->tr, "k"), sv = trace_find(&g->tr, "v");
+    if (sk < 0 || sv < 0 || g->tr.T < pos) return 0; /* nothing recorded: the window stays empty */
+    /* a series' tokens lie one after the other: [T][layers][H][width] */
+    return model_gpu_recall_fill(g->gm, trace_at(&g->tr, sk, pos - m),
+                                 trace_at(&g->tr, sv, pos - m), m, e);
+}
 
 void engine_gpu_drop(engine *g) {
     g->gm_why[0] = '\0', g->gm_noted = 0; /* asked again for the next model */
@@ -95,13 +134,24 @@ int engine_gpu_advance(engine *g, int n, err *e) {
     }
     int want_core = !(m->rec_skip & MODEL_REC_CORE), want_fam = !(m->rec_skip & MODEL_REC_FAMILY),
         want_state = !(m->rec_skip & MODEL_REC_STATE);
+    /* what the CPU path's layer hook records: k and v whenever anything is, the readback picture
+     * where engine_recall_at says so */
+    int want_kv = g->probes.mode != ENGINE_PROBES_NONE,
+        want_recall = engine_probe_wanted(g, "recall");
+    const mixer_cfg *c0 = &m->layers[0].mc;
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
+    size_t kf = (size_t)layers * c0->H * c0->dk, vf = (size_t)layers * c0->H * c0->dv;
+    size_t rf = (size_t)layers * c0->H * W;
     for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
     float *probes = malloc((size_t)ENGINE_GPU_BATCH * (pf ? pf : 1) * sizeof(float));
     float *fprobes = malloc((size_t)ENGINE_GPU_BATCH * (ff ? ff : 1) * sizeof(float));
     float *state = want_state ? malloc(sf * sizeof(float)) : NULL;
-    if (!probes || !fprobes || (want_state && !state)) {
-        free(probes), free(fprobes), free(state);
+    float *kb = want_kv ? malloc((size_t)ENGINE_GPU_BATCH * kf * sizeof(float)) : NULL;
+    float *vb = want_kv ? malloc((size_t)ENGINE_GPU_BATCH * vf * sizeof(float)) : NULL;
+    float *rb = want_recall ? malloc((size_t)ENGINE_GPU_BATCH * rf * sizeof(float)) : NULL;
+    if (!probes || !fprobes || (want_state && !state) || (want_kv && (!kb || !vb)) ||
+        (want_recall && !rb)) {
+        free(probes), free(fprobes), free(state), free(kb), free(vb), free(rb);
         return err_set(e, "out of memory for the GPU's probes");
     }
     int nfam;
@@ -121,15 +171,40 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                 break;
             }
         if (rc) break;
-        if (model_gpu_step(g->gm, g->tokens + pos, nb, NULL, g->logits + (size_t)pos * V,
-                           g->top + pos, g->topp + pos, NULL, probes, want_fam ? fprobes : NULL,
-                           state, e)) {
+        /* the batch's readback rows: any token of it that engine_recall_at wants */
+        int rec = 0, sk = -1, sv = -1, sr = -1;
+        for (int t = 0; want_recall && t < nb && !rec; t++) rec = engine_recall_at(g, pos + t);
+        if (want_kv && (refill_window(g, pos, e) || add_kv(&g->tr, m, &sk, &sv, e))) {
+            rc = err_prefix(e, "gpu");
+            break;
+        }
+        if (rec && (sr = add_recall(&g->tr, m, e)) < 0) {
+            rc = -1;
+            break;
+        }
+        model_gpu_out out = {.logits = g->logits + (size_t)pos * V,
+                             .top = g->top + pos,
+                             .topp = g->topp + pos,
+                             .probes = probes,
+                             .fprobes = want_fam ? fprobes : NULL,
+                             .state = state,
+                             .k = want_kv ? kb : NULL,
+                             .v = want_kv ? vb : NULL,
+                             .recall = rec ? rb : NULL};
+        if (model_gpu_step_ex(g->gm, g->tokens + pos, nb, NULL, &out, e)) {
             rc = err_prefix(e, "gpu");
             break;
         }
         g->gm_where = ENGINE_GM_GPU_AHEAD;
         m->pos = pos + nb;
         for (int t = 0; t < nb; t++) {
+            /* k, v, recall: a token's block [layers][H][width] is the trace's */
+            if (want_kv) {
+                memcpy(trace_at(&g->tr, sk, pos + t), kb + (size_t)t * kf, kf * sizeof(float));
+                memcpy(trace_at(&g->tr, sv, pos + t), vb + (size_t)t * vf, vf * sizeof(float));
+            }
+            if (rec && engine_recall_at(g, pos + t))
+                memcpy(trace_at(&g->tr, sr, pos + t), rb + (size_t)t * rf, rf * sizeof(float));
             const float *pt = probes + (size_t)t * pf;
             if (!bad[0])
                 scan_token(g, pt, NULL, g->logits + (size_t)(pos + t) * V, pos + t, bad,
@@ -160,6 +235,6 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         if (bad[0]) rc = err_set(e, "stopped after token %d: %s", m->pos - 1, bad);
     }
     if (!rc) engine_tick(g, n, n);
-    free(probes), free(fprobes), free(state);
+    free(probes), free(fprobes), free(state), free(kb), free(vb), free(rb);
     return rc;
 }

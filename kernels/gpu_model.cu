@@ -10,12 +10,16 @@
 //   core           the delta rule, token by token: block (column slice, value head) keeps its
 //                  [dk, 32] slice of the state in registers over the n tokens
 //   probes         the core's per-column sums into the probes (CPU layout), when asked
+//   ring, recall   when asked: the keys and values into the window ring (and k / v out); the
+//                  recurrence also stores each token's state, then per token and head
+//                  R = K_window S_t (cuBLAS SGEMM, batched over the tokens) and the readback
+//                  errors |R_i - v_i| / |v_i| in double (gm_outputs.recall)
 //   post           per head RMSNorm (gated) -> ON; x += ON W_o^T
 //   MLP            rmsnorm, [gate; up] product, SwiGLU, x += H W_down^T
 // then the final norm, the head product and a per-token argmax / probability / nll.
 // The products are a warp-per-row matrix-vector kernel for n <= skinny tokens and cuBLAS SGEMM
 // (pedantic fp32) above. Every launch of a call goes on one stream; from the second call with the
-// same (n, probes) the sequence is replayed as a CUDA graph.
+// same (n, outputs asked) the sequence is replayed as a CUDA graph.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -68,11 +72,25 @@ struct gm_model {
     void *pin;
     int32_t *p_tok, *p_next, *p_top;
     float *p_logits, *p_topp, *p_nll, *p_probes, *p_fprobes;
-    // graphs [2][B + 1]: probes off / on
+    // graphs [GM_MODES][B + 1]: the mode bits GM_M_* of the call
     cudaGraphExec_t *graphs;
     unsigned char *seen;
     int use_graph, skinny;
+    // the readback window (allocated on first use): hist rows [W - 1] per layer and head hold the
+    // keys / values of the tokens before the call (oldest first, NaN: none); win rows
+    // [W - 1 + B] per head are hist followed by the call's tokens, so token t's window is the W
+    // rows from t on
+    int kv_ready, held, RB;
+    float *khist, *vhist; // [L][H][W-1][dk], [L][Hv][W-1][dv]
+    float *kwin, *vwin;   // [H][W-1+B][dk], [Hv][W-1+B][dv]
+    float *kout, *vout;   // [B][L][Hv][dk], [B][L][Hv][dv]
+    float *rec;           // [B][L][Hv][W]
+    float *Sbuf, *R;      // [RB][Hv][dk][dv] each token's state, [RB][Hv][W][dv] readbacks
+    void *pin2;
+    float *p_k, *p_v, *p_rec;
 };
+
+enum { GM_M_PROBES = 1, GM_M_KV = 2, GM_M_RECALL = 4, GM_MODES = 8 };
 
 // ------------------------------------------------------------------------------ device helpers
 
@@ -333,6 +351,8 @@ struct gm_core_args {
     const float *QKV, *G, *Beff, *K2;
     float *state, *O;
     double *part;
+    float *Sout; // STORE: the state after token t at Sout + t sf
+    size_t sf;
 };
 
 // The delta rule of delta_step_head for n tokens. Block (column slice x, value head y), threads
@@ -340,8 +360,8 @@ struct gm_core_args {
 // head's state, in registers from the first token to the last. Per token: a = S^T k,
 // e = v - alpha a, S = alpha S + beta k e^T, o = S^T (scale q); with PROBES also the per-column
 // sums (|e|^2, |v|^2, |alpha a|^2, |r|^2, |r + (1-rho) e|^2, |o|^2, |S_t|^2, |S_t-1|^2) of the
-// slice into part[t][hv][x][8].
-template <int MAXR, bool PROBES>
+// slice into part[t][hv][x][8]; with STORE the state after each token into Sout.
+template <int MAXR, bool PROBES, bool STORE>
 __global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
     __shared__ float sk[MAXR * GM_RG], sq[MAXR * GM_RG];
     __shared__ float ra[GM_RG][33], rb[4][GM_RG][33];
@@ -392,12 +412,14 @@ __global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
         for (int y = 0; y < GM_RG; y++) acc += ra[y][tx];
         const float e = vj - alpha * acc;
         float po = 0.0f, pr = 0.0f, sn = 0.0f;
+        float *sst = STORE ? a.Sout + (size_t)t * a.sf + (size_t)hv * dk * dv + j : NULL;
 #pragma unroll
         for (int r = 0; r < MAXR; r++) {
             const int i = ty + r * GM_RG;
             if (i < dk) {
                 const float bk = b * sk[i];
                 col[r] = alpha * col[r] + bk * e;
+                if (STORE && jin) sst[(size_t)i * dv] = col[r];
                 po += col[r] * sq[i];
                 if (PROBES) {
                     pr += col[r] * sk[i];
@@ -448,6 +470,77 @@ __global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
     for (int r = 0; r < MAXR; r++) {
         const int i = ty + r * GM_RG;
         if (i < dk && jin) S[(size_t)i * dv + j] = col[r];
+    }
+}
+
+struct gm_ring_args {
+    int n, B, W, H, Hv, rep, dk, dv, kd, C3, L, li;
+    const float *QKV;
+    float *khist, *vhist; // this layer's
+    float *kwin, *vwin;
+    float *kout, *vout; // NULL: not asked
+};
+
+// Window rows p = 0 .. W - 2 + n of value head hv (and of its key head, once): the history, then
+// the call's keys and values from QKV (also into kout / vout). Block (p, hv).
+__global__ void __launch_bounds__(128) gm_ring_in(gm_ring_args a) {
+    const int p = blockIdx.x, hv = blockIdx.y, h = hv / a.rep, hist = a.W - 1, t = p - hist;
+    const float *vs = t < 0 ? a.vhist + ((size_t)hv * hist + p) * a.dv
+                            : a.QKV + (size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * a.dv;
+    float *vd = a.vwin + ((size_t)hv * (hist + a.B) + p) * a.dv;
+    float *vo = t >= 0 && a.vout ? a.vout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dv : NULL;
+    for (int i = threadIdx.x; i < a.dv; i += blockDim.x) {
+        const float x = vs[i];
+        vd[i] = x;
+        if (vo) vo[i] = x;
+    }
+    const float *ks = t < 0 ? a.khist + ((size_t)h * hist + p) * a.dk
+                            : a.QKV + (size_t)t * a.C3 + (size_t)a.kd + (size_t)h * a.dk;
+    float *kd = hv % a.rep == 0 ? a.kwin + ((size_t)h * (hist + a.B) + p) * a.dk : NULL;
+    float *ko = t >= 0 && a.kout ? a.kout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dk : NULL;
+    for (int i = threadIdx.x; i < a.dk; i += blockDim.x) {
+        const float x = ks[i];
+        if (kd) kd[i] = x;
+        if (ko) ko[i] = x;
+    }
+}
+
+// After gm_ring_in: the history becomes the window's last W - 1 rows (rows n .. n + W - 2).
+__global__ void __launch_bounds__(128) gm_ring_out(gm_ring_args a) {
+    const int p = blockIdx.x, hv = blockIdx.y, h = hv / a.rep, hist = a.W - 1;
+    const float *vs = a.vwin + ((size_t)hv * (hist + a.B) + p + a.n) * a.dv;
+    float *vd = a.vhist + ((size_t)hv * hist + p) * a.dv;
+    for (int i = threadIdx.x; i < a.dv; i += blockDim.x) vd[i] = vs[i];
+    if (hv % a.rep) return;
+    const float *ks = a.kwin + ((size_t)h * (hist + a.B) + p + a.n) * a.dk;
+    float *kd = a.khist + ((size_t)h * hist + p) * a.dk;
+    for (int i = threadIdx.x; i < a.dk; i += blockDim.x) kd[i] = ks[i];
+}
+
+struct gm_rerr_args {
+    int t0, W, B, Hv, dv, L, li;
+    const float *R, *vwin;
+    float *rec;
+};
+
+// The readback errors of tokens t0 + b (block (b, hv, group of 32 rows)): a warp per window row
+// r, |R_r - v_r|^2 and |v_r|^2 in double (viz/recall.c's entry), into rec[t][li][hv][W - 1 - r].
+__global__ void __launch_bounds__(256) gm_recall_err(gm_rerr_args a) {
+    const int b = blockIdx.x, hv = blockIdx.y, t = a.t0 + b, hist = a.W - 1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const int r1 = (int)(blockIdx.z + 1) * 32 < a.W ? (int)(blockIdx.z + 1) * 32 : a.W;
+    for (int r = blockIdx.z * 32 + warp; r < r1; r += nw) {
+        const float *rr = a.R + (((size_t)b * a.Hv + hv) * a.W + r) * a.dv;
+        const float *vv = a.vwin + ((size_t)hv * (hist + a.B) + t + r) * a.dv;
+        double e2 = 0.0, v2 = 0.0;
+        for (int c = lane; c < a.dv; c += 32) {
+            const double x = (double)vv[c], d = (double)rr[c] - x;
+            e2 += d * d, v2 += x * x;
+        }
+        e2 = warp_sum(e2), v2 = warp_sum(v2);
+        if (lane == 0)
+            a.rec[(((size_t)t * a.L + a.li) * a.Hv + hv) * a.W + (a.W - 1 - r)] =
+                v2 > 0.0 ? (float)sqrt(e2 / v2) : NAN;
     }
 }
 
@@ -643,8 +736,75 @@ static int gm_gemm(gm_model *g, int n, int out, int in, const float *W, const fl
     return 0;
 }
 
-// Every launch of one call of n tokens, in order, on g->st.
-static int gm_record(gm_model *g, int n, int pon, err *e) {
+template <int MAXR>
+static void launch_core(bool pon, bool store, dim3 grid, dim3 block, cudaStream_t st,
+                        const gm_core_args &ca) {
+    if (pon && store)
+        gm_core<MAXR, true, true><<<grid, block, 0, st>>>(ca);
+    else if (pon)
+        gm_core<MAXR, true, false><<<grid, block, 0, st>>>(ca);
+    else if (store)
+        gm_core<MAXR, false, true><<<grid, block, 0, st>>>(ca);
+    else
+        gm_core<MAXR, false, false><<<grid, block, 0, st>>>(ca);
+}
+
+// The recurrence of one layer over ca.n tokens (storing each token's state into ca.Sout).
+static int gm_core_launch(gm_model *g, bool pon, bool store, const gm_core_args &ca, err *e) {
+    dim3 grid(g->nblk, g->d.Hv), block(32, GM_RG);
+    if (g->d.dk <= 8 * GM_RG)
+        launch_core<8>(pon, store, grid, block, g->st, ca);
+    else if (g->d.dk <= 16 * GM_RG)
+        launch_core<16>(pon, store, grid, block, g->st, ca);
+    else
+        launch_core<32>(pon, store, grid, block, g->st, ca);
+    CUDA_LAUNCHED("gpu model: delta rule");
+    return 0;
+}
+
+// Layer li's readback errors for the call's n tokens: the recurrence in chunks of RB tokens, each
+// storing its tokens' states; per chunk and value head one batched product
+// R [b][hv] (W x dv) = K_window(t0 + b) (W x dk) S_(t0+b) (dk x dv), then the errors.
+static int gm_core_recall(gm_model *g, int li, int n, bool pon, const gm_core_args &ca, err *e) {
+    const gm_model_desc *d = &g->d;
+    const int W = GM_RECALL_W, hist = W - 1, Hv = d->Hv, rep = Hv / d->H, dk = d->dk, dv = d->dv;
+    const float one = 1.0f, zero = 0.0f;
+    for (int t0 = 0; t0 < n; t0 += g->RB) {
+        const int nc = n - t0 < g->RB ? n - t0 : g->RB;
+        gm_core_args cc = ca;
+        cc.n = nc;
+        cc.QKV = ca.QKV + (size_t)t0 * g->C3;
+        cc.G = ca.G + (size_t)t0 * Hv;
+        cc.Beff = ca.Beff + (size_t)t0 * Hv;
+        cc.K2 = ca.K2 + (size_t)t0 * d->H;
+        cc.O = ca.O + (size_t)t0 * d->value_dim;
+        cc.part = ca.part + (size_t)t0 * Hv * g->nblk * GM_NACC;
+        cc.Sout = g->Sbuf, cc.sf = g->sf;
+        if (gm_core_launch(g, pon, true, cc, e)) return -1;
+        for (int hv = 0; hv < Hv; hv++) {
+            // column-major: R^T (dv x W) = S^T (dv x dk; S row-major [dk][dv]) K^T (dk x W)
+            const float *A = g->Sbuf + (size_t)hv * dk * dv;
+            const float *Bk = g->kwin + ((size_t)(hv / rep) * (hist + g->B) + t0) * dk;
+            float *C = g->R + (size_t)hv * W * dv;
+            cublasStatus_t s = cublasSgemmStridedBatched(
+                g->blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, W, dk, &one, A, dv, (long long)g->sf, Bk, dk,
+                (long long)dk, &zero, C, dv, (long long)Hv * W * dv, nc);
+            if (s != CUBLAS_STATUS_SUCCESS)
+                return err_set(e, "gpu model: cuBLAS readback product failed (status %d)", (int)s);
+        }
+        gm_rerr_args ra;
+        ra.t0 = t0, ra.W = W, ra.B = g->B, ra.Hv = Hv, ra.dv = dv, ra.L = g->L, ra.li = li;
+        ra.R = g->R, ra.vwin = g->vwin, ra.rec = g->rec;
+        gm_recall_err<<<dim3(nc, Hv, (W + 31) / 32), 256, 0, g->st>>>(ra);
+        CUDA_LAUNCHED("gpu model: readback errors");
+    }
+    return 0;
+}
+
+// Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
+static int gm_record(gm_model *g, int n, int mode, err *e) {
+    const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
+    const int rec = (mode & GM_M_RECALL) != 0;
     const gm_model_desc *d = &g->d;
     const int C = d->hidden, L = g->L, Hv = d->Hv, kd = d->key_dim, vd = d->value_dim;
     const int fp_stride = L * GM_FAMILY_PROBES * Hv;
@@ -674,23 +834,29 @@ static int gm_record(gm_model *g, int n, int pon, err *e) {
         pa.fp_stride = fp_stride;
         gm_prep<<<n, 256, 0, st>>>(pa);
         CUDA_LAUNCHED("gpu model: gates");
+        if (kvm) {
+            const int hist = GM_RECALL_W - 1;
+            gm_ring_args ra;
+            ra.n = n, ra.B = g->B, ra.W = GM_RECALL_W, ra.H = d->H, ra.Hv = Hv;
+            ra.rep = Hv / d->H, ra.dk = d->dk, ra.dv = d->dv, ra.kd = kd, ra.C3 = g->C3;
+            ra.L = L, ra.li = li, ra.QKV = g->QKV;
+            ra.khist = g->khist + (size_t)li * d->H * hist * d->dk;
+            ra.vhist = g->vhist + (size_t)li * Hv * hist * d->dv;
+            ra.kwin = g->kwin, ra.vwin = g->vwin, ra.kout = g->kout, ra.vout = g->vout;
+            gm_ring_in<<<dim3(hist + n, Hv), 128, 0, st>>>(ra);
+            CUDA_LAUNCHED("gpu model: window in");
+            gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
+            CUDA_LAUNCHED("gpu model: window out");
+        }
         gm_core_args ca;
         ca.n = n, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
         ca.kd = kd, ca.C3 = g->C3, ca.vd = vd, ca.nblk = g->nblk, ca.decay = decay;
         ca.scale = Ld->scale;
         ca.QKV = g->QKV, ca.G = g->G, ca.Beff = g->Beff, ca.K2 = g->K2;
         ca.state = g->state + (size_t)li * g->sf, ca.O = g->O, ca.part = g->part;
-        dim3 grid(g->nblk, Hv), block(32, GM_RG);
-        if (d->dk <= 8 * GM_RG)
-            pon ? gm_core<8, true><<<grid, block, 0, st>>>(ca)
-                : gm_core<8, false><<<grid, block, 0, st>>>(ca);
-        else if (d->dk <= 16 * GM_RG)
-            pon ? gm_core<16, true><<<grid, block, 0, st>>>(ca)
-                : gm_core<16, false><<<grid, block, 0, st>>>(ca);
-        else
-            pon ? gm_core<32, true><<<grid, block, 0, st>>>(ca)
-                : gm_core<32, false><<<grid, block, 0, st>>>(ca);
-        CUDA_LAUNCHED("gpu model: delta rule");
+        ca.Sout = NULL, ca.sf = g->sf;
+        if (rec ? gm_core_recall(g, li, n, pon, ca, e) : gm_core_launch(g, pon, false, ca, e))
+            return -1;
         if (pon) {
             gm_fin_args fa;
             fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = decay;
@@ -746,16 +912,18 @@ extern "C" void gm_destroy(gm_model *g) {
     if (!g) return;
     if (g->st) cudaStreamSynchronize(g->st);
     if (g->graphs)
-        for (int i = 0; i < 2 * (g->B + 1); i++)
+        for (int i = 0; i < GM_MODES * (g->B + 1); i++)
             if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs), free(g->seen);
     if (g->blas) cublasDestroy(g->blas);
     if (g->st) cudaStreamDestroy(g->st);
-    void *dev[] = {g->arena,  g->state,  g->conv,    g->x,   g->xn,  g->P,    g->QKV, g->G,
-                   g->Bin,    g->Beff,   g->Q2,      g->K2,  g->O,   g->ON,   g->GU,  g->Hm,
-                   g->logits, g->probes, g->fprobes, g->tok, g->top, g->part, g->ws};
+    void *dev[] = {g->arena,  g->state,  g->conv,    g->x,    g->xn,   g->P,    g->QKV,  g->G,
+                   g->Bin,    g->Beff,   g->Q2,      g->K2,   g->O,    g->ON,   g->GU,   g->Hm,
+                   g->logits, g->probes, g->fprobes, g->tok,  g->top,  g->part, g->ws,   g->khist,
+                   g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
+    if (g->pin2) cudaFreeHost(g->pin2);
     free(g->lay);
     free(g);
 }
@@ -804,6 +972,8 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0;
     g->skinny = env_int("MIXSCOPE_GM_SKINNY", 8);
     if (g->skinny > 8) g->skinny = 8;
+    g->RB = env_int("MIXSCOPE_GM_RECALL_CHUNK", 64);
+    if (g->RB < 1 || g->RB > B) g->RB = B < 64 ? B : 64;
     g->ptot = 0;
     for (int li = 0; li < L; li++) g->ptot += d->layer[li].probe_floats;
     const int tied = d->lm_head == d->embed;
@@ -960,8 +1130,8 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         err_set(e, "gpu model: cannot configure cuBLAS");
         goto fail;
     }
-    g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)(B + 1), sizeof *g->graphs);
-    g->seen = (unsigned char *)calloc(2 * (size_t)(B + 1), 1);
+    g->graphs = (cudaGraphExec_t *)calloc(GM_MODES * (size_t)(B + 1), sizeof *g->graphs);
+    g->seen = (unsigned char *)calloc(GM_MODES * (size_t)(B + 1), 1);
     if (!g->graphs || !g->seen) {
         err_set(e, "out of memory");
         goto fail;
@@ -973,7 +1143,107 @@ fail:
     return -1;
 }
 
+// The window's history emptied (every row NaN: bytes 0xff).
+static int gm_ring_clear(gm_model *g, err *e) {
+    g->held = 0;
+    if (!g->kv_ready) return 0;
+    const size_t hist = GM_RECALL_W - 1;
+    CUDA_TRY(cudaMemsetAsync(g->khist, 0xff, (size_t)g->L * g->d.H * hist * g->d.dk * sizeof(float),
+                             g->st),
+             "gpu model: window reset");
+    CUDA_TRY(cudaMemsetAsync(g->vhist, 0xff,
+                             (size_t)g->L * g->d.Hv * hist * g->d.dv * sizeof(float), g->st),
+             "gpu model: window reset");
+    return 0;
+}
+
+// The window's buffers on first use (k / v / recall asked): the rings, k / v / recall out and
+// their pinned staging; with rec also the per-token states and readbacks. Whatever is allocated
+// stays (a retry after a failure allocates the rest); pointers never change afterwards, so the
+// captured graphs stay valid.
+static int gm_recall_alloc(gm_model *g, int rec, err *e) {
+    const gm_model_desc *d = &g->d;
+    const size_t W = GM_RECALL_W, hist = W - 1, B = g->B, L = g->L, H = d->H, Hv = d->Hv;
+    const size_t dk = d->dk, dv = d->dv;
+    if (!g->kv_ready) {
+        struct {
+            float **p;
+            size_t n;
+        } bufs[] = {{&g->khist, L * H * hist * dk},  {&g->vhist, L * Hv * hist * dv},
+                    {&g->kwin, H * (hist + B) * dk}, {&g->vwin, Hv * (hist + B) * dv},
+                    {&g->kout, B * L * Hv * dk},     {&g->vout, B * L * Hv * dv},
+                    {&g->rec, B * L * Hv * W}};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (!*bufs[i].p && !(*bufs[i].p = (float *)gpu_malloc(bufs[i].n * sizeof(float), e)))
+                return err_prefix(e, "gpu model: the readback window");
+        if (!g->pin2) {
+            const size_t n = B * L * Hv * (dk + dv + W);
+            cudaError_t rc = cudaMallocHost(&g->pin2, n * sizeof(float));
+            if (rc != cudaSuccess) {
+                g->pin2 = NULL;
+                return err_set(e, "gpu model: cannot pin %zu bytes: %s", n * sizeof(float),
+                               cudaGetErrorString(rc));
+            }
+            g->p_k = (float *)g->pin2;
+            g->p_v = g->p_k + B * L * Hv * dk;
+            g->p_rec = g->p_v + B * L * Hv * dv;
+        }
+        g->kv_ready = 1;
+        if (gm_ring_clear(g, e)) return -1;
+    }
+    if (rec) {
+        const size_t RB = g->RB;
+        if (!g->Sbuf && !(g->Sbuf = (float *)gpu_malloc(RB * g->sf * sizeof(float), e)))
+            return err_prefix(e, "gpu model: the readback window");
+        if (!g->R && !(g->R = (float *)gpu_malloc(RB * Hv * W * dv * sizeof(float), e)))
+            return err_prefix(e, "gpu model: the readback window");
+    }
+    return 0;
+}
+
+extern "C" int gm_recall_held(const gm_model *g) {
+    return g->held;
+}
+
+extern "C" int gm_recall_fill(gm_model *g, const float *k, const float *v, int n, err *e) {
+    if (n < 0) return err_set(e, "gpu model: %d window tokens", n);
+    if (gm_recall_alloc(g, 0, e)) return -1;
+    const gm_model_desc *d = &g->d;
+    const size_t hist = GM_RECALL_W - 1, L = g->L, H = d->H, Hv = d->Hv, rep = Hv / H;
+    const size_t dk = d->dk, dv = d->dv, m = (size_t)n < hist ? (size_t)n : hist;
+    const size_t nk = L * H * hist * dk, nv = L * Hv * hist * dv;
+    float *hk = (float *)malloc(nk * sizeof(float)), *hvv = (float *)malloc(nv * sizeof(float));
+    if (!hk || !hvv) {
+        free(hk), free(hvv);
+        return err_set(e, "out of memory");
+    }
+    for (size_t i = 0; i < nk; i++) hk[i] = NAN;
+    for (size_t i = 0; i < nv; i++) hvv[i] = NAN;
+    for (size_t q = 0; q < m; q++) {
+        const size_t s = (size_t)n - m + q, p = hist - m + q; // input token, history row
+        for (size_t li = 0; li < L; li++)
+            for (size_t hv = 0; hv < Hv; hv++) {
+                const size_t src = (s * L + li) * Hv + hv;
+                if (v) memcpy(hvv + ((li * Hv + hv) * hist + p) * dv, v + src * dv, dv * 4);
+                if (k && hv % rep == 0)
+                    memcpy(hk + ((li * H + hv / rep) * hist + p) * dk, k + src * dk, dk * 4);
+            }
+    }
+    cudaError_t rc = cudaStreamSynchronize(g->st);
+    if (rc == cudaSuccess)
+        rc = cudaMemcpyAsync(g->khist, hk, nk * sizeof(float), cudaMemcpyHostToDevice, g->st);
+    if (rc == cudaSuccess)
+        rc = cudaMemcpyAsync(g->vhist, hvv, nv * sizeof(float), cudaMemcpyHostToDevice, g->st);
+    if (rc == cudaSuccess) rc = cudaStreamSynchronize(g->st);
+    free(hk), free(hvv);
+    if (rc != cudaSuccess)
+        return err_set(e, "gpu model: window upload: %s", cudaGetErrorString(rc));
+    g->held = (int)m;
+    return 0;
+}
+
 extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
+    if (gm_ring_clear(g, e)) return -1; // a new position: the window's keys are not the state's
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
     const size_t kd = g->d.key_dim, W = g->d.use_conv ? g->d.conv_size : 1;
     const size_t soff[3] = {0, kd * W, 2 * kd * W}, sn[3] = {kd * W, kd * W, g->d.value_dim * W};
@@ -1010,17 +1280,17 @@ extern "C" int gm_download(gm_model *g, float *const *state, float *const *conv,
 }
 
 // Runs one call's launches: eagerly the first time a shape is met, as a captured graph after.
-static int gm_launch(gm_model *g, int n, int pon, err *e) {
-    const int key = pon * (g->B + 1) + n;
+static int gm_launch(gm_model *g, int n, int mode, err *e) {
+    const int key = mode * (g->B + 1) + n;
     if (!g->use_graph || !g->seen[key]) {
         g->seen[key] = 1;
-        return gm_record(g, n, pon, e);
+        return gm_record(g, n, mode, e);
     }
     if (!g->graphs[key]) {
         cudaGraph_t graph = NULL;
         CUDA_TRY(cudaStreamBeginCapture(g->st, cudaStreamCaptureModeThreadLocal),
                  "gpu model: graph capture");
-        int rc = gm_record(g, n, pon, e);
+        int rc = gm_record(g, n, mode, e);
         cudaError_t ce = cudaStreamEndCapture(g->st, &graph);
         if (rc || ce != cudaSuccess) {
             if (graph) cudaGraphDestroy(graph);
@@ -1043,14 +1313,21 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
                        const gm_outputs *out, err *e) {
     if (n < 1 || n > g->B) return err_set(e, "gpu model: %d tokens in one call (1..%d)", n, g->B);
     const int V = g->d.vocab, pon = out->probes || out->fprobes;
+    const int kvm = out->k || out->v || out->recall, rec = out->recall != NULL;
+    const int mode = (pon ? GM_M_PROBES : 0) | (kvm ? GM_M_KV : 0) | (rec ? GM_M_RECALL : 0);
     const size_t nfp = (size_t)g->L * GM_FAMILY_PROBES * g->d.Hv;
+    const size_t lh = (size_t)g->L * g->d.Hv, nk = lh * g->d.dk, nv = lh * g->d.dv;
+    const size_t nr = lh * GM_RECALL_W;
+    if (kvm && gm_recall_alloc(g, rec, e)) return -1;
+    // a call that keeps no window leaves a gap: the keys before it are gone
+    if (!kvm && g->held > 0 && gm_ring_clear(g, e)) return -1;
     memcpy(g->p_tok, tokens, (size_t)n * sizeof(int32_t));
     for (int t = 0; t < n; t++) g->p_next[t] = next ? next[t] : -1;
     cudaStream_t st = g->st;
     // tok and next lie one after the other on both sides: one copy
     CUDA_TRY(cudaMemcpyAsync(g->tok, g->p_tok, 2 * (size_t)g->B * 4, cudaMemcpyHostToDevice, st),
              "gpu model: tokens");
-    if (gm_launch(g, n, pon, e)) return -1;
+    if (gm_launch(g, n, mode, e)) return -1;
     if (out->logits)
         CUDA_TRY(
             cudaMemcpyAsync(g->p_logits, g->logits, (size_t)n * V * 4, cudaMemcpyDeviceToHost, st),
@@ -1071,7 +1348,20 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
         CUDA_TRY(cudaMemcpyAsync(out->state, g->state, (size_t)g->L * g->sf * 4,
                                  cudaMemcpyDeviceToHost, st),
                  "gpu model: state");
+    if (out->k)
+        CUDA_TRY(cudaMemcpyAsync(g->p_k, g->kout, (size_t)n * nk * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: keys");
+    if (out->v)
+        CUDA_TRY(cudaMemcpyAsync(g->p_v, g->vout, (size_t)n * nv * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: values");
+    if (out->recall)
+        CUDA_TRY(cudaMemcpyAsync(g->p_rec, g->rec, (size_t)n * nr * 4, cudaMemcpyDeviceToHost, st),
+                 "gpu model: readback");
     CUDA_TRY(cudaStreamSynchronize(st), "gpu model: step");
+    if (kvm) g->held = g->held + n < GM_RECALL_W - 1 ? g->held + n : GM_RECALL_W - 1;
+    if (out->k) memcpy(out->k, g->p_k, (size_t)n * nk * 4);
+    if (out->v) memcpy(out->v, g->p_v, (size_t)n * nv * 4);
+    if (out->recall) memcpy(out->recall, g->p_rec, (size_t)n * nr * 4);
     if (out->logits) memcpy(out->logits, g->p_logits, (size_t)n * V * 4);
     if (out->top) memcpy(out->top, g->p_top, (size_t)n * 4);
     if (out->topp) memcpy(out->topp, g->p_topp, (size_t)n * 4);

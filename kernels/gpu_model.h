@@ -29,6 +29,8 @@ enum { GM_CORE_GDN = 0, GM_CORE_DELTANET = 1, GM_CORE_KACZMARZ = 2 };
 enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
 /* The largest key width the core kernel holds (8 row groups of 32 rows). */
 enum { GM_MAX_DK = 256, GM_MAX_PROBES = 32, GM_FAMILY_PROBES = 4 };
+/* The readback window of gm_outputs.recall (viz/recall.h's RECALL_WINDOW). */
+enum { GM_RECALL_W = 256 };
 
 /* One layer: host fp32 weights in fla's shapes (NULL where the config has none) and its core. */
 typedef struct gm_layer_desc {
@@ -74,16 +76,33 @@ int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
 
 /* What one call copies back (each NULL: not copied). probes: [n][sum over layers of
  * probe_floats], the layers' blocks in order; fprobes [n][layers][GM_FAMILY_PROBES][Hv]; state:
- * every layer's state after the last token, one after the other. */
+ * every layer's state after the last token, one after the other.
+ *
+ * k [n][layers][Hv][dk] and v [n][layers][Hv][dv]: the key and value each value head's core saw
+ * (the key after the family's normalisation, Kaczmarz's raw key; a key head repeated for its
+ * value heads). recall [n][layers][Hv][GM_RECALL_W]: entry j of token t is
+ * |S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)| from the state after token t, NaN for keys the window
+ * does not hold. The window is a device ring of the last GM_RECALL_W - 1 keys and values per layer
+ * and head, kept by every call that asks for k, v or recall (a call that asks for none of them
+ * empties it), emptied by gm_upload and refilled by gm_recall_fill. recall is the fp32 product
+ * K_window S_t (cuBLAS SGEMM, pedantic: no TF32) of each token's state, stored per token by the
+ * recurrence kernel, and the error sums in double. */
 typedef struct gm_outputs {
     float *logits; /* [n, vocab] */
     int32_t *top;
     float *topp, *nll; /* [n] */
     float *probes, *fprobes, *state;
+    float *k, *v, *recall;
 } gm_outputs;
 /* n tokens (ids checked by the caller); next [n] or NULL (nll NaN; an id < 0 also gives NaN). */
 int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
             err *e);
+/* The window's keys and values from the host: k [n][layers][Hv][dk], v [n][layers][Hv][dv] of the
+ * n tokens before the current position, oldest first (NaN rows: not recorded); the last
+ * GM_RECALL_W - 1 are kept, older window rows are emptied. */
+int gm_recall_fill(gm_model *g, const float *k, const float *v, int n, err *e);
+/* How many tokens before the current position the window holds (0 .. GM_RECALL_W - 1). */
+int gm_recall_held(const gm_model *g);
 
 #ifdef __cplusplus
 }

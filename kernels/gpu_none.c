@@ -203,3 +203,13 @@ int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, cons
     (void)g, (void)tokens, (void)n, (void)next, (void)out;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
+
+int gm_recall_fill(gm_model *g, const float *k, const float *v, int n, err *e) {
+    (void)g, (void)k, (void)v, (void)n;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gm_recall_held(const gm_model *g) {
+    (void)g;
+    return 0;
+}

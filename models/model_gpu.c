@@ -211,6 +211,14 @@ int model_gpu_download(model_gpu *g, model *m, err *e) {
 int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
                    int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
                    float *state, err *e) {
+    model_gpu_out o = {logits, top, topp, nll, probes, fprobes, state, NULL, NULL, NULL};
+    return model_gpu_step_ex(g, tokens, n, next, &o, e);
+}
+
+_Static_assert(MODEL_GPU_RECALL_WINDOW == GM_RECALL_W, "one readback window");
+
+int model_gpu_step_ex(model_gpu *g, const int32_t *tokens, int n, const int32_t *next,
+                      const model_gpu_out *out, err *e) {
     if (n < 1 || n > g->max_batch)
         return err_set(e, "%d tokens in one gpu step (1..%d)", n, g->max_batch);
     for (int t = 0; t < n; t++) {
@@ -221,10 +229,20 @@ int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *ne
             return err_set(e, "next token id %d outside the vocabulary [0, %d)", (int)next[t],
                            g->vocab);
     }
-    gm_outputs o = {logits, top, topp, nll, probes, fprobes, state};
+    gm_outputs o = {out->logits,  out->top,   out->topp, out->nll, out->probes,
+                    out->fprobes, out->state, out->k,    out->v,   out->recall};
     if (gm_step(g->k, tokens, n, next, &o, e)) return -1;
     g->pos += n;
     return 0;
+}
+
+int model_gpu_recall_fill(model_gpu *g, const float *k, const float *v, int n, err *e) {
+    if (n < 0) return err_set(e, "model on the gpu: %d window tokens", n);
+    return gm_recall_fill(g->k, k, v, n, e);
+}
+
+int model_gpu_recall_held(const model_gpu *g) {
+    return gm_recall_held(g->k);
 }
 
 size_t model_gpu_probe_floats(const model_gpu *g) {

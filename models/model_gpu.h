@@ -9,7 +9,9 @@
  * token inside one kernel per layer), so a call of 64 tokens reads the weights once. The GPU copy
  * of the state is the current one between model_gpu_upload and model_gpu_download: stepping the
  * model on the CPU in between, or model_reset / model_swap, needs an upload (after a swap or a
- * reload: a new model_gpu_init). Hooks (m->layer_hook, layer_pre_hook) are not called.
+ * reload: a new model_gpu_init). Hooks (m->layer_hook, layer_pre_hook) are not called; what the
+ * recall tracker records through them (viz/recall.h's "k", "v", "recall") model_gpu_step_ex
+ * computes on the GPU.
  *
  * Implemented by models/model_gpu.c (host) and kernels/gpu_model.cu (device); a build without CUDA
  * answers model_gpu_supported with "no GPU in this build". */
@@ -54,6 +56,50 @@ int model_gpu_download(model_gpu *g, struct model *m, err *e);
 int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
                    int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
                    float *state, err *e);
+
+/* The readback window of model_gpu_step_ex: viz/recall.h's RECALL_WINDOW. */
+#define MODEL_GPU_RECALL_WINDOW 256
+
+/* What model_gpu_step_ex copies back; each NULL: not copied. The first seven are model_gpu_step's
+ * outputs. With H = the cores' heads (the config's Hv), dk, dv the cores' widths:
+ *   k       host [n, layers, H, dk]: the key each head's core saw (gdn and deltanet: after the
+ *           family's l2 / sum normalisation; kaczmarz: the raw key; a key head repeated for its
+ *           value heads), viz/recall.h's "k"
+ *   v       host [n, layers, H, dv]: the value the core saw, viz/recall.h's "v"
+ *   recall  host [n, layers, H, MODEL_GPU_RECALL_WINDOW]: entry j of token t is
+ *           |S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)|, the relative error of reading key t-j's value
+ *           back from the state after token t (viz/recall.h's "recall"); NaN where the window
+ *           holds no key t-j (j > t, or before an upload / a gap, below). */
+typedef struct model_gpu_out {
+    float *logits;
+    int32_t *top;
+    float *topp, *nll, *probes, *fprobes, *state;
+    float *k, *v, *recall;
+} model_gpu_out;
+
+/* model_gpu_step with the keys, values and readback errors too. The window's keys reach back
+ * across calls: the GPU keeps a ring of the last MODEL_GPU_RECALL_WINDOW - 1 keys and values of
+ * every layer and head, advanced by each call that asks for k, v or recall. A call that asks for
+ * none of them, model_gpu_upload and model_gpu_init empty it (the keys before are NaN, as the CPU
+ * tracker has them after a gap); model_gpu_recall_fill puts recorded keys back.
+ *
+ * recall is computed, not tracked: the recurrence kernel also stores each token's state, and per
+ * token and head one fp32 product K_window [256, dk] x S_t [dk, dv] (cuBLAS SGEMM, pedantic, no
+ * TF32; batched over the call's tokens, in chunks of MIXSCOPE_GM_RECALL_CHUNK = 64 tokens) gives
+ * every readback; the errors are summed in double. Exact to float rounding against
+ * recall_readback. The buffers (about 2 x 64 states and readbacks of a layer, the rings) are
+ * allocated on the first call that asks. */
+int model_gpu_step_ex(model_gpu *g, const int32_t *tokens, int n, const int32_t *next,
+                      const model_gpu_out *out, err *e);
+
+/* Refills the window after an upload at a position p > 0: k [n, layers, H, dk] and
+ * v [n, layers, H, dv] of the n tokens before the current position, oldest first (NaN rows: keys
+ * not recorded; the layout of model_gpu_step_ex's k and v, and of the trace's "k" and "v"). The
+ * last MODEL_GPU_RECALL_WINDOW - 1 are kept. */
+int model_gpu_recall_fill(model_gpu *g, const float *k, const float *v, int n, err *e);
+/* How many tokens before the current position the window holds (0 after init, an upload or a
+ * call without k / v / recall; at most MODEL_GPU_RECALL_WINDOW - 1). */
+int model_gpu_recall_held(const model_gpu *g);
 
 /* Floats per token of model_gpu_step's probes (the sum over layers of the cores' probe floats)
  * and of its fprobes (layers x family probes x heads). */

@@ -8,7 +8,9 @@
  * on the GPU (models/model_gpu.h): a 4-layer hidden-1024 Gated DeltaNet and the 340M class,
  * tokens/s and ms/token per call size, beside the per-token floor (fp32 weights read once + the
  * states read and written, over the measured copy bandwidth) and the old path (model_step with
- * m->gpu = 1). */
+ * m->gpu = 1); calls that also bring back the keys, values and readback errors of every token
+ * (model_gpu_step_ex); and the engine end to end (engine_run under device gpu with the default
+ * probes: every probe, k, v, the readback picture and the state snapshot recorded). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <time.h>
 
 #include "core/opts.h"
+#include "engine/engine.h"
 #include "kernels/gpu.h"
 #include "kernels/gpu_bench.h"
 #include "models/model.h"
@@ -313,22 +316,31 @@ static model *step_model(const char *spec, err *e) {
 
 typedef struct step_bufs {
     int32_t *tok, *top;
-    float *topp, *nll, *probes, *fprobes, *state, *logits;
+    float *topp, *nll, *probes, *fprobes, *state, *logits, *k, *v, *recall;
 } step_bufs;
 
 /* Median ms per call of `calls` calls of n tokens (after warm-up calls of the same n: the first
  * runs eagerly, the second captures the graph), with the outputs `what` selects: 0 the head's
- * top / p / nll only, 1 also probes and family probes, 2 also the state, 3 also the logits. */
+ * top / p / nll only, 1 also probes and family probes, 2 also the state, 3 also the logits; 4
+ * probes and family probes with k, v and recall (model_gpu_step_ex). */
 static double time_calls(model_gpu *g, const step_bufs *b, int n, int calls, int what, int vocab,
                          err *e) {
     double *ms = malloc((size_t)calls * sizeof *ms), med = -1;
     int ok = 1;
     for (int c = -3; ok && c < calls; c++) {
         const int32_t *tok = b->tok + (size_t)((c + 3) % 8) * 64;
+        model_gpu_out o = {.logits = what == 3 ? b->logits : NULL,
+                           .top = b->top,
+                           .topp = b->topp,
+                           .nll = b->nll,
+                           .probes = what >= 1 ? b->probes : NULL,
+                           .fprobes = what >= 1 ? b->fprobes : NULL,
+                           .state = what == 2 || what == 3 ? b->state : NULL,
+                           .k = what == 4 ? b->k : NULL,
+                           .v = what == 4 ? b->v : NULL,
+                           .recall = what == 4 ? b->recall : NULL};
         double t0 = now_ms();
-        ok = model_gpu_step(g, tok, n, tok + 1, what >= 3 ? b->logits : NULL, b->top, b->topp,
-                            b->nll, what >= 1 ? b->probes : NULL, what >= 1 ? b->fprobes : NULL,
-                            what >= 2 ? b->state : NULL, e) == 0;
+        ok = model_gpu_step_ex(g, tok, n, tok + 1, &o, e) == 0;
         if (c >= 0) ms[c] = now_ms() - t0;
     }
     (void)vocab;
@@ -345,7 +357,53 @@ static void step_row(const char *name, double ms_call, int n, double floor_ms) {
     printf("%-44s %9.0f %10.4f %10.4f %8.2fx\n", name, 1e3 / per, per, floor_ms, per / floor_ms);
 }
 
-static void bench_step_model(const char *label, const char *spec, int variants, double bw, err *e) {
+/* The engine end to end (the number issue 13 asks for): engine_run over T tokens under device
+ * gpu with the default probes (the cores' and families' probes, k, v, the readback picture and
+ * the state snapshot per batch recorded into the trace, the logits kept), wall clock. The first
+ * run builds the resident stepper (upload, graph capture); the row is the second, after
+ * engine_reset. Takes m (the engine frees it). */
+static void bench_engine(model *m, int T, double floor_ms, err *e) {
+    engine g;
+    int32_t *ids = malloc((size_t)T * sizeof *ids);
+    unsigned long long r = 0x2545F4914F6CDD1Dull;
+    for (int i = 0; i < T; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        ids[i] = (int32_t)(r % (unsigned long long)m->c.vocab);
+    }
+    int ok = engine_init(&g, e) == 0;
+    if (!ok) model_free(m);
+    ok = ok && engine_set_model(&g, m, NULL, 0, e) == 0 && engine_set_tokens(&g, ids, T, e) == 0 &&
+         engine_set_device(&g, ENGINE_GPU, e) == 0;
+    double t0 = now_ms();
+    ok = ok && engine_run(&g, 0, e) == 0;
+    double cold = now_ms() - t0;
+    ok = ok && engine_reset(&g, e) == 0;
+    t0 = now_ms();
+    ok = ok && engine_run(&g, 0, e) == 0;
+    double warm = now_ms() - t0;
+    char name[96];
+    snprintf(name, sizeof name, "engine_run, %d tokens, default probes", T);
+    if (!ok) {
+        printf("%-44s %s\n", name, e->msg);
+    } else {
+        step_row(name, warm, T, floor_ms);
+        int sr = trace_find(&g.tr, "recall"), finite = 0;
+        if (sr >= 0)
+            for (int j = 0; j < MODEL_GPU_RECALL_WINDOW; j++)
+                finite += isfinite(trace_at_lh(&g.tr, sr, T - 1, 0, 0)[j]);
+        printf("  resident on the gpu: %s; %d series recorded (k %s, v %s, recall %s: %d of %d "
+               "entries of the last token's first head finite); the first run (upload, graph "
+               "capture) %.0f ms\n",
+               g.gm ? "yes" : g.gm_why, g.tr.nseries, trace_find(&g.tr, "k") >= 0 ? "yes" : "no",
+               trace_find(&g.tr, "v") >= 0 ? "yes" : "no", sr >= 0 ? "yes" : "no", finite,
+               MODEL_GPU_RECALL_WINDOW, cold);
+    }
+    engine_free(&g);
+    free(ids);
+}
+
+static void bench_step_model(const char *label, const char *spec, int variants, int engine_tokens,
+                             double bw, err *e) {
     double t0 = now_ms();
     model *m = step_model(spec, e);
     if (!m) {
@@ -385,6 +443,9 @@ static void bench_step_model(const char *label, const char *spec, int variants, 
     b.topp = malloc(64 * 4), b.nll = malloc(64 * 4);
     b.probes = malloc(64 * pf * 4 + 4), b.fprobes = malloc(64 * ff * 4 + 4);
     b.state = malloc(sfl * 4 + 4), b.logits = malloc((size_t)64 * c->vocab * 4);
+    size_t lh = (size_t)c->layers * c->Hv; /* the cores' heads */
+    b.k = malloc(64 * lh * c->dk * 4), b.v = malloc(64 * lh * c->dv * 4);
+    b.recall = malloc(64 * lh * MODEL_GPU_RECALL_WINDOW * 4);
     unsigned long long r = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < 8 * 64 + 1; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -399,6 +460,7 @@ static void bench_step_model(const char *label, const char *spec, int variants, 
         {64, 1, "64 tokens a call, probes back"},
         {64, 3, "64 tokens a call, probes + state + logits"},
         {64, 0, "64 tokens a call, head only (top, p, nll)"},
+        {64, 4, "64 tokens a call, probes + k, v, recall back"},
         {8, 1, "8 tokens a call, probes back"},
         {1, 1, "1 token a call, probes back"},
         {1, 2, "1 token a call, probes + state back"},
@@ -414,6 +476,21 @@ static void bench_step_model(const char *label, const char *spec, int variants, 
         step_row(rows[i].name, ms, rows[i].n, floor_ms);
     }
     model_gpu_free(g);
+    /* the readback products in chunks of 16 tokens instead of 64 */
+    setenv("MIXSCOPE_GM_RECALL_CHUNK", "16", 1);
+    g = NULL;
+    if (model_gpu_init(&g, m, 64, e)) {
+        printf("  %s\n", e->msg);
+    } else {
+        double ms = time_calls(g, &b, 64, 15, 4, c->vocab, e);
+        const char *name = "64 tokens, k, v, recall, MIXSCOPE_GM_RECALL_CHUNK=16";
+        if (ms < 0)
+            printf("%-44s %s\n", name, e->msg);
+        else
+            step_row(name, ms, 64, floor_ms);
+    }
+    model_gpu_free(g);
+    unsetenv("MIXSCOPE_GM_RECALL_CHUNK");
     /* the knobs, on the smaller model: no graphs; cuBLAS for single tokens too */
     for (int v = 0; variants && v < 2; v++) {
         setenv(v == 0 ? "MIXSCOPE_GM_GRAPH" : "MIXSCOPE_GM_SKINNY", "0", 1);
@@ -455,8 +532,8 @@ static void bench_step_model(const char *label, const char *spec, int variants, 
         free(logits);
     }
     free(b.tok), free(b.top), free(b.topp), free(b.nll), free(b.probes), free(b.fprobes);
-    free(b.state), free(b.logits);
-    model_free(m);
+    free(b.state), free(b.logits), free(b.k), free(b.v), free(b.recall);
+    bench_engine(m, engine_tokens, floor_ms, e); /* takes m */
 }
 
 static void bench_step(double bw, err *e) {
@@ -466,9 +543,10 @@ static void bench_step(double bw, err *e) {
         "written, per token,\nover the measured copy bandwidth; medians of 15 (64-token) or 64 "
         "calls, wall clock\n");
     bench_step_model("gated_deltanet 4 x 1024",
-                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 1, bw, e);
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 1, 1024, bw, e);
     bench_step_model("gated_deltanet 340M class",
-                     "layers=24 hidden=1024 heads=4 head_dim=256 expand_v=2 vocab=32000", 0, bw, e);
+                     "layers=24 hidden=1024 heads=4 head_dim=256 expand_v=2 vocab=32000", 0, 512,
+                     bw, e);
 }
 
 int main(void) {

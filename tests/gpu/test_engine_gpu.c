@@ -4,8 +4,12 @@
  *                beside the same lanes on the CPU: every recorded probe, the outputs' norms, the
  *                recall errors and the final state snapshot
  *   models       the GPU-resident stepper (engine/gpu.c over models/model_gpu.h) beside CPU
- *                stepping: logits, top-1, the cores' probes, the state snapshot; then back on the
- *                CPU (device cpu downloads the state) the next tokens match too
+ *                stepping: logits, top-1, every series (the cores' and families' probes, k, v
+ *                and the readback picture "recall"; the GPU path records every series the CPU
+ *                path does but the blocks' norms, and no other), the state snapshot; then back
+ *                on the CPU (device cpu downloads the state) the next tokens and their series
+ *                match too; and CPU steps first, then the GPU (its readback window refilled from
+ *                the trace)
  *
  * Plain C with its own pass/fail count (the GPU machine has no cmocka): the last line is
  * "N passed, M failed". */
@@ -27,18 +31,48 @@ static void check(int ok, const char *what, double err) {
     ok ? g_pass++ : g_fail++;
 }
 
-/* max over common series of |a - b| / max(|b|, 1e-3): the relative difference of two traces */
-static double trace_diff(const trace *a, const trace *b, const char *only, char *worst, size_t n) {
+/* 1 for the blocks' norms (model_step's alone: the GPU-resident stepper does not compute them) */
+static int block_probe(const char *name) {
+    int nb;
+    const probe_def *bp = model_block_probes(&nb);
+    for (int i = 0; i < nb; i++)
+        if (!strcmp(bp[i].name, name)) return 1;
+    return 0;
+}
+
+/* max over series of |a - b| / max(|b|, 1e-3): the relative difference of two traces (a the GPU
+ * path's, b the CPU's). Every series of a must be in b; with strict, every series of b in a too,
+ * the blocks' norms aside (never compared: skipped). A missing series, another shape, another
+ * length or a NaN on one side only give NaN (worst names it). */
+static double trace_diff(const trace *a, const trace *b, const char *only, int strict, char *worst,
+                         size_t n) {
     double mx = 0;
     worst[0] = '\0';
+    if (a->T != b->T) {
+        snprintf(worst, n, "%lld tokens against %lld", (long long)a->T, (long long)b->T);
+        return NAN;
+    }
+    for (int s = 0; s < a->nseries; s++)
+        if (!block_probe(a->series[s].name) && trace_find(b, a->series[s].name) < 0) {
+            snprintf(worst, n, "%s (not on the cpu)", a->series[s].name);
+            return NAN;
+        }
     for (int s = 0; s < b->nseries; s++) {
         const trace_series *sb = &b->series[s];
         if (only && strcmp(sb->name, only)) continue;
+        if (block_probe(sb->name)) continue;
         int k = trace_find(a, sb->name);
-        if (k < 0 || a->T != b->T) continue;
+        if (k < 0 && !strict) continue;
+        if (k < 0) {
+            snprintf(worst, n, "%s (not on the gpu)", sb->name);
+            return NAN;
+        }
         const trace_series *sa = &a->series[k];
         size_t per = (size_t)sb->layers * sb->heads * sb->width;
-        if ((size_t)sa->layers * sa->heads * sa->width != per) continue;
+        if (sa->layers != sb->layers || sa->heads != sb->heads || sa->width != sb->width) {
+            snprintf(worst, n, "%s (another shape)", sb->name);
+            return NAN;
+        }
         for (int64_t t = 0; t < b->T; t++) {
             const float *x = trace_at_lh(a, k, t, 0, 0), *y = trace_at_lh(b, s, t, 0, 0);
             for (size_t i = 0; i < per; i++) {
@@ -74,7 +108,7 @@ static void test_raw(const char *mixer) {
         snprintf(what, sizeof what, "raw %s: %s", mixer, e.msg);
         check(0, what, NAN);
     } else {
-        double d = trace_diff(&gpu.tr, &c.tr, NULL, worst, sizeof worst);
+        double d = trace_diff(&gpu.tr, &c.tr, NULL, 0, worst, sizeof worst);
         snprintf(what, sizeof what,
                  "raw %s, 160 tokens on the gpu in batches: every series (worst %s)", mixer, worst);
         check(d < 1e-3 && gpu.tr.T == 160, what, d);
@@ -144,9 +178,42 @@ static void test_model(const char *mixer, const char *args, int resident) {
     snprintf(what, sizeof what, "model %s %s, %d tokens resident on the gpu: logits", mixer, args,
              FIRST);
     check(sqrt(num / den) < 1e-4 && top_same == FIRST, what, sqrt(num / den));
-    double d = trace_diff(&gpu.tr, &c.tr, NULL, worst, sizeof worst);
+    double d = trace_diff(&gpu.tr, &c.tr, NULL, resident, worst, sizeof worst);
     snprintf(what, sizeof what, "model %s: every series the gpu records (worst %s)", mixer, worst);
     check(d < 1e-3, what, d);
+    if (resident) {
+        /* k, v and the readback picture each on their own line; the blocks' norms not registered */
+        const char *kvr[] = {"k", "v", "recall"};
+        for (int i = 0; i < 3; i++) {
+            int in_both = trace_find(&gpu.tr, kvr[i]) >= 0 && trace_find(&c.tr, kvr[i]) >= 0;
+            d = in_both ? trace_diff(&gpu.tr, &c.tr, kvr[i], 1, worst, sizeof worst) : NAN;
+            snprintf(what, sizeof what, "model %s: %s, %d tokens resident on the gpu", mixer,
+                     kvr[i], FIRST);
+            check(d < 1e-3, what, d);
+        }
+        int nb, blocks = 0;
+        const probe_def *bp = model_block_probes(&nb);
+        for (int i = 0; i < nb; i++) blocks += trace_find(&gpu.tr, bp[i].name) >= 0;
+        snprintf(what, sizeof what, "model %s: the blocks' norms are not registered on the gpu",
+                 mixer);
+        check(blocks == 0, what, blocks);
+        /* the CPU first, then the GPU: the GPU's window refilled from the trace's k and v */
+        engine mix;
+        enum { CPU_FIRST = 40 };
+        if (model_engine(&mix, mixer, args, ENGINE_CPU, ids, T, CPU_FIRST, &e) ||
+            engine_set_device(&mix, ENGINE_GPU, &e) || engine_step(&mix, FIRST - CPU_FIRST, &e)) {
+            snprintf(what, sizeof what, "model %s: cpu, then gpu: %s", mixer, e.msg);
+            check(0, what, NAN);
+        } else {
+            /* the blocks' norms were registered on the CPU and stay NaN on the GPU: skipped */
+            d = trace_diff(&mix.tr, &c.tr, NULL, 1, worst, sizeof worst);
+            snprintf(what, sizeof what,
+                     "model %s: %d tokens on the cpu, %d on the gpu: every series (worst %s)",
+                     mixer, CPU_FIRST, FIRST - CPU_FIRST, worst);
+            check(d < 1e-3 && mix.gm != NULL, what, d);
+        }
+        engine_free(&mix);
+    }
     /* back on the cpu: the model continues from the GPU's state */
     if (engine_set_device(&gpu, ENGINE_CPU, &e) || engine_step(&gpu, T - FIRST, &e) ||
         engine_step(&c, T - FIRST, &e)) {
@@ -160,6 +227,12 @@ static void test_model(const char *mixer, const char *args, int resident) {
         snprintf(what, sizeof what, "model %s: %d more tokens on the cpu after the gpu: logits",
                  mixer, T - FIRST);
         check(sqrt(num / den) < 1e-4, what, sqrt(num / den));
+        /* the CPU's recall tracker picks up the keys the GPU recorded */
+        d = trace_diff(&gpu.tr, &c.tr, NULL, resident, worst, sizeof worst);
+        snprintf(what, sizeof what,
+                 "model %s: %d more tokens on the cpu after the gpu: every series (worst %s)",
+                 mixer, T - FIRST, worst);
+        check(d < 1e-3, what, d);
     }
     engine_free(&c), engine_free(&gpu);
 }

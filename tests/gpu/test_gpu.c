@@ -452,6 +452,84 @@ static double probe_err(double a, double b) {
     return r < abs_ ? r : abs_;
 }
 
+/* ---- the keys, values and readback errors (model_gpu_step_ex) ---- */
+
+#define RW            MODEL_GPU_RECALL_WINDOW
+#define GM_MAX_DV_REF 1024
+
+/* |S^T k - v| / |v| in double (viz/recall.c's recall_readback), S [dk][dv]; NaN when |v| = 0 or
+ * the key or value is NaN. */
+static float readback_ref(int dk, int dv, const float *S, const float *k, const float *v) {
+    double r[GM_MAX_DV_REF] = {0}, num = 0, den = 0;
+    if (dv > GM_MAX_DV_REF) return NAN;
+    for (int i = 0; i < dk; i++) { /* row by row: the same sums, in the order of i */
+        const float *s = S + (size_t)i * dv;
+        double ki = k[i];
+        for (int j = 0; j < dv; j++) r[j] += (double)s[j] * ki;
+    }
+    for (int j = 0; j < dv; j++) {
+        num += (r[j] - v[j]) * (r[j] - v[j]);
+        den += (double)v[j] * v[j];
+    }
+    return den > 0 ? (float)sqrt(num / den) : NAN;
+}
+
+/* What the CPU's recall tracker records, by absolute position: every token's k [L][H][dk] and
+ * v [L][H][dv] as the cores saw them (model_step's layer hook), and the readback errors
+ * [L][H][RW] from the state after each token over every earlier key. */
+typedef struct rc_ref {
+    int L, H, dk, dv, cap;
+    float *k, *v, *rec;
+} rc_ref;
+
+static void rc_init(rc_ref *r, const model *m, int cap) {
+    const mixer_cfg *c = &m->layers[0].mc;
+    r->L = m->c.layers, r->H = c->H, r->dk = c->dk, r->dv = c->dv, r->cap = cap;
+    size_t lh = (size_t)cap * r->L * r->H;
+    r->k = malloc(lh * r->dk * 4), r->v = malloc(lh * r->dv * 4), r->rec = malloc(lh * RW * 4);
+    for (size_t i = 0; i < lh * RW; i++) r->rec[i] = NAN;
+}
+
+static void rc_free(rc_ref *r) {
+    free(r->k), free(r->v), free(r->rec);
+}
+
+static float *rc_k(const rc_ref *r, int t, int li, int h) {
+    return r->k + (((size_t)t * r->L + li) * r->H + h) * r->dk;
+}
+
+static float *rc_v(const rc_ref *r, int t, int li, int h) {
+    return r->v + (((size_t)t * r->L + li) * r->H + h) * r->dv;
+}
+
+static void rc_hook(void *ctx, const model *m, int li, const mixer_tok *in, const float *state) {
+    rc_ref *r = ctx;
+    const int t = m->pos, H = r->H, dk = r->dk, dv = r->dv;
+    if (t >= r->cap) return;
+    memcpy(rc_k(r, t, li, 0), in->in[IN_K], (size_t)H * dk * 4);
+    memcpy(rc_v(r, t, li, 0), in->in[IN_V], (size_t)H * dv * 4);
+    for (int h = 0; h < H; h++) /* the delta family's state: "hT" [H][dk][dv] at offset 0 */
+        for (int j = 0; j < RW && j <= t; j++)
+            r->rec[(((size_t)t * r->L + li) * H + h) * RW + j] = readback_ref(
+                dk, dv, state + (size_t)h * dk * dv, rc_k(r, t - j, li, h), rc_v(r, t - j, li, h));
+}
+
+/* The largest |gpu - ref| / max(|ref|, 0.1) over n entries (a readback error's own float floor is
+ * about eps (|r| + |v|) / |v|, so small errors are compared absolutely); a NaN on one side only
+ * counts as 1. */
+static double recall_err(const float *a, const float *b, size_t n) {
+    double mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) {
+            if (!(isnan(a[i]) && isnan(b[i]))) mx = 1;
+            continue;
+        }
+        double d = fabs((double)a[i] - b[i]) / fmax(fabs((double)b[i]), 0.1);
+        if (d > mx) mx = d;
+    }
+    return mx;
+}
+
 static void gm_fail(const char *what, const char *msg) {
     printf("%-44s %s  FAIL\n", what, msg);
     failed++;
@@ -497,6 +575,9 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
     gm_snap s0, s1;
     model_gpu *g = NULL;
     int ok = 1;
+    rc_ref rr; /* the CPU's k, v and readback errors of every position */
+    rc_init(&rr, m, W0 + T + T2);
+    m->layer_hook = rc_hook, m->layer_hook_ctx = &rr;
     for (int t = 0; ok && t < W0; t++) ok = model_step(m, tok[t], tmp, NULL, &e) == 0;
     snap_take(m, &s0);
     ok = ok && model_register_probes(m, &tr, &e) == 0;
@@ -507,6 +588,7 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
     snap_take(m, &s1);
     for (int t = 0; ok && t < T2; t++)
         ok = model_step(m, tok[W0 + T + t], ref2 + (size_t)t * V, NULL, &e) == 0;
+    m->layer_hook = NULL, m->layer_hook_ctx = NULL;
     if (!ok) {
         gm_fail(label, e.msg);
         goto done;
@@ -518,18 +600,35 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
     }
     {
         const size_t pf = model_gpu_probe_floats(g), ff = model_gpu_fprobe_floats(g);
+        const size_t kf = (size_t)L * H * rr.dk, vf = (size_t)L * H * rr.dv,
+                     rf = (size_t)L * H * RW;
         size_t sfl = 0;
         for (int li = 0; li < L; li++) sfl += layer_state_floats(m, li);
         float *gp = malloc((size_t)T * pf * 4 + 4), *gf = malloc((size_t)T * ff * 4 + 4);
         float *gs = malloc(sfl * 4 + 4), *topp = malloc((size_t)T * 4), *nll = malloc(T * 4);
+        float *gk = malloc((size_t)T * kf * 4), *gv = malloc((size_t)T * vf * 4);
+        float *grec = malloc((size_t)T * rf * 4);
         int32_t *top = malloc((size_t)T * 4);
         for (size_t i = 0; i < (size_t)T * pf; i++) gp[i] = -12345.0f; /* poison */
+        for (size_t i = 0; i < (size_t)T * rf; i++) grec[i] = -12345.0f;
+        /* the window starts with the warm-up's keys (as the engine refills it from its trace) */
+        ok = model_gpu_recall_held(g) == 0 && model_gpu_recall_fill(g, rr.k, rr.v, W0, &e) == 0 &&
+             model_gpu_recall_held(g) == W0;
+        if (!ok) gm_fail(label, e.msg[0] ? e.msg : "model_gpu_recall_held after a fill");
         int t0 = 0;
         for (size_t c = 0; ok && c < sizeof chunks / sizeof chunks[0]; c++) {
             int n = chunks[c], last = t0 + n == T;
-            ok = model_gpu_step(g, tok + W0 + t0, n, tok + W0 + t0 + 1, gl + (size_t)t0 * V,
-                                top + t0, topp + t0, nll + t0, gp + (size_t)t0 * pf,
-                                gf + (size_t)t0 * ff, last ? gs : NULL, &e) == 0;
+            model_gpu_out o = {.logits = gl + (size_t)t0 * V,
+                               .top = top + t0,
+                               .topp = topp + t0,
+                               .nll = nll + t0,
+                               .probes = gp + (size_t)t0 * pf,
+                               .fprobes = gf + (size_t)t0 * ff,
+                               .state = last ? gs : NULL,
+                               .k = gk + (size_t)t0 * kf,
+                               .v = gv + (size_t)t0 * vf,
+                               .recall = grec + (size_t)t0 * rf};
+            ok = model_gpu_step_ex(g, tok + W0 + t0, n, tok + W0 + t0 + 1, &o, &e) == 0;
             t0 += n;
         }
         if (!ok || t0 != T) {
@@ -594,6 +693,38 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
             }
             snprintf(what, sizeof what, "%s: argmax, p(top), nll", label);
             report(what, herr, 1e-5);
+            /* the keys, values and readback errors against the CPU's (its own trajectory) */
+            snprintf(what, sizeof what, "%s: k", label);
+            report(what, rel(gk, rc_k(&rr, W0, 0, 0), (size_t)T * kf), 1e-4);
+            snprintf(what, sizeof what, "%s: v", label);
+            report(what, rel(gv, rc_v(&rr, W0, 0, 0), (size_t)T * vf), 1e-4);
+            snprintf(what, sizeof what, "%s: recall vs the cpu", label);
+            report(what, recall_err(grec, rr.rec + (size_t)W0 * rf, (size_t)T * rf), 1e-4);
+            /* exactness of the readback alone: the last token's row from the GPU's own state and
+             * the keys and values the GPU saw (the window: the fill, then its k and v) */
+            float *ref = malloc(rf * 4);
+            const int tl = W0 + T - 1; /* absolute position of the last token */
+            size_t so = 0;
+            for (int li = 0; li < L; so += layer_state_floats(m, li), li++)
+                for (int h = 0; h < H; h++)
+                    for (int j = 0; j < RW; j++) {
+                        int i = tl - j; /* the key's absolute position */
+                        const float *kk =
+                            i < 0    ? NULL
+                            : i < W0 ? rc_k(&rr, i, li, h)
+                                     : gk + (size_t)(i - W0) * kf + ((size_t)li * H + h) * rr.dk;
+                        const float *vv =
+                            i < 0    ? NULL
+                            : i < W0 ? rc_v(&rr, i, li, h)
+                                     : gv + (size_t)(i - W0) * vf + ((size_t)li * H + h) * rr.dv;
+                        ref[((size_t)li * H + h) * RW + j] =
+                            kk ? readback_ref(rr.dk, rr.dv, gs + so + (size_t)h * rr.dk * rr.dv, kk,
+                                              vv)
+                               : NAN;
+                    }
+            snprintf(what, sizeof what, "%s: recall vs its own state", label);
+            report(what, recall_err(grec + (size_t)(T - 1) * rf, ref, rf), 1e-5);
+            free(ref);
         }
         /* the GPU's state back into the model, then 20 tokens on the CPU */
         if (ok) {
@@ -642,15 +773,38 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
                 snprintf(what, sizeof what, "%s: upload, no probes", label);
                 report(what, fmax(es, rel(gl, ref, (size_t)T * V)), 1e-4);
                 if (!isnan(nll[0])) printf("  nll without next ids should be NaN\n"), failed++;
+                /* the upload and the calls without k, v or recall emptied the window: 4 tokens
+                 * with recall see only their own keys (NaN beyond), equal to the CPU's there */
+                enum { NG = 4 };
+                model_gpu_out o = {.recall = grec, .k = gk};
+                int held0 = model_gpu_recall_held(g);
+                ok = model_gpu_step_ex(g, tok + W0 + T, NG, NULL, &o, &e) == 0;
+                if (ok) {
+                    double rerr = held0 == 0 && model_gpu_recall_held(g) == NG ? 0 : 1;
+                    for (int t = 0; t < NG; t++)
+                        for (size_t i = 0; i < rf; i++) {
+                            int j = (int)(i % RW);
+                            float a = grec[(size_t)t * rf + i];
+                            float b = rr.rec[(size_t)(W0 + T + t) * rf + i];
+                            if (j > t) b = NAN; /* keys before the gap */
+                            rerr = fmax(rerr, recall_err(&a, &b, 1));
+                        }
+                    snprintf(what, sizeof what, "%s: recall after a gap", label);
+                    report(what, rerr, 1e-4);
+                } else {
+                    gm_fail(label, e.msg);
+                }
             } else {
                 gm_fail(label, e.msg);
             }
         }
         free(gp), free(gf), free(gs), free(topp), free(nll), free(top);
+        free(gk), free(gv), free(grec);
     }
 done:
     model_gpu_free(g);
     snap_free(m, &s0), snap_free(m, &s1);
+    rc_free(&rr);
     trace_free(&tr);
     free(tok), free(ref), free(ref2), free(gl), free(tmp);
     model_free(m);
