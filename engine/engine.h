@@ -53,6 +53,11 @@ typedef struct raw_mode {
     raw_stream st;  /* st.T == 0: no stream yet */
     int pos;        /* the next token to run */
     float *scratch; /* [raw_scratch_floats] */
+    /* device gpu: each lane's state resident on the GPU (kernels/gpu_lanes.h), made on the first
+     * GPU advance; the host copy (lane[l].state) is brought up to date at the end of every
+     * advance. gl_valid: 0 when the host state changed since (reset, CPU steps): uploaded first */
+    struct gpu_lane *glane[RAW_MAX_LANES];
+    int gl_valid;
 } raw_mode;
 
 /* What goes into the trace while stepping (`set probes`).

@@ -6,12 +6,16 @@
 #include <string.h>
 
 #include "../kernels/gpu.h"
+#include "../kernels/gpu_lanes.h"
 #include "../mixers/record.h"
 #include "../viz/recall.h"
 #include "internal.h"
 #include "nonfinite.h"
 
+static void glanes_free(raw_mode *r);
+
 static void lanes_free(raw_mode *r) {
+    glanes_free(r);
     for (int i = 0; i < r->nl; i++) raw_lane_free(&r->lane[i]);
     r->nl = 0;
 }
@@ -31,6 +35,7 @@ int engine_raw_active(const engine *g) {
 
 void engine_raw_leave(engine *g) {
     if (!engine_raw_active(g)) return;
+    glanes_free(g->raw); /* the host holds their state: the GPU's memory goes to the model */
     g->raw->on = 0;
     engine_trace_restart(g);
 }
@@ -225,9 +230,23 @@ int engine_raw_run_all(engine *g, trace *tr, raw_lane *lanes, int nl, const raw_
     return rc;
 }
 
-/* ---- device gpu: the lanes' steps on the GPU, a batch of tokens a call ---- */
+/* ---- device gpu: the lanes' steps on the GPU, a batch of tokens a call ----
+ *
+ * Each lane's state (or KV cache) stays on the GPU between batches and calls
+ * (kernels/gpu_lanes.h): a batch moves its tokens' inputs up and their outputs and probes down,
+ * nothing else. The host copy of the state (what views, `device cpu`, reset and the "state"
+ * snapshot read) is brought up to date at the end of every advance (a KV cache: the slots written
+ * since); after the host changed it (reset, CPU steps) it is uploaded before the next GPU step. */
 
 #define RAW_GPU_BATCH 64
+
+static void glanes_free(raw_mode *r) {
+    for (int l = 0; l < RAW_MAX_LANES; l++) {
+        gpu_lane_free(r->glane[l]);
+        r->glane[l] = NULL;
+    }
+    r->gl_valid = 0;
+}
 
 /* 1 when every lane's core has GPU step kernels (kernels/gpu.h). */
 static int lanes_on_gpu(const engine *g) {
@@ -237,10 +256,45 @@ static int lanes_on_gpu(const engine *g) {
     return 1;
 }
 
-/* Tokens [t0, t0 + nb) of lane l on the GPU: the inputs gathered into [nb, ...] arrays, one call
- * (state up and down once), then each token recorded as the CPU path records it, from the
- * batch's outputs and probes. The state snapshot is the batch's last; the readback picture is
- * not recorded on this path (it needs every token's state). */
+/* Every lane resident on the GPU with the host's state: made on first use, uploaded when the host
+ * changed the state since. */
+static int glanes_ready(raw_mode *r, err *e) {
+    for (int l = 0; l < r->nl; l++) {
+        raw_lane *L = &r->lane[l];
+        int rc = r->glane[l] ? !r->gl_valid && gpu_lane_upload(r->glane[l], L->state, e)
+                             : gpu_lane_init(&r->glane[l], L->m, &L->c, L->state, RAW_GPU_BATCH, e);
+        if (rc) {
+            glanes_free(r);
+            return err_prefix(e, "lane %s on the gpu", L->label);
+        }
+    }
+    r->gl_valid = 1;
+    return 0;
+}
+
+/* The host states brought up to date. On a failure the lanes go back to position 0 (the host
+ * state would not match the position). */
+static int glanes_sync(engine *g, err *e) {
+    raw_mode *r = g->raw;
+    for (int l = 0; l < r->nl; l++)
+        if (r->glane[l] && gpu_lane_sync(r->glane[l], r->lane[l].state, e)) {
+            glanes_free(r);
+            for (int j = 0; j < r->nl; j++) raw_lane_reset(&r->lane[j]);
+            r->pos = 0;
+            trace_clear(&g->tr);
+            engine_recall_reset(g);
+            return err_prefix(e, "lane %s: the state back from the gpu (the lanes are reset)",
+                              r->lane[l].label);
+        }
+    return 0;
+}
+
+/* Tokens [t0, t0 + nb) of lane l on the GPU: the inputs gathered into [nb, ...] arrays, one step
+ * of its resident lane (inputs up, outputs and probes down), then each token recorded as the CPU
+ * path records it, from the batch's outputs and probes. The state is not on the host here: the
+ * first-NaN scan reads the inputs, outputs and probes (the state is scanned once at the end of
+ * the advance); the readback picture is not recorded on this path (it needs every token's
+ * state). */
 static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], float *obuf,
                      float *pbuf, diag_nf *nf, err *e) {
     raw_mode *r = g->raw;
@@ -262,8 +316,7 @@ static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], floa
         }
     }
     size_t np = mixer_probe_floats(L->m, &L->c);
-    if (gpu_mixer_run(L->m, &L->c, L->state, &seq, t0, obuf, want_core ? pbuf : NULL, GPU_STEP,
-                      GPU_F32, e))
+    if (gpu_lane_step(r->glane[l], &seq, t0, obuf, want_core ? pbuf : NULL, e))
         return err_prefix(e, "lane %s on the gpu", L->label);
     int kv = g->probes.mode != ENGINE_PROBES_NONE;
     for (int t = 0; t < nb; t++) {
@@ -271,7 +324,7 @@ static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], floa
         mixer_tok x = mixer_seq_at(&L->c, &seq, t);
         const float *pt = want_core ? pbuf + (size_t)t * np : NULL;
         memcpy(L->o, obuf + (size_t)t * H * dv, (size_t)H * dv * sizeof(float));
-        if (nf && !nf->found) diag_nf_scan_core(nf, L->m, &L->c, &x, L->state, L->o, pt, tt, l);
+        if (nf && !nf->found) diag_nf_scan_core(nf, L->m, &L->c, &x, NULL, L->o, pt, tt, l);
         if (pt) probe_record(&g->tr, L->m, &L->c, pt, tt, l);
         if (kv && recall_record_kv(&g->tr, r->nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], tt, e))
             return -1;
@@ -287,7 +340,6 @@ static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], floa
         put(&g->tr, "key_norm", tt, l, kn, H);
         put(&g->tr, "out_norm", tt, l, on, H);
     }
-    probe_record_state(&g->tr, L->m, &L->c, L->state, t0 + nb - 1, l);
     return 0;
 }
 
@@ -307,7 +359,10 @@ static int gpu_advance(engine *g, int n, err *e) {
     for (int i = 0; i < IN_COUNT && !rc; i++)
         if (!(in[i] = malloc(inf * sizeof(float))))
             rc = err_set(e, "out of memory for a gpu batch");
-    int done = 0;
+    if (!rc) rc = glanes_ready(r, e);
+    int done = 0, lane_failed = 0;
+    diag_nf nf;
+    diag_nf_clear(&nf);
     while (!rc && done < n) {
         int t0 = r->pos, nb = n - done < RAW_GPU_BATCH ? n - done : RAW_GPU_BATCH;
         if (engine_tick(g, done, n)) {
@@ -316,15 +371,40 @@ static int gpu_advance(engine *g, int n, err *e) {
         }
         for (int t = 0; t < nb && !rc; t++)
             if (trace_push_token(&g->tr, e) < 0) rc = -1;
-        diag_nf nf;
-        diag_nf_clear(&nf);
-        for (int l = 0; l < r->nl && !rc; l++) rc = gpu_batch(g, l, t0, nb, in, obuf, pbuf, &nf, e);
+        for (int l = 0; l < r->nl && !rc; l++)
+            lane_failed = rc = gpu_batch(g, l, t0, nb, in, obuf, pbuf, &nf, e);
         if (rc) break;
         r->pos += nb, done += nb;
         if (nf.found) {
             char m[ERR_MSG_MAX];
             rc = err_set(e, "stopped after token %d (the end of a gpu batch): %s", r->pos - 1,
                          diag_nf_message(&nf, m, sizeof m));
+        }
+    }
+    if (lane_failed) {
+        /* a lane's step failed part way: its device state is past the position. The trace holds
+         * tokens the lanes did not finish, so the next advance starts again from position 0. */
+        glanes_free(r);
+    } else if (done > 0) {
+        err se = {{0}};
+        if (glanes_sync(g, &se)) {
+            if (!rc) rc = err_set(e, "%s", se.msg);
+        } else {
+            for (int l = 0; l < r->nl; l++) {
+                raw_lane *L = &r->lane[l];
+                probe_record_state(&g->tr, L->m, &L->c, L->state, r->pos - 1, l);
+                /* the state itself, once (a NaN that reached no output nor probe) */
+                if (!rc && !nf.found) {
+                    mixer_tok x;
+                    raw_lane_inputs(L, &r->st, r->pos - 1, r->scratch, &x);
+                    if (diag_nf_scan_core(&nf, L->m, &L->c, &x, L->state, NULL, NULL, r->pos - 1,
+                                          l)) {
+                        char m[ERR_MSG_MAX];
+                        rc = err_set(e, "stopped after token %d (the end of a gpu advance): %s",
+                                     r->pos - 1, diag_nf_message(&nf, m, sizeof m));
+                    }
+                }
+            }
         }
     }
     if (!rc) engine_tick(g, n, n);
@@ -346,10 +426,12 @@ int engine_raw_advance(engine *g, int n, err *e) {
         engine_recall_reset(g);
         for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
         r->pos = 0;
+        r->gl_valid = 0;
     }
     int left = r->st.T - r->pos;
     if (n > left) n = left;
     if (lanes_on_gpu(g)) return gpu_advance(g, n, e);
+    glanes_free(r); /* the CPU steps the host state from here */
     for (int i = 0; i < n; i++) {
         if (engine_tick(g, i, n)) return err_set(e, "interrupted at token %d", r->pos);
         diag_nf nf;
@@ -382,6 +464,8 @@ int engine_raw_reset(engine *g, err *e) {
     raw_mode *r = g->raw;
     for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
     r->pos = 0;
+    r->gl_valid = 0; /* uploaded before the next GPU step */
+    if (g->device != ENGINE_GPU) glanes_free(r);
     trace_clear(&g->tr);
     engine_recall_reset(g);
     return 0;

@@ -1,6 +1,7 @@
 /* gpu_none.c: the GPU backend of a build without CUDA (make CUDA=0). Every entry answers that
  * there is no GPU, so `device gpu` falls back to the CPU with a clear message. */
 #include "gpu.h"
+#include "gpu_lanes.h"
 #include "gpu_model.h"
 
 static const char NO_CUDA[] = "this build has no CUDA support (built with CUDA=0)";
@@ -201,6 +202,55 @@ int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
 int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
             err *e) {
     (void)g, (void)tokens, (void)n, (void)next, (void)out;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+/* kernels/gpu_lanes.h */
+int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg *c, const float *state_host,
+                  int max_batch, err *e) {
+    (void)m, (void)c, (void)state_host, (void)max_batch;
+    *out = NULL;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host, float *probes_host,
+                  err *e) {
+    (void)L, (void)x, (void)pos0, (void)o_host, (void)probes_host;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_download(gpu_lane *L, float *state_host, err *e) {
+    (void)L, (void)state_host;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_upload(gpu_lane *L, const float *state_host, err *e) {
+    (void)L, (void)state_host;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_sync(gpu_lane *L, float *state_host, err *e) {
+    (void)L, (void)state_host;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+size_t gpu_lane_device_bytes(const gpu_lane *L) {
+    (void)L;
+    return 0;
+}
+
+void gpu_lane_traffic(const gpu_lane *L, size_t *up, size_t *down) {
+    (void)L;
+    if (up) *up = 0;
+    if (down) *down = 0;
+}
+
+void gpu_lane_free(gpu_lane *L) {
+    (void)L;
+}
+
+int gpu_mem_info(size_t *free_bytes, size_t *total_bytes, err *e) {
+    (void)free_bytes, (void)total_bytes;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
 

@@ -1,0 +1,429 @@
+// gpu_lanes.cu: a mixer core stepped on the GPU with its state (or KV cache) resident there
+// (gpu_lanes.h). The same kernels as gpu_mixer_run's GPU_STEP path in fp32 (gpu_mixers.cu,
+// delta_probes.cu): the decode step token by token, with the probe kernels when probes are asked;
+// what changes is where the state lives and who owns the buffers. gpu_lane_init allocates
+// everything for max_batch tokens (device buffers and pinned host staging); gpu_lane_step packs
+// the tokens' inputs into the staging buffer, copies them up in one transfer, launches, and copies
+// the outputs and probes down in one transfer.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mixers/kata.h"
+#include "gpu.h"
+#include "gpu_common.cuh"
+#include "gpu_lanes.h"
+
+extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
+                                    const void *k, const void *v, void *k_out, void *v_out,
+                                    void *stream, err *e);
+extern "C" int gpu_ld_step_probes(int N, int dk, int dv, float scale, int per_key, const float *q,
+                                  const float *k, const float *v, const float *g, float *state,
+                                  float *o, float *acc, float *probes, void *stream, err *e);
+extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
+                                      const float *k, const float *v, const float *lv,
+                                      const float *a, const float *p, float *state, float *o,
+                                      float *probes, void *stream, err *e);
+extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
+                               const void *k, const void *v, const float *lv, const float *a,
+                               const float *p, float *state, float *o, void *stream, err *e);
+extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
+                                    float eps, const float *q, const float *k, const float *v,
+                                    float *state, float *o, float *probes, void *scratch,
+                                    void *stream, err *e);
+extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
+                             int max_t, int bf16, const void *q, const void *r, const void *k,
+                             const void *v, float *cache, float *qo, float *ro, void *stream,
+                             err *e);
+
+// The delta family's probe names in GDP_* order (as delta_probes.cu lays them out).
+static const char *const LANE_GDP_NAMES[GDP_COUNT] = {
+    "beta",        "eta",        "rho",        "k_norm",     "q_norm",         "g",
+    "alpha",       "half_life",  "e_norm",     "e_rel",      "r_norm",         "r_check",
+    "loss_before", "loss_after", "write_norm", "state_norm", "forget_removed", "erase_removed",
+    "o_norm"};
+
+enum { LK_DELTA, LK_LD, LK_KALMAN, LK_KATA, LK_KATA_CPU, LK_ATTN };
+enum { LANE_MAX_PROBES = 64 };
+
+struct gpu_lane {
+    const mixer_ops *m;
+    mixer_cfg c;
+    int kind, max_batch;
+    int kacz, has_g, per_key, plx, prior;
+    size_t ns;                // state floats
+    size_t np;                // the mixer's probe floats a token
+    size_t npd;               // probe floats a token on the device (delta: H * GDP_COUNT)
+    size_t in_tok;            // input floats a token, every input the mixer reads
+    size_t in_w[IN_COUNT];    // floats a token of each input (0: not read)
+    int map[LANE_MAX_PROBES]; // delta: GDP index of the mixer's probe i, or -1
+    // device
+    float *state, *in, *out, *acc, *k2, *v2, *qr, *rr, *a, *p;
+    void *scratch;
+    // pinned host staging
+    float *h_in, *h_out;
+    // DeltaKATA: the state on the host (the CPU reference steps it)
+    float *host_state;
+    // KV cache slots written since the last transfer of the state: [dirty_lo, dirty_hi)
+    int dirty_lo, dirty_hi;
+    size_t bytes, up, down;
+};
+
+static int name_is(const mixer_ops *m, const char *a) {
+    return !strcmp(m->name, a);
+}
+
+static int lane_alloc(gpu_lane *L, void *pp, size_t bytes, err *e) {
+    void **p = (void **)pp;
+    *p = NULL;
+    cudaError_t rc = cudaMalloc(p, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return err_set(e, "gpu lane %s: cannot allocate %zu bytes on the device: %s", L->m->name,
+                       bytes, cudaGetErrorString(rc));
+    }
+    L->bytes += bytes;
+    return 0;
+}
+
+static int host_alloc(gpu_lane *L, void *pp, size_t bytes, err *e) {
+    void **p = (void **)pp;
+    *p = NULL;
+    cudaError_t rc = cudaMallocHost(p, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return err_set(e, "gpu lane %s: cannot allocate %zu bytes of pinned memory: %s", L->m->name,
+                       bytes, cudaGetErrorString(rc));
+    }
+    return 0;
+}
+
+extern "C" void gpu_lane_free(gpu_lane *L) {
+    if (!L) return;
+    float *dev[] = {L->state, L->in, L->out, L->acc, L->k2, L->v2, L->qr, L->rr, L->a, L->p};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) cudaFree(dev[i]);
+    if (L->scratch) cudaFree(L->scratch);
+    if (L->h_in) cudaFreeHost(L->h_in);
+    if (L->h_out) cudaFreeHost(L->h_out);
+    free(L->host_state);
+    free(L);
+}
+
+extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg *c,
+                             const float *state_host, int max_batch, err *e) {
+    *out = NULL;
+    char why[256];
+    if (!gpu_available(why, sizeof why)) return err_set(e, "%s", why);
+    if (!gpu_mixer_supported(m, GPU_STEP))
+        return err_set(e, "gpu lane: no GPU step kernels for mixer '%s'", m->name);
+    if (max_batch < 1) return err_set(e, "gpu lane %s: max_batch %d", m->name, max_batch);
+    gpu_lane *L = (gpu_lane *)calloc(1, sizeof *L);
+    if (!L) return err_set(e, "out of memory");
+    L->m = m, L->c = *c, L->max_batch = max_batch;
+    const int H = c->H, dk = c->dk, dv = c->dv;
+    const size_t B = (size_t)max_batch;
+    L->ns = m->state_floats(c);
+    L->np = mixer_probe_floats(m, c);
+    L->npd = L->np;
+    if (name_is(m, "gdn") || name_is(m, "deltanet") || name_is(m, "kaczmarz")) {
+        L->kind = LK_DELTA;
+        L->kacz = name_is(m, "kaczmarz"), L->has_g = !name_is(m, "deltanet");
+        L->npd = (size_t)H * GDP_COUNT;
+        if (m->nprobes > LANE_MAX_PROBES) {
+            gpu_lane_free(L);
+            return err_set(e, "gpu lane %s: %d probes", m->name, m->nprobes);
+        }
+        for (int i = 0; i < m->nprobes; i++) {
+            L->map[i] = -1;
+            for (int g = 0; g < GDP_COUNT; g++)
+                if (!strcmp(m->probes[i].name, LANE_GDP_NAMES[g])) L->map[i] = g;
+        }
+    } else if (name_is(m, "gla") || name_is(m, "mamba2")) {
+        L->kind = LK_LD, L->per_key = name_is(m, "gla");
+    } else if (name_is(m, "kalman")) {
+        L->kind = LK_KALMAN, L->prior = (c->variant & 2) != 0;
+    } else if (name_is(m, "kata")) {
+        L->kind = c->variant == KATA_DELTA ? LK_KATA_CPU : LK_KATA;
+    } else {
+        L->kind = LK_ATTN, L->plx = name_is(m, "parallax");
+    }
+    for (int i = 0; i < m->ninputs; i++) {
+        const mixer_input w = m->inputs[i].which;
+        L->in_w[w] = (size_t)H * mixer_input_floats(c, w);
+    }
+    for (int i = 0; i < IN_COUNT; i++) L->in_tok += L->in_w[i];
+    int rc = 0;
+    if (L->kind == LK_KATA_CPU) { // the CPU reference on a host copy of the state
+        if (!(L->host_state = (float *)malloc(L->ns * sizeof(float) + 4))) {
+            gpu_lane_free(L);
+            return err_set(e, "out of memory");
+        }
+        memcpy(L->host_state, state_host, L->ns * sizeof(float));
+        *out = L;
+        return 0;
+    }
+    const size_t out_tok = (size_t)H * dv + L->npd;
+    rc = lane_alloc(L, &L->state, L->ns * 4, e) || lane_alloc(L, &L->in, B * L->in_tok * 4, e) ||
+         lane_alloc(L, &L->out, B * out_tok * 4, e) ||
+         host_alloc(L, &L->h_in, B * L->in_tok * 4, e) ||
+         host_alloc(L, &L->h_out, B * out_tok * 4, e);
+    if (!rc && L->kind == LK_DELTA) {
+        rc = lane_alloc(L, &L->acc, (size_t)H * 8 * 4, e);
+        if (!rc && L->kacz)
+            rc = lane_alloc(L, &L->k2, B * H * dk * 4, e) ||
+                 lane_alloc(L, &L->v2, B * H * dv * 4, e);
+    } else if (!rc && L->kind == LK_LD) {
+        rc = lane_alloc(L, &L->acc, (size_t)H * (8 + dk) * 4, e);
+    } else if (!rc && L->kind == LK_KALMAN) {
+        const size_t lanes = (size_t)H * dv * dk;
+        if (c->params[0])
+            rc = lane_alloc(L, &L->a, lanes * 4, e) ||
+                 gpu_copy_to_device(L->a, c->params[0], lanes * 4, e);
+        if (!rc && c->params[1])
+            rc = lane_alloc(L, &L->p, lanes * 4, e) ||
+                 gpu_copy_to_device(L->p, c->params[1], lanes * 4, e);
+        if (!rc) L->up += (c->params[0] ? lanes * 4 : 0) + (c->params[1] ? lanes * 4 : 0);
+    } else if (!rc && L->kind == LK_KATA) {
+        rc = lane_alloc(L, &L->scratch,
+                        gpu_kata_scratch_bytes(1, 1, H, dk, dv, c->variant, c->groups), e);
+    } else if (!rc && L->kind == LK_ATTN) {
+        rc = lane_alloc(L, &L->scratch, gpu_attn_decode_scratch_bytes(H, dv, c->max_t), e) ||
+             lane_alloc(L, &L->qr, B * H * dk * 4, e) ||
+             (L->plx && lane_alloc(L, &L->rr, B * H * dk * 4, e));
+    }
+    if (rc || gpu_lane_upload(L, state_host, e)) {
+        gpu_lane_free(L);
+        return err_prefix(e, "gpu lane %s", m->name);
+    }
+    *out = L;
+    return 0;
+}
+
+extern "C" int gpu_lane_upload(gpu_lane *L, const float *state_host, err *e) {
+    L->dirty_lo = L->dirty_hi = 0;
+    if (L->kind == LK_KATA_CPU) {
+        memcpy(L->host_state, state_host, L->ns * sizeof(float));
+        return 0;
+    }
+    CUDA_TRY(cudaMemcpy(L->state, state_host, L->ns * sizeof(float), cudaMemcpyHostToDevice),
+             "gpu lane: state up");
+    L->up += L->ns * sizeof(float);
+    return 0;
+}
+
+extern "C" int gpu_lane_download(gpu_lane *L, float *state_host, err *e) {
+    L->dirty_lo = L->dirty_hi = 0;
+    if (L->kind == LK_KATA_CPU) {
+        memcpy(state_host, L->host_state, L->ns * sizeof(float));
+        return 0;
+    }
+    CUDA_TRY(cudaMemcpy(state_host, L->state, L->ns * sizeof(float), cudaMemcpyDeviceToHost),
+             "gpu lane: state down");
+    L->down += L->ns * sizeof(float);
+    return 0;
+}
+
+extern "C" int gpu_lane_sync(gpu_lane *L, float *state_host, err *e) {
+    if (L->kind != LK_ATTN) return gpu_lane_download(L, state_host, e);
+    // a KV cache: K [max_t, H, dk] then V [max_t, H, dv]; the rows [lo, hi) of each changed
+    const int lo = L->dirty_lo, hi = L->dirty_hi;
+    if (hi > lo) {
+        const size_t H = (size_t)L->c.H, dk = (size_t)L->c.dk, dv = (size_t)L->c.dv;
+        const size_t kofs = (size_t)lo * H * dk, kn = (size_t)(hi - lo) * H * dk;
+        const size_t vbase = (size_t)L->c.max_t * H * dk;
+        const size_t vofs = vbase + (size_t)lo * H * dv, vn = (size_t)(hi - lo) * H * dv;
+        CUDA_TRY(cudaMemcpy(state_host + kofs, L->state + kofs, kn * 4, cudaMemcpyDeviceToHost),
+                 "gpu lane: cache down");
+        CUDA_TRY(cudaMemcpy(state_host + vofs, L->state + vofs, vn * 4, cudaMemcpyDeviceToHost),
+                 "gpu lane: cache down");
+        L->down += (kn + vn) * 4;
+    }
+    L->dirty_lo = L->dirty_hi = 0;
+    return 0;
+}
+
+extern "C" size_t gpu_lane_device_bytes(const gpu_lane *L) {
+    return L ? L->bytes : 0;
+}
+
+extern "C" void gpu_lane_traffic(const gpu_lane *L, size_t *up, size_t *down) {
+    if (up) *up = L ? L->up : 0;
+    if (down) *down = L ? L->down : 0;
+}
+
+extern "C" int gpu_mem_info(size_t *free_bytes, size_t *total_bytes, err *e) {
+    size_t f = 0, t = 0;
+    CUDA_TRY(cudaMemGetInfo(&f, &t), "gpu: memory info");
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
+    return 0;
+}
+
+// The n tokens' launches on the device-resident state: inputs at din[i] ([n, in_w[i]]), outputs
+// into dout [n, H, dv], probes (NULL: none) into dp [n, npd].
+static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT], float *dout,
+                       float *dp, err *e) {
+    const mixer_cfg *c = &L->c;
+    const int H = c->H, dk = c->dk, dv = c->dv;
+    const float *q = din[IN_Q], *k = din[IN_K], *v = din[IN_V];
+    const size_t sk = (size_t)H * dk, sv = (size_t)H * dv;
+    switch (L->kind) {
+    case LK_DELTA: {
+        const float *g = L->has_g ? din[IN_G] : NULL, *beta = din[IN_BETA];
+        if (!beta) return err_set(e, "gpu %s: no beta input", L->m->name);
+        if (dp) {
+            for (int t = 0; t < n; t++)
+                if (gpu_delta_step_probes(H, dk, dv, c->scale, L->kacz, c->eps, q + t * sk,
+                                          k + t * sk, v + t * sv, g ? g + (size_t)t * H : NULL,
+                                          beta + (size_t)t * H, L->state, dout + t * sv, L->acc,
+                                          dp + (size_t)t * L->npd, NULL, e))
+                    return -1;
+            return 0;
+        }
+        if (L->kacz) { // k, v -> (k, v) / sqrt(|k|^2 + eps), beta = eta (as gpu_mixer_run)
+            if (gpu_kaczmarz_rescale((size_t)n * H, dk, dv, c->eps, 0, k, v, L->k2, L->v2, NULL, e))
+                return -1;
+            k = L->k2, v = L->v2;
+        }
+        for (int t = 0; t < n; t++)
+            if (gpu_delta_step(1, H, dk, dv, c->scale, 0, q + t * sk, k + t * sk, v + t * sv,
+                               g ? g + (size_t)t * H : NULL, beta + (size_t)t * H, L->state,
+                               dout + t * sv, NULL, e))
+                return -1;
+        return 0;
+    }
+    case LK_LD: {
+        const float *g = din[L->per_key ? IN_GK : IN_G];
+        const size_t sg = L->per_key ? sk : (size_t)H;
+        for (int t = 0; t < n; t++) {
+            int rc =
+                dp ? gpu_ld_step_probes(H, dk, dv, c->scale, L->per_key, q + t * sk, k + t * sk,
+                                        v + t * sv, g + t * sg, L->state, dout + t * sv, L->acc,
+                                        dp + (size_t)t * L->npd, NULL, e)
+                   : gpu_ld_step(1, H, dk, dv, c->scale, 0, L->per_key, q + t * sk, k + t * sk,
+                                 v + t * sv, g + t * sg, L->state, dout + t * sv, NULL, e);
+            if (rc) return -1;
+        }
+        return 0;
+    }
+    case LK_KALMAN: {
+        const float *lv = din[IN_LV];
+        for (int t = 0; t < n; t++) {
+            const float *lvt = lv ? lv + t * sv : NULL;
+            int rc =
+                dp ? gpu_kalman_step_probes(H, dv, dk, c->scale, L->prior, q + t * sk, k + t * sk,
+                                            v + t * sv, lvt, L->a, L->p, L->state, dout + t * sv,
+                                            dp + (size_t)t * L->npd, NULL, e)
+                   : gpu_kalman_step(H, dv, dk, c->scale, L->prior, 0, q + t * sk, k + t * sk,
+                                     v + t * sv, lvt, L->a, L->p, L->state, dout + t * sv, NULL, e);
+            if (rc) return -1;
+        }
+        return 0;
+    }
+    case LK_KATA:
+        for (int t = 0; t < n; t++) {
+            int rc = dp ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps,
+                                               q + t * sk, k + t * sk, v + t * sv, L->state,
+                                               dout + t * sv, dp + (size_t)t * L->npd, L->scratch,
+                                               NULL, e)
+                        : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, 16, c->scale,
+                                           c->eps, 0, q + t * sk, k + t * sk, v + t * sv, L->state,
+                                           dout + t * sv, L->scratch, NULL, e);
+            if (rc) return -1;
+        }
+        return 0;
+    case LK_ATTN: {
+        // RoPE and the cache write for the n tokens first (a row never reads a later slot)
+        if (gpu_attn_prep(n, H, dk, dv, pos0, c->rope, c->rope_theta, c->max_t, 0, q,
+                          L->plx ? din[IN_R] : NULL, k, v, L->state, L->qr, L->rr, NULL, e))
+            return -1;
+        for (int t = 0; t < n; t++)
+            if (gpu_attn_decode(H, dk, dv, c->max_t, pos0 + t, c->window, c->scale, L->qr + t * sk,
+                                L->plx ? L->rr + t * sk : NULL, L->state, dout + t * sv,
+                                dp ? dp + (size_t)t * L->npd : NULL, L->scratch, NULL, e))
+                return -1;
+        return 0;
+    }
+    }
+    return err_set(e, "gpu lane: unknown kind");
+}
+
+extern "C" int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host,
+                             float *probes_host, err *e) {
+    const mixer_cfg *c = &L->c;
+    const int H = c->H, dv = c->dv;
+    int n = x->T;
+    if (n < 0 || n > L->max_batch)
+        return err_set(e, "gpu lane %s: %d tokens in a step (at most %d)", L->m->name, n,
+                       L->max_batch);
+    if (n == 0) return 0;
+    for (int i = 0; i < L->m->ninputs; i++)
+        if (L->m->inputs[i].required && !x->in[L->m->inputs[i].which])
+            return err_set(e, "gpu %s: missing input %s", L->m->name, L->m->inputs[i].name);
+    if (L->kind == LK_KATA_CPU) { // DeltaKATA has no GPU kernels: the CPU reference runs it
+        mixer_run_steps(L->m, c, L->host_state, x, pos0, o_host, probes_host);
+        return 0;
+    }
+    const size_t sv = (size_t)H * dv;
+    if (L->kind == LK_ATTN) { // positions past the cache answer zeros, as the CPU does
+        int Tv = pos0 < 0 ? 0 : c->max_t - pos0 < n ? c->max_t - pos0 : n;
+        if (Tv < 0) Tv = 0;
+        memset(o_host + (size_t)Tv * sv, 0, (size_t)(n - Tv) * sv * sizeof(float));
+        if (probes_host)
+            memset(probes_host + (size_t)Tv * L->np, 0, (size_t)(n - Tv) * L->np * sizeof(float));
+        if (Tv == 0) return 0;
+        n = Tv;
+    }
+    // pack the inputs the mixer reads: [n, width] each, one after the other
+    const float *din[IN_COUNT] = {0};
+    size_t off = 0;
+    for (int i = 0; i < IN_COUNT; i++) {
+        if (!L->in_w[i] || !x->in[i]) continue;
+        const size_t w = (size_t)n * L->in_w[i];
+        memcpy(L->h_in + off, x->in[i], w * sizeof(float));
+        din[i] = L->in + off;
+        off += w;
+    }
+    CUDA_TRY(cudaMemcpyAsync(L->in, L->h_in, off * sizeof(float), cudaMemcpyHostToDevice, 0),
+             "gpu lane: inputs up");
+    L->up += off * sizeof(float);
+    float *dout = L->out, *dp = probes_host ? L->out + (size_t)n * sv : NULL;
+    if (lane_launch(L, n, pos0, din, dout, dp, e)) {
+        cudaDeviceSynchronize();
+        return err_prefix(e, "gpu lane %s", L->m->name);
+    }
+    if (L->kind == LK_ATTN) {
+        if (L->dirty_hi <= L->dirty_lo) L->dirty_lo = pos0, L->dirty_hi = pos0 + n;
+        if (pos0 < L->dirty_lo) L->dirty_lo = pos0;
+        if (pos0 + n > L->dirty_hi) L->dirty_hi = pos0 + n;
+    }
+    const size_t down = (size_t)n * sv + (probes_host ? (size_t)n * L->npd : 0);
+    CUDA_TRY(cudaMemcpyAsync(L->h_out, L->out, down * sizeof(float), cudaMemcpyDeviceToHost, 0),
+             "gpu lane: outputs down");
+    CUDA_TRY(cudaStreamSynchronize(0), "gpu lane step");
+    L->down += down * sizeof(float);
+    memcpy(o_host, L->h_out, (size_t)n * sv * sizeof(float));
+    if (!probes_host) return 0;
+    const float *hp = L->h_out + (size_t)n * sv;
+    if (L->kind != LK_DELTA) {
+        memcpy(probes_host, hp, (size_t)n * L->np * sizeof(float));
+        return 0;
+    }
+    // the delta family: [n, H, GDP_COUNT] into the mixer's layout (as gpu_delta_run_probed)
+    const mixer_ops *m = L->m;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < m->nprobes; i++) {
+            float *dst = probes_host + (size_t)t * L->np + mixer_probe_offset(m, c, i);
+            const int w = mixer_width_floats(c, m->probes[i].width);
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < w; j++)
+                    dst[h * w + j] = L->map[i] >= 0 && w == 1
+                                         ? hp[((size_t)t * H + h) * GDP_COUNT + L->map[i]]
+                                         : NAN;
+        }
+    return 0;
+}
