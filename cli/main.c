@@ -56,8 +56,8 @@ static const char USAGE[] =
     "    DISPLAY         windows open only when set\n"
     "    MIXSCOPE_NO_TOUR  set: no tour before the REPL\n";
 
-/* The guided tour: scenes/tour.scene embedded by scenes/tour.c; weak until it is linked. */
-extern const char *scene_tour(void) __attribute__((weak));
+/* The guided tour: scenes/tour.scene embedded by scenes/tour.c. */
+extern const char *scene_tour(void);
 
 /* Runs the tour as the REPL would run typed commands (errors printed, the tour goes on; figures
  * open as windows on a display, otherwise they are written and their paths printed). */
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
             free(text);
         }
     } else {
-        if (scene_tour && !getenv("MIXSCOPE_NO_TOUR")) tour_run(&s);
+        if (!getenv("MIXSCOPE_NO_TOUR")) tour_run(&s);
         rc = s.quit ? 0 : repl_run(&s);
     }
     fflush(stdout);
