@@ -140,23 +140,51 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         want_recall = engine_probe_wanted(g, "recall");
     const mixer_cfg *c0 = &m->layers[0].mc;
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
-    size_t kf = (size_t)layers * c0->H * c0->dk, vf = (size_t)layers * c0->H * c0->dv;
     size_t rf = (size_t)layers * c0->H * W;
     for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
     float *probes = malloc((size_t)ENGINE_GPU_BATCH * (pf ? pf : 1) * sizeof(float));
     float *fprobes = malloc((size_t)ENGINE_GPU_BATCH * (ff ? ff : 1) * sizeof(float));
     float *state = want_state ? malloc(sf * sizeof(float)) : NULL;
-    float *kb = want_kv ? malloc((size_t)ENGINE_GPU_BATCH * kf * sizeof(float)) : NULL;
-    float *vb = want_kv ? malloc((size_t)ENGINE_GPU_BATCH * vf * sizeof(float)) : NULL;
+    /* the readback rows of a batch that records them for some tokens only (k, v and the rows of
+     * a batch that records them all go straight into the trace: its tokens lie one after the
+     * other) */
     float *rb = want_recall ? malloc((size_t)ENGINE_GPU_BATCH * rf * sizeof(float)) : NULL;
-    if (!probes || !fprobes || (want_state && !state) || (want_kv && (!kb || !vb)) ||
-        (want_recall && !rb)) {
-        free(probes), free(fprobes), free(state), free(kb), free(vb), free(rb);
+    if (!probes || !fprobes || (want_state && !state) || (want_recall && !rb)) {
+        free(probes), free(fprobes), free(state), free(rb);
         return err_set(e, "out of memory for the GPU's probes");
     }
     int nfam;
     const probe_def *fam = model_family_probes(m, &nfam);
-    int rc = 0, done = 0;
+    /* probe_record's and the family probes' series, looked up once: per layer and probe the
+     * series (-1: not recorded), its offset in the layer's probe block and its floats */
+    int np = 0;
+    for (int li = 0; li < layers; li++)
+        np = m->layers[li].mx->nprobes > np ? m->layers[li].mx->nprobes : np;
+    int *slot = malloc(((size_t)layers * (np + nfam) + 1) * 3 * sizeof(int));
+    if (!slot) {
+        free(probes), free(fprobes), free(state), free(rb);
+        return err_set(e, "out of memory for the GPU's probes");
+    }
+    for (int li = 0; li < layers; li++) {
+        const layer *L = &m->layers[li];
+        for (int i = 0; i < np + nfam; i++) {
+            int *sl = slot + ((size_t)li * (np + nfam) + i) * 3, sx = -1, w = 1;
+            if (i < L->mx->nprobes) { /* probe_record's conditions */
+                sx = want_core ? trace_find(&g->tr, L->mx->probes[i].name) : -1;
+                w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
+                sl[1] = (int)mixer_probe_offset(L->mx, &L->mc, i);
+            } else if (i >= np) {
+                sx = want_fam ? trace_find(&g->tr, fam[i - np].name) : -1;
+            }
+            if (sx >= 0 && (li >= g->tr.series[sx].layers || g->tr.series[sx].heads != L->mc.H ||
+                            g->tr.series[sx].width != w))
+                sx = -1;
+            sl[0] = sx, sl[2] = L->mc.H * w;
+        }
+    }
+    /* the state snapshot holds the state after the last token: the state comes back with the
+     * advance's last batch, or after a stop by a download (snap_due) */
+    int rc = 0, done = 0, snap_due = 0, failed = 0;
     char bad[ERR_MSG_MAX] = "";
     while (done < n && !rc) {
         int pos = m->pos, nb = n - done < ENGINE_GPU_BATCH ? n - done : ENGINE_GPU_BATCH;
@@ -171,9 +199,13 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                 break;
             }
         if (rc) break;
-        /* the batch's readback rows: any token of it that engine_recall_at wants */
-        int rec = 0, sk = -1, sv = -1, sr = -1;
-        for (int t = 0; want_recall && t < nb && !rec; t++) rec = engine_recall_at(g, pos + t);
+        /* the batch's readback rows: any token of it that engine_recall_at wants (rec), all
+         * (rec_all) */
+        int rec = 0, rec_all = want_recall, sk = -1, sv = -1, sr = -1, last = done + nb >= n;
+        for (int t = 0; want_recall && t < nb; t++) {
+            int at = engine_recall_at(g, pos + t);
+            rec |= at, rec_all &= at;
+        }
         if (want_kv && (refill_window(g, pos, e) || add_kv(&g->tr, m, &sk, &sv, e))) {
             rc = err_prefix(e, "gpu");
             break;
@@ -182,28 +214,29 @@ int engine_gpu_advance(engine *g, int n, err *e) {
             rc = -1;
             break;
         }
+        /* k, v, recall: a token's block [layers][H][width] is the trace's, and the series hold
+         * their tokens one after the other */
         model_gpu_out out = {.logits = g->logits + (size_t)pos * V,
                              .top = g->top + pos,
                              .topp = g->topp + pos,
                              .probes = probes,
                              .fprobes = want_fam ? fprobes : NULL,
-                             .state = state,
-                             .k = want_kv ? kb : NULL,
-                             .v = want_kv ? vb : NULL,
-                             .recall = rec ? rb : NULL};
+                             .state = last ? state : NULL,
+                             .k = want_kv ? trace_at(&g->tr, sk, pos) : NULL,
+                             .v = want_kv ? trace_at(&g->tr, sv, pos) : NULL,
+                             .recall = rec_all ? trace_at(&g->tr, sr, pos)
+                                       : rec   ? rb
+                                               : NULL};
         if (model_gpu_step_ex(g->gm, g->tokens + pos, nb, NULL, &out, e)) {
             rc = err_prefix(e, "gpu");
+            failed = 1;
             break;
         }
         g->gm_where = ENGINE_GM_GPU_AHEAD;
         m->pos = pos + nb;
+        snap_due = want_state && !last;
         for (int t = 0; t < nb; t++) {
-            /* k, v, recall: a token's block [layers][H][width] is the trace's */
-            if (want_kv) {
-                memcpy(trace_at(&g->tr, sk, pos + t), kb + (size_t)t * kf, kf * sizeof(float));
-                memcpy(trace_at(&g->tr, sv, pos + t), vb + (size_t)t * vf, vf * sizeof(float));
-            }
-            if (rec && engine_recall_at(g, pos + t))
+            if (rec && !rec_all && engine_recall_at(g, pos + t))
                 memcpy(trace_at(&g->tr, sr, pos + t), rb + (size_t)t * rf, rf * sizeof(float));
             const float *pt = probes + (size_t)t * pf;
             if (!bad[0])
@@ -211,19 +244,21 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                            sizeof bad);
             for (int li = 0; li < layers; li++) {
                 const layer *L = &m->layers[li];
-                if (want_core) probe_record(&g->tr, L->mx, &L->mc, pt, pos + t, li);
+                const int *sl = slot + (size_t)li * (np + nfam) * 3;
+                for (int i = 0; i < L->mx->nprobes; i++, sl += 3) /* probe_record */
+                    if (sl[0] >= 0)
+                        memcpy(trace_at_lh(&g->tr, sl[0], pos + t, li, 0), pt + sl[1],
+                               (size_t)sl[2] * sizeof(float));
                 pt += mixer_probe_floats(L->mx, &L->mc);
-                for (int i = 0; want_fam && i < nfam; i++) {
-                    int s = trace_find(&g->tr, fam[i].name);
-                    if (s < 0 || g->tr.series[s].heads != L->mc.H) continue;
-                    const float *fv =
-                        fprobes + (size_t)t * ff + ((size_t)li * nfam + i) * (size_t)L->mc.H;
-                    memcpy(trace_at_lh(&g->tr, s, pos + t, li, 0), fv,
-                           (size_t)L->mc.H * sizeof(float));
-                }
+                sl = slot + ((size_t)li * (np + nfam) + np) * 3;
+                for (int i = 0; i < nfam; i++, sl += 3)
+                    if (sl[0] >= 0)
+                        memcpy(trace_at_lh(&g->tr, sl[0], pos + t, li, 0),
+                               fprobes + (size_t)t * ff + ((size_t)li * nfam + i) * (size_t)L->mc.H,
+                               (size_t)L->mc.H * sizeof(float));
             }
         }
-        if (state) {
+        if (state && last) {
             const float *st = state;
             for (int li = 0; li < layers; li++) {
                 const layer *L = &m->layers[li];
@@ -234,7 +269,17 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         done += nb;
         if (bad[0]) rc = err_set(e, "stopped after token %d: %s", m->pos - 1, bad);
     }
+    if (snap_due && !failed) { /* stopped early: the snapshot from the GPU's state */
+        err e2 = {{0}};
+        if (engine_sync_model(g, &e2) == 0)
+            for (int li = 0; li < layers; li++) {
+                const layer *L = &m->layers[li];
+                probe_record_state(&g->tr, L->mx, &L->mc, L->state, m->pos - 1, li);
+            }
+        else if (!rc)
+            rc = err_set(e, "%s", e2.msg);
+    }
     if (!rc) engine_tick(g, n, n);
-    free(probes), free(fprobes), free(state), free(kb), free(vb), free(rb);
+    free(probes), free(fprobes), free(state), free(rb), free(slot);
     return rc;
 }

@@ -181,6 +181,25 @@ static void test_model(const char *mixer, const char *args, int resident) {
     double d = trace_diff(&gpu.tr, &c.tr, NULL, resident, worst, sizeof worst);
     snprintf(what, sizeof what, "model %s: every series the gpu records (worst %s)", mixer, worst);
     check(d < 1e-3, what, d);
+    {
+        /* the state snapshot: the state after the last token (on the GPU path it comes back with
+         * the advance's last batch) */
+        int ks = trace_find_snapshot(&c.tr, "state"), kg = trace_find_snapshot(&gpu.tr, "state");
+        double sd = NAN;
+        if (ks >= 0 && kg >= 0 && gpu.tr.snaps[kg].t == c.tr.snaps[ks].t &&
+            c.tr.snaps[ks].t == FIRST - 1) {
+            const trace_snapshot *a = &gpu.tr.snaps[kg], *b = &c.tr.snaps[ks];
+            size_t ns = (size_t)b->layers * b->heads * b->rows * b->cols;
+            double sn = 0, sdn = 0;
+            for (size_t i = 0; i < ns; i++)
+                sn += ((double)a->data[i] - b->data[i]) * ((double)a->data[i] - b->data[i]),
+                    sdn += (double)b->data[i] * b->data[i];
+            sd = sqrt(sn / (sdn + 1e-30));
+        }
+        snprintf(what, sizeof what, "model %s: the state snapshot after token %d", mixer,
+                 FIRST - 1);
+        check(sd < 1e-5, what, sd);
+    }
     if (resident) {
         /* k, v and the readback picture each on their own line; the blocks' norms not registered */
         const char *kvr[] = {"k", "v", "recall"};
