@@ -56,6 +56,9 @@ int engine_set_device(engine *g, int device, err *e) {
         if (engine_sync_model(g, e)) return err_prefix(e, "device cpu");
         engine_gpu_drop(g);
     }
+    /* what is recorded depends on the device (the GPU stepper has no block norms): a trace not
+     * yet holding tokens is registered again for the new one */
+    if (device != g->device && g->tr.T == 0) engine_trace_restart(g);
     g->device = device;
     return 0;
 }
