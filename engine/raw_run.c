@@ -289,77 +289,257 @@ static int glanes_sync(engine *g, err *e) {
     return 0;
 }
 
-/* Tokens [t0, t0 + nb) of lane l on the GPU: the inputs gathered into [nb, ...] arrays, one step
- * of its resident lane (inputs up, outputs and probes down), then each token recorded as the CPU
- * path records it, from the batch's outputs and probes. The state is not on the host here: the
- * first-NaN scan reads the inputs, outputs and probes (the state is scanned once at the end of
- * the advance); the readback picture is not recorded on this path (it needs every token's
- * state). */
-static int gpu_batch(engine *g, int l, int t0, int nb, float *in[IN_COUNT], float *obuf,
-                     float *pbuf, diag_nf *nf, err *e) {
+/* gpu_lane_begin / gpu_lane_end where the build has them (declared weak: a build without CUDA
+ * has neither, and never gets here), else the whole step in gpu_lane_begin's place. */
+static int lane_begin(gpu_lane *gl, const mixer_seq *x, int pos0, float *o, float *p, err *e) {
+    if (gpu_lane_begin && gpu_lane_end) return gpu_lane_begin(gl, x, pos0, p != NULL, e);
+    return gpu_lane_step(gl, x, pos0, o, p, e);
+}
+
+static int lane_end(gpu_lane *gl, float *o, float *p, err *e) {
+    return gpu_lane_begin && gpu_lane_end ? gpu_lane_end(gl, o, p, e) : 0;
+}
+
+/* One lane's share of an advance on the GPU: its batch's inputs, outputs and probes, and the
+ * trace series it writes (found once per advance; -1: not recorded, as put / probe_record skip
+ * a series that is missing or of another shape). */
+typedef struct glane_run {
+    int want_core;        /* probes computed and recorded */
+    size_t np;            /* probe floats a token */
+    size_t w[IN_COUNT];   /* floats a token of each input the core reads (0: none) */
+    float *in[IN_COUNT];  /* [batch, w]: an input not laid out in the stream, gathered */
+    mixer_seq seq;        /* the batch's inputs: into the stream, or in[] */
+    float *obuf, *pbuf;   /* [batch, H, dv], [batch, np] */
+    int *ps;              /* [nprobes]: the probe's series */
+    size_t *poff;         /* [nprobes]: its offset in a token's probes */
+    int s_re, s_kn, s_on; /* recall_err, key_norm, out_norm */
+    int inputs_finite;    /* the batch's inputs hold no NaN / Inf */
+} glane_run;
+
+static void glane_runs_free(glane_run *lr, int nl) {
+    for (int l = 0; lr && l < nl; l++) {
+        for (int i = 0; i < IN_COUNT; i++) free(lr[l].in[i]);
+        free(lr[l].obuf), free(lr[l].pbuf), free(lr[l].ps), free(lr[l].poff);
+    }
+    free(lr);
+}
+
+/* Series `name` if it takes lane l's [H] values (put's test), else -1. */
+static int series_lh(const trace *tr, const char *name, int l, int H) {
+    int k = trace_find(tr, name);
+    return k < 0 || l >= tr->series[k].layers || tr->series[k].heads != H ? -1 : k;
+}
+
+/* Each lane's buffers and series for an advance. */
+static glane_run *glane_runs_make(engine *g, err *e) {
     raw_mode *r = g->raw;
-    raw_lane *L = &r->lane[l];
-    const raw_stream *st = &r->st;
-    const int H = st->H, dk = st->dk, dv = st->dv;
-    int want_core = 0;
-    for (int i = 0; i < L->m->nprobes && !want_core; i++)
-        want_core = engine_core_probe_wanted(g, &L->c, &L->m->probes[i]);
-    mixer_seq seq = {.T = nb};
+    const int H = r->H;
+    glane_run *lr = calloc((size_t)r->nl, sizeof *lr);
+    if (!lr) {
+        err_set(e, "out of memory for a gpu batch");
+        return NULL;
+    }
+    for (int l = 0; l < r->nl; l++) {
+        glane_run *R = &lr[l];
+        const raw_lane *L = &r->lane[l];
+        const mixer_ops *m = L->m;
+        for (int i = 0; i < m->nprobes && !R->want_core; i++)
+            R->want_core = engine_core_probe_wanted(g, &L->c, &m->probes[i]);
+        R->np = mixer_probe_floats(m, &L->c);
+        for (int i = 0; i < m->ninputs; i++) {
+            const mixer_input w = m->inputs[i].which;
+            R->w[w] = (size_t)mixer_input_floats(&L->c, w) * H;
+        }
+        R->obuf = malloc((size_t)RAW_GPU_BATCH * H * r->dv * sizeof(float));
+        R->pbuf = R->want_core ? malloc((size_t)RAW_GPU_BATCH * R->np * sizeof(float)) : NULL;
+        R->ps = malloc(((size_t)m->nprobes + 1) * sizeof *R->ps);
+        R->poff = malloc(((size_t)m->nprobes + 1) * sizeof *R->poff);
+        if (!R->obuf || (R->want_core && !R->pbuf) || !R->ps || !R->poff) {
+            glane_runs_free(lr, r->nl);
+            err_set(e, "out of memory for a gpu batch");
+            return NULL;
+        }
+        const trace *tr = &g->tr;
+        for (int i = 0; i < m->nprobes; i++) { /* probe_record's tests */
+            int s = trace_find(tr, m->probes[i].name);
+            if (s >= 0 && (l >= tr->series[s].layers || L->c.H != tr->series[s].heads ||
+                           mixer_width_floats(&L->c, m->probes[i].width) != tr->series[s].width))
+                s = -1;
+            R->ps[i] = s;
+            R->poff[i] = mixer_probe_offset(m, &L->c, i);
+        }
+        R->s_re = series_lh(tr, "recall_err", l, H);
+        R->s_kn = series_lh(tr, "key_norm", l, H);
+        R->s_on = series_lh(tr, "out_norm", l, H);
+    }
+    return lr;
+}
+
+/* 1 when x[n] holds no NaN nor Inf: one branch-free pass (an exponent of all ones carries into
+ * the sign bit when one is added to it). */
+static int all_finite(const float *x, size_t n) {
+    uint32_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, sizeof b);
+        acc |= (b & 0x7f800000u) + 0x00800000u;
+    }
+    return !(acc & 0x80000000u);
+}
+
+/* Lane l's inputs for tokens [t0, t0 + nb) into R->seq: an input that the stream holds token
+ * after token (q, k, v) is read in place, the others (gates, zeroed keys, ...) are gathered into
+ * R->in. The first token's is kept in R->in in any case: raw_lane_inputs reuses its scratch. */
+static int gather_inputs(raw_mode *r, int l, glane_run *R, int t0, int nb, err *e) {
+    const raw_lane *L = &r->lane[l];
+    const float *base[IN_COUNT] = {0};
+    int direct[IN_COUNT];
+    memset(&R->seq, 0, sizeof R->seq);
+    R->seq.T = nb;
+    for (int i = 0; i < IN_COUNT; i++) {
+        direct[i] = 1;
+        if (R->w[i] && !R->in[i] &&
+            !(R->in[i] = malloc((size_t)RAW_GPU_BATCH * R->w[i] * sizeof(float))))
+            return err_set(e, "out of memory for a gpu batch");
+    }
     for (int t = 0; t < nb; t++) {
         mixer_tok x;
-        raw_lane_inputs(L, st, t0 + t, r->scratch, &x);
+        raw_lane_inputs(L, &r->st, t0 + t, r->scratch, &x);
         for (int i = 0; i < IN_COUNT; i++) {
-            if (!x.in[i]) continue;
-            size_t w = (size_t)mixer_input_floats(&L->c, (mixer_input)i) * H;
-            memcpy(in[i] + (size_t)t * w, x.in[i], w * sizeof(float));
-            seq.in[i] = in[i];
+            const size_t w = R->w[i];
+            if (!x.in[i] || !w) continue;
+            if (t == 0) {
+                base[i] = x.in[i];
+                memcpy(R->in[i], x.in[i], w * sizeof(float));
+                continue;
+            }
+            if (direct[i] && x.in[i] == base[i] + (size_t)t * w) continue;
+            if (direct[i]) { /* tokens 1 .. t - 1 were in place: gathered too */
+                memcpy(R->in[i] + w, base[i] + w, (size_t)(t - 1) * w * sizeof(float));
+                direct[i] = 0;
+            }
+            memcpy(R->in[i] + (size_t)t * w, x.in[i], w * sizeof(float));
         }
     }
-    size_t np = mixer_probe_floats(L->m, &L->c);
-    if (gpu_lane_step(r->glane[l], &seq, t0, obuf, want_core ? pbuf : NULL, e))
-        return err_prefix(e, "lane %s on the gpu", L->label);
+    for (int i = 0; i < IN_COUNT; i++)
+        if (base[i]) R->seq.in[i] = direct[i] && nb > 1 ? base[i] : R->in[i];
+    return 0;
+}
+
+/* What lane l records of tokens [t0, t0 + nb) from its inputs alone (while the GPU steps them):
+ * the keys and values, the key norms, and whether the inputs are finite. */
+static int record_inputs(engine *g, int l, glane_run *R, int t0, int nb, err *e) {
+    raw_mode *r = g->raw;
+    const raw_lane *L = &r->lane[l];
+    const raw_stream *st = &r->st;
+    const int H = st->H, dk = st->dk, dv = st->dv;
     int kv = g->probes.mode != ENGINE_PROBES_NONE;
     for (int t = 0; t < nb; t++) {
         int tt = t0 + t;
-        mixer_tok x = mixer_seq_at(&L->c, &seq, t);
-        const float *pt = want_core ? pbuf + (size_t)t * np : NULL;
-        memcpy(L->o, obuf + (size_t)t * H * dv, (size_t)H * dv * sizeof(float));
-        if (nf && !nf->found) diag_nf_scan_core(nf, L->m, &L->c, &x, NULL, L->o, pt, tt, l);
-        if (pt) probe_record(&g->tr, L->m, &L->c, pt, tt, l);
+        mixer_tok x = mixer_seq_at(&L->c, &R->seq, t);
         if (kv && recall_record_kv(&g->tr, r->nl, l, H, dk, dv, x.in[IN_K], x.in[IN_V], tt, e))
             return -1;
-        float re[ENGINE_RAW_MAX_HEADS], kn[ENGINE_RAW_MAX_HEADS], on[ENGINE_RAW_MAX_HEADS];
-        for (int h = 0; h < H; h++) {
-            re[h] = raw_recall_error(L, st, tt, h);
-            kn[h] = st->knorm[(size_t)tt * H + h];
-            double s2 = 0;
-            for (int i = 0; i < dv; i++) s2 += (double)L->o[h * dv + i] * L->o[h * dv + i];
-            on[h] = (float)sqrt(s2);
+        if (R->s_kn >= 0)
+            memcpy(trace_at_lh(&g->tr, R->s_kn, tt, l, 0), st->knorm + (size_t)tt * H,
+                   (size_t)H * sizeof(float));
+    }
+    R->inputs_finite = 1;
+    for (int i = 0; i < L->m->ninputs && R->inputs_finite; i++) {
+        const int w = L->m->inputs[i].which;
+        int seen = 0; /* the same array as an input before (q = k) */
+        for (int j = 0; j < i && !seen; j++)
+            seen = R->seq.in[L->m->inputs[j].which] == R->seq.in[w] &&
+                   R->w[L->m->inputs[j].which] == R->w[w];
+        if (R->seq.in[w] && !seen)
+            R->inputs_finite = all_finite(R->seq.in[w], (size_t)nb * R->w[w]);
+    }
+    return 0;
+}
+
+/* What lane l records of tokens [t0, t0 + nb) from the outputs and probes the GPU gave back:
+ * each token as the CPU path records it. The state is not on the host here: the first-NaN scan
+ * reads the inputs and outputs (the state is scanned once at the end of the advance); the
+ * readback picture is not recorded on this path (it needs every token's state). */
+static void record_outputs(engine *g, int l, glane_run *R, int t0, int nb, diag_nf *nf) {
+    raw_mode *r = g->raw;
+    raw_lane *L = &r->lane[l];
+    const raw_stream *st = &r->st;
+    const int H = st->H, dv = st->dv;
+    const size_t sv = (size_t)H * dv;
+    raw_lane at = *L; /* raw_recall_error reads the output at at.o */
+    trace *tr = &g->tr;
+    for (int t = 0; t < nb; t++) {
+        int tt = t0 + t;
+        const float *o = R->obuf + (size_t)t * sv;
+        if (R->want_core) {
+            const float *pt = R->pbuf + (size_t)t * R->np;
+            for (int i = 0; i < L->m->nprobes; i++)
+                if (R->ps[i] >= 0)
+                    memcpy(trace_at_lh(tr, R->ps[i], tt, l, 0), pt + R->poff[i],
+                           (size_t)tr->series[R->ps[i]].heads * tr->series[R->ps[i]].width *
+                               sizeof(float));
         }
-        put(&g->tr, "recall_err", tt, l, re, H);
-        put(&g->tr, "key_norm", tt, l, kn, H);
-        put(&g->tr, "out_norm", tt, l, on, H);
+        if (R->s_re >= 0) {
+            float *re = trace_at_lh(tr, R->s_re, tt, l, 0);
+            at.o = (float *)o;
+            for (int h = 0; h < H; h++) re[h] = raw_recall_error(&at, st, tt, h);
+        }
+        if (R->s_on >= 0) { /* |o| per head: each head's squares summed in order, in double */
+            double s2[ENGINE_RAW_MAX_HEADS] = {0};
+            for (int i = 0; i < dv; i++)
+                for (int h = 0; h < H; h++)
+                    s2[h] += (double)o[(size_t)h * dv + i] * o[(size_t)h * dv + i];
+            float *on = trace_at_lh(tr, R->s_on, tt, l, 0);
+            for (int h = 0; h < H; h++) on[h] = (float)sqrt(s2[h]);
+        }
+    }
+    memcpy(L->o, R->obuf + (size_t)(nb - 1) * sv, sv * sizeof(float)); /* the last token's */
+    /* the first NaN: token by token only when the batch holds one */
+    if (nf->found || (R->inputs_finite && all_finite(R->obuf, (size_t)nb * sv))) return;
+    for (int t = 0; t < nb && !nf->found; t++) {
+        mixer_tok x = mixer_seq_at(&L->c, &R->seq, t);
+        diag_nf_scan_core(nf, L->m, &L->c, &x, NULL, R->obuf + (size_t)t * sv,
+                          R->want_core ? R->pbuf + (size_t)t * R->np : NULL, t0 + t, l);
+    }
+}
+
+/* Tokens [t0, t0 + nb) through every lane: each lane's inputs up and its steps launched (no
+ * wait), then, while the GPU steps, the tokens pushed and what the inputs alone give recorded,
+ * then each lane's outputs and probes back and recorded. *begun: the lanes' device states may
+ * have moved past t0 (a failure from there leaves them out of step with the host). The tokens are
+ * pushed once any lane began, also when another failed to begin: the trace is then ahead of the
+ * lanes, and the next advance starts again from position 0. */
+static int gpu_batch(engine *g, glane_run *lr, int t0, int nb, diag_nf *nf, int *begun, err *e) {
+    raw_mode *r = g->raw;
+    for (int l = 0; l < r->nl; l++)
+        if (gather_inputs(r, l, &lr[l], t0, nb, e)) return -1;
+    *begun = 1;
+    int brc = 0;
+    for (int l = 0; l < r->nl && !brc; l++) {
+        glane_run *R = &lr[l];
+        if (lane_begin(r->glane[l], &R->seq, t0, R->obuf, R->want_core ? R->pbuf : NULL, e))
+            brc = err_prefix(e, "lane %s on the gpu", r->lane[l].label);
+    }
+    err pe = {{0}};
+    for (int t = 0; t < nb; t++)
+        if (trace_push_token(&g->tr, brc ? &pe : e) < 0) return -1;
+    if (brc) return -1;
+    for (int l = 0; l < r->nl; l++)
+        if (record_inputs(g, l, &lr[l], t0, nb, e)) return -1;
+    for (int l = 0; l < r->nl; l++) {
+        glane_run *R = &lr[l];
+        if (lane_end(r->glane[l], R->obuf, R->want_core ? R->pbuf : NULL, e))
+            return err_prefix(e, "lane %s on the gpu", r->lane[l].label);
+        record_outputs(g, l, R, t0, nb, nf);
     }
     return 0;
 }
 
 static int gpu_advance(engine *g, int n, err *e) {
     raw_mode *r = g->raw;
-    const int H = r->H, w = r->dk > r->dv ? r->dk : r->dv;
-    size_t np = 1;
-    for (int l = 0; l < r->nl; l++) {
-        size_t p = mixer_probe_floats(r->lane[l].m, &r->lane[l].c);
-        if (p > np) np = p;
-    }
-    /* per input [batch, H, dk or dv] (raw_scratch_floats: no input is wider) */
-    size_t inf = (size_t)RAW_GPU_BATCH * H * (size_t)w;
-    float *in[IN_COUNT] = {0}, *obuf = malloc((size_t)RAW_GPU_BATCH * H * r->dv * sizeof(float));
-    float *pbuf = malloc((size_t)RAW_GPU_BATCH * np * sizeof(float));
-    int rc = !obuf || !pbuf ? err_set(e, "out of memory for a gpu batch") : 0;
-    for (int i = 0; i < IN_COUNT && !rc; i++)
-        if (!(in[i] = malloc(inf * sizeof(float))))
-            rc = err_set(e, "out of memory for a gpu batch");
-    if (!rc) rc = glanes_ready(r, e);
+    int rc = glanes_ready(r, e);
+    glane_run *lr = rc ? NULL : glane_runs_make(g, e);
+    if (!lr) rc = -1;
     int done = 0, lane_failed = 0;
     diag_nf nf;
     diag_nf_clear(&nf);
@@ -369,11 +549,11 @@ static int gpu_advance(engine *g, int n, err *e) {
             rc = err_set(e, "interrupted at token %d", t0);
             break;
         }
-        for (int t = 0; t < nb && !rc; t++)
-            if (trace_push_token(&g->tr, e) < 0) rc = -1;
-        for (int l = 0; l < r->nl && !rc; l++)
-            lane_failed = rc = gpu_batch(g, l, t0, nb, in, obuf, pbuf, &nf, e);
-        if (rc) break;
+        int begun = 0;
+        if (gpu_batch(g, lr, t0, nb, &nf, &begun, e)) {
+            rc = -1, lane_failed = begun;
+            break;
+        }
         r->pos += nb, done += nb;
         if (nf.found) {
             char m[ERR_MSG_MAX];
@@ -381,10 +561,18 @@ static int gpu_advance(engine *g, int n, err *e) {
                          diag_nf_message(&nf, m, sizeof m));
         }
     }
+    glane_runs_free(lr, r->nl);
     if (lane_failed) {
-        /* a lane's step failed part way: its device state is past the position. The trace holds
-         * tokens the lanes did not finish, so the next advance starts again from position 0. */
+        /* a lane's step failed part way, or the batch's recording did after the lanes began: the
+         * device states are past the position. The trace holds tokens the lanes did not finish,
+         * so the next advance starts again from position 0. */
         glanes_free(r);
+        if (g->tr.T == r->pos && done > 0) { /* no token pushed: the host states are behind */
+            for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
+            r->pos = 0;
+            trace_clear(&g->tr);
+            engine_recall_reset(g);
+        }
     } else if (done > 0) {
         err se = {{0}};
         if (glanes_sync(g, &se)) {
@@ -408,8 +596,6 @@ static int gpu_advance(engine *g, int n, err *e) {
         }
     }
     if (!rc) engine_tick(g, n, n);
-    for (int i = 0; i < IN_COUNT; i++) free(in[i]);
-    free(obuf), free(pbuf);
     return rc;
 }
 

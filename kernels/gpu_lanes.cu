@@ -4,11 +4,13 @@
 // what changes is where the state lives and who owns the buffers. gpu_lane_init allocates
 // everything for max_batch tokens (device buffers and pinned host staging); gpu_lane_step packs
 // the tokens' inputs into the staging buffer, copies them up in one transfer, launches, and copies
-// the outputs and probes down in one transfer.
+// the outputs and probes down in one transfer. The launches of a batch are captured once as a CUDA
+// graph per batch size (and with / without probes) on the lane's own stream, and replayed.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../mixers/kata.h"
 #include "gpu.h"
@@ -47,17 +49,26 @@ static const char *const LANE_GDP_NAMES[GDP_COUNT] = {
 enum { LK_DELTA, LK_LD, LK_KALMAN, LK_KATA, LK_KATA_CPU, LK_ATTN };
 enum { LANE_MAX_PROBES = 64 };
 
+// One captured batch: the graph of the launches for n tokens, and the input offsets it was
+// captured with (a batch whose inputs lie elsewhere in L->in is captured again).
+struct lane_graph {
+    cudaGraphExec_t exec;
+    size_t sig[IN_COUNT];
+};
+
 struct gpu_lane {
     const mixer_ops *m;
     mixer_cfg c;
     int kind, max_batch;
     int kacz, has_g, per_key, plx, prior;
-    size_t ns;                // state floats
-    size_t np;                // the mixer's probe floats a token
-    size_t npd;               // probe floats a token on the device (delta: H * GDP_COUNT)
-    size_t in_tok;            // input floats a token, every input the mixer reads
-    size_t in_w[IN_COUNT];    // floats a token of each input (0: not read)
-    int map[LANE_MAX_PROBES]; // delta: GDP index of the mixer's probe i, or -1
+    size_t ns;                    // state floats
+    size_t np;                    // the mixer's probe floats a token
+    size_t npd;                   // probe floats a token on the device (delta: H * GDP_COUNT)
+    size_t in_tok;                // input floats a token, every input the mixer reads
+    size_t in_w[IN_COUNT];        // floats a token of each input (0: not read)
+    int map[LANE_MAX_PROBES];     // delta: GDP index of the mixer's probe i, or -1
+    size_t poff[LANE_MAX_PROBES]; // delta: offset of probe i in the mixer's layout
+    int pw[LANE_MAX_PROBES];      // delta: its floats per head
     // device
     float *state, *in, *out, *acc, *k2, *v2, *qr, *rr, *a, *p;
     void *scratch;
@@ -68,7 +79,22 @@ struct gpu_lane {
     // KV cache slots written since the last transfer of the state: [dirty_lo, dirty_hi)
     int dirty_lo, dirty_hi;
     size_t bytes, up, down;
+    cudaStream_t st;   // every copy and launch of a step (blocking: ordered with cudaMemcpy)
+    int graphs;        // 1: batches run as captured graphs
+    lane_graph *gr;    // [2][max_batch + 1]: without / with probes, by n
+    cudaEvent_t ev[2]; // around a step: before its copy up, after its copy down
+    gpu_lane_stats stats;
+    // the step gpu_lane_begin started: n tokens asked, nv run on the device (attention: those
+    // inside the cache), probes or not; KATA delta: the inputs, stepped on the host at the end
+    int pending, pend_n, pend_nv, pend_probes, pend_pos;
+    mixer_seq pend_x;
 };
+
+static double ms_since(const struct timespec *t0) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) * 1e-6;
+}
 
 static int name_is(const mixer_ops *m, const char *a) {
     return !strcmp(m->name, a);
@@ -109,6 +135,16 @@ extern "C" void gpu_lane_free(gpu_lane *L) {
     if (L->scratch) cudaFree(L->scratch);
     if (L->h_in) cudaFreeHost(L->h_in);
     if (L->h_out) cudaFreeHost(L->h_out);
+    if (L->gr)
+        for (int i = 0; i < 2 * (L->max_batch + 1); i++)
+            if (L->gr[i].exec) cudaGraphExecDestroy(L->gr[i].exec);
+    free(L->gr);
+    if (L->st) {
+        cudaStreamSynchronize(L->st);
+        cudaStreamDestroy(L->st);
+    }
+    for (int i = 0; i < 2; i++)
+        if (L->ev[i]) cudaEventDestroy(L->ev[i]);
     free(L->host_state);
     free(L);
 }
@@ -116,6 +152,8 @@ extern "C" void gpu_lane_free(gpu_lane *L) {
 extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg *c,
                              const float *state_host, int max_batch, err *e) {
     *out = NULL;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     char why[256];
     if (!gpu_available(why, sizeof why)) return err_set(e, "%s", why);
     if (!gpu_mixer_supported(m, GPU_STEP))
@@ -141,6 +179,8 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
             L->map[i] = -1;
             for (int g = 0; g < GDP_COUNT; g++)
                 if (!strcmp(m->probes[i].name, LANE_GDP_NAMES[g])) L->map[i] = g;
+            L->poff[i] = mixer_probe_offset(m, c, i);
+            L->pw[i] = mixer_width_floats(c, m->probes[i].width);
         }
     } else if (name_is(m, "gla") || name_is(m, "mamba2")) {
         L->kind = LK_LD, L->per_key = name_is(m, "gla");
@@ -163,10 +203,30 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
             return err_set(e, "out of memory");
         }
         memcpy(L->host_state, state_host, L->ns * sizeof(float));
+        L->stats.init_ms = ms_since(&t0);
         *out = L;
         return 0;
     }
     const size_t out_tok = (size_t)H * dv + L->npd;
+    const char *genv = getenv("MIXSCOPE_LANES_GRAPH");
+    L->graphs = L->kind != LK_ATTN && !(genv && !strcmp(genv, "0"));
+    if (cudaStreamCreate(&L->st) != cudaSuccess) {
+        L->st = NULL;
+        cudaGetLastError();
+        gpu_lane_free(L);
+        return err_set(e, "gpu lane %s: cannot create a stream", m->name);
+    }
+    for (int i = 0; i < 2; i++)
+        if (cudaEventCreate(&L->ev[i]) != cudaSuccess) {
+            L->ev[i] = NULL;
+            cudaGetLastError();
+            gpu_lane_free(L);
+            return err_set(e, "gpu lane %s: cannot create an event", m->name);
+        }
+    if (L->graphs && !(L->gr = (lane_graph *)calloc(2 * (size_t)(max_batch + 1), sizeof *L->gr))) {
+        gpu_lane_free(L);
+        return err_set(e, "out of memory");
+    }
     rc = lane_alloc(L, &L->state, L->ns * 4, e) || lane_alloc(L, &L->in, B * L->in_tok * 4, e) ||
          lane_alloc(L, &L->out, B * out_tok * 4, e) ||
          host_alloc(L, &L->h_in, B * L->in_tok * 4, e) ||
@@ -199,6 +259,7 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
         gpu_lane_free(L);
         return err_prefix(e, "gpu lane %s", m->name);
     }
+    L->stats.init_ms = ms_since(&t0);
     *out = L;
     return 0;
 }
@@ -268,6 +329,7 @@ extern "C" int gpu_mem_info(size_t *free_bytes, size_t *total_bytes, err *e) {
 static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT], float *dout,
                        float *dp, err *e) {
     const mixer_cfg *c = &L->c;
+    cudaStream_t st = L->st;
     const int H = c->H, dk = c->dk, dv = c->dv;
     const float *q = din[IN_Q], *k = din[IN_K], *v = din[IN_V];
     const size_t sk = (size_t)H * dk, sv = (size_t)H * dv;
@@ -280,19 +342,19 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
                 if (gpu_delta_step_probes(H, dk, dv, c->scale, L->kacz, c->eps, q + t * sk,
                                           k + t * sk, v + t * sv, g ? g + (size_t)t * H : NULL,
                                           beta + (size_t)t * H, L->state, dout + t * sv, L->acc,
-                                          dp + (size_t)t * L->npd, NULL, e))
+                                          dp + (size_t)t * L->npd, st, e))
                     return -1;
             return 0;
         }
         if (L->kacz) { // k, v -> (k, v) / sqrt(|k|^2 + eps), beta = eta (as gpu_mixer_run)
-            if (gpu_kaczmarz_rescale((size_t)n * H, dk, dv, c->eps, 0, k, v, L->k2, L->v2, NULL, e))
+            if (gpu_kaczmarz_rescale((size_t)n * H, dk, dv, c->eps, 0, k, v, L->k2, L->v2, st, e))
                 return -1;
             k = L->k2, v = L->v2;
         }
         for (int t = 0; t < n; t++)
             if (gpu_delta_step(1, H, dk, dv, c->scale, 0, q + t * sk, k + t * sk, v + t * sv,
                                g ? g + (size_t)t * H : NULL, beta + (size_t)t * H, L->state,
-                               dout + t * sv, NULL, e))
+                               dout + t * sv, st, e))
                 return -1;
         return 0;
     }
@@ -300,12 +362,11 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
         const float *g = din[L->per_key ? IN_GK : IN_G];
         const size_t sg = L->per_key ? sk : (size_t)H;
         for (int t = 0; t < n; t++) {
-            int rc =
-                dp ? gpu_ld_step_probes(H, dk, dv, c->scale, L->per_key, q + t * sk, k + t * sk,
-                                        v + t * sv, g + t * sg, L->state, dout + t * sv, L->acc,
-                                        dp + (size_t)t * L->npd, NULL, e)
-                   : gpu_ld_step(1, H, dk, dv, c->scale, 0, L->per_key, q + t * sk, k + t * sk,
-                                 v + t * sv, g + t * sg, L->state, dout + t * sv, NULL, e);
+            int rc = dp ? gpu_ld_step_probes(H, dk, dv, c->scale, L->per_key, q + t * sk,
+                                             k + t * sk, v + t * sv, g + t * sg, L->state,
+                                             dout + t * sv, L->acc, dp + (size_t)t * L->npd, st, e)
+                        : gpu_ld_step(1, H, dk, dv, c->scale, 0, L->per_key, q + t * sk, k + t * sk,
+                                      v + t * sv, g + t * sg, L->state, dout + t * sv, st, e);
             if (rc) return -1;
         }
         return 0;
@@ -317,34 +378,34 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
             int rc =
                 dp ? gpu_kalman_step_probes(H, dv, dk, c->scale, L->prior, q + t * sk, k + t * sk,
                                             v + t * sv, lvt, L->a, L->p, L->state, dout + t * sv,
-                                            dp + (size_t)t * L->npd, NULL, e)
+                                            dp + (size_t)t * L->npd, st, e)
                    : gpu_kalman_step(H, dv, dk, c->scale, L->prior, 0, q + t * sk, k + t * sk,
-                                     v + t * sv, lvt, L->a, L->p, L->state, dout + t * sv, NULL, e);
+                                     v + t * sv, lvt, L->a, L->p, L->state, dout + t * sv, st, e);
             if (rc) return -1;
         }
         return 0;
     }
     case LK_KATA:
         for (int t = 0; t < n; t++) {
-            int rc = dp ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps,
-                                               q + t * sk, k + t * sk, v + t * sv, L->state,
-                                               dout + t * sv, dp + (size_t)t * L->npd, L->scratch,
-                                               NULL, e)
-                        : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, 16, c->scale,
-                                           c->eps, 0, q + t * sk, k + t * sk, v + t * sv, L->state,
-                                           dout + t * sv, L->scratch, NULL, e);
+            int rc =
+                dp ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps,
+                                          q + t * sk, k + t * sk, v + t * sv, L->state,
+                                          dout + t * sv, dp + (size_t)t * L->npd, L->scratch, st, e)
+                   : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, 16, c->scale, c->eps,
+                                      0, q + t * sk, k + t * sk, v + t * sv, L->state,
+                                      dout + t * sv, L->scratch, st, e);
             if (rc) return -1;
         }
         return 0;
     case LK_ATTN: {
         // RoPE and the cache write for the n tokens first (a row never reads a later slot)
         if (gpu_attn_prep(n, H, dk, dv, pos0, c->rope, c->rope_theta, c->max_t, 0, q,
-                          L->plx ? din[IN_R] : NULL, k, v, L->state, L->qr, L->rr, NULL, e))
+                          L->plx ? din[IN_R] : NULL, k, v, L->state, L->qr, L->rr, st, e))
             return -1;
         for (int t = 0; t < n; t++)
             if (gpu_attn_decode(H, dk, dv, c->max_t, pos0 + t, c->window, c->scale, L->qr + t * sk,
                                 L->plx ? L->rr + t * sk : NULL, L->state, dout + t * sv,
-                                dp ? dp + (size_t)t * L->npd : NULL, L->scratch, NULL, e))
+                                dp ? dp + (size_t)t * L->npd : NULL, L->scratch, st, e))
                 return -1;
         return 0;
     }
@@ -352,78 +413,172 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
     return err_set(e, "gpu lane: unknown kind");
 }
 
-extern "C" int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host,
-                             float *probes_host, err *e) {
+// The n tokens' launches as a graph: captured on the lane's stream the first time (per n, with or
+// without probes, and the input offsets sig), replayed after. A capture that fails (a call the
+// capture does not allow) turns the lane's graphs off and launches directly: nothing captured ran.
+static int lane_graph_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT], float *dout,
+                             float *dp, const size_t sig[IN_COUNT], err *e) {
+    lane_graph *G = &L->gr[(dp ? L->max_batch + 1 : 0) + n];
+    if (G->exec && memcmp(G->sig, sig, sizeof G->sig)) {
+        cudaGraphExecDestroy(G->exec);
+        G->exec = NULL;
+    }
+    if (!G->exec) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        err ce = {{0}};
+        cudaError_t rc = cudaStreamBeginCapture(L->st, cudaStreamCaptureModeThreadLocal);
+        if (rc == cudaSuccess) {
+            const int lrc = lane_launch(L, n, pos0, din, dout, dp, &ce);
+            rc = cudaStreamEndCapture(L->st, &graph);
+            if (lrc && rc == cudaSuccess) rc = cudaErrorUnknown;
+        }
+        if (rc == cudaSuccess) rc = cudaGraphInstantiate(&exec, graph, 0);
+        if (graph) cudaGraphDestroy(graph);
+        L->stats.capture_ms += ms_since(&t0);
+        if (rc != cudaSuccess) {
+            if (exec) cudaGraphExecDestroy(exec);
+            cudaGetLastError();
+            L->graphs = 0;
+            return lane_launch(L, n, pos0, din, dout, dp, e);
+        }
+        G->exec = exec;
+        memcpy(G->sig, sig, sizeof G->sig);
+        L->stats.captured++;
+    }
+    CUDA_TRY(cudaGraphLaunch(G->exec, L->st), "gpu lane: graph launch");
+    L->stats.replayed++;
+    return 0;
+}
+
+extern "C" int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int probes, err *e) {
     const mixer_cfg *c = &L->c;
-    const int H = c->H, dv = c->dv;
-    int n = x->T;
+    const int n = x->T;
+    if (L->pending) return err_set(e, "gpu lane %s: a step is already under way", L->m->name);
     if (n < 0 || n > L->max_batch)
         return err_set(e, "gpu lane %s: %d tokens in a step (at most %d)", L->m->name, n,
                        L->max_batch);
-    if (n == 0) return 0;
     for (int i = 0; i < L->m->ninputs; i++)
         if (L->m->inputs[i].required && !x->in[L->m->inputs[i].which])
             return err_set(e, "gpu %s: missing input %s", L->m->name, L->m->inputs[i].name);
-    if (L->kind == LK_KATA_CPU) { // DeltaKATA has no GPU kernels: the CPU reference runs it
-        mixer_run_steps(L->m, c, L->host_state, x, pos0, o_host, probes_host);
+    L->pend_n = L->pend_nv = n, L->pend_probes = probes != 0, L->pend_pos = pos0;
+    if (n == 0 || L->kind == LK_KATA_CPU) { // DeltaKATA: the CPU reference, at the end
+        L->pend_x = *x;
+        L->pending = 1;
         return 0;
     }
-    const size_t sv = (size_t)H * dv;
+    int nv = n;
     if (L->kind == LK_ATTN) { // positions past the cache answer zeros, as the CPU does
-        int Tv = pos0 < 0 ? 0 : c->max_t - pos0 < n ? c->max_t - pos0 : n;
-        if (Tv < 0) Tv = 0;
-        memset(o_host + (size_t)Tv * sv, 0, (size_t)(n - Tv) * sv * sizeof(float));
-        if (probes_host)
-            memset(probes_host + (size_t)Tv * L->np, 0, (size_t)(n - Tv) * L->np * sizeof(float));
-        if (Tv == 0) return 0;
-        n = Tv;
+        nv = pos0 < 0 ? 0 : c->max_t - pos0 < n ? c->max_t - pos0 : n;
+        if (nv < 0) nv = 0;
+        L->pend_nv = nv;
+        if (nv == 0) {
+            L->pending = 1;
+            return 0;
+        }
     }
-    // pack the inputs the mixer reads: [n, width] each, one after the other
+    // pack the inputs the mixer reads: [nv, width] each, one after the other; an array passed
+    // for two inputs of one width (the raw lanes' q = k) goes up once
     const float *din[IN_COUNT] = {0};
-    size_t off = 0;
+    size_t sig[IN_COUNT], off = 0;
     for (int i = 0; i < IN_COUNT; i++) {
+        sig[i] = (size_t)-1;
         if (!L->in_w[i] || !x->in[i]) continue;
-        const size_t w = (size_t)n * L->in_w[i];
-        memcpy(L->h_in + off, x->in[i], w * sizeof(float));
-        din[i] = L->in + off;
-        off += w;
+        for (int j = 0; j < i && sig[i] == (size_t)-1; j++)
+            if (x->in[j] == x->in[i] && sig[j] != (size_t)-1 && L->in_w[j] == L->in_w[i])
+                sig[i] = sig[j];
+        if (sig[i] == (size_t)-1) {
+            const size_t w = (size_t)nv * L->in_w[i];
+            memcpy(L->h_in + off, x->in[i], w * sizeof(float));
+            sig[i] = off;
+            off += w;
+        }
+        din[i] = L->in + sig[i];
     }
-    CUDA_TRY(cudaMemcpyAsync(L->in, L->h_in, off * sizeof(float), cudaMemcpyHostToDevice, 0),
+    CUDA_TRY(cudaEventRecord(L->ev[0], L->st), "gpu lane: event");
+    CUDA_TRY(cudaMemcpyAsync(L->in, L->h_in, off * sizeof(float), cudaMemcpyHostToDevice, L->st),
              "gpu lane: inputs up");
     L->up += off * sizeof(float);
-    float *dout = L->out, *dp = probes_host ? L->out + (size_t)n * sv : NULL;
-    if (lane_launch(L, n, pos0, din, dout, dp, e)) {
-        cudaDeviceSynchronize();
+    const size_t sv = (size_t)c->H * c->dv;
+    float *dout = L->out, *dp = probes ? L->out + (size_t)nv * sv : NULL;
+    const int rc = L->graphs ? lane_graph_launch(L, nv, pos0, din, dout, dp, sig, e)
+                             : lane_launch(L, nv, pos0, din, dout, dp, e);
+    if (rc) {
+        cudaStreamSynchronize(L->st);
         return err_prefix(e, "gpu lane %s", L->m->name);
     }
     if (L->kind == LK_ATTN) {
-        if (L->dirty_hi <= L->dirty_lo) L->dirty_lo = pos0, L->dirty_hi = pos0 + n;
+        if (L->dirty_hi <= L->dirty_lo) L->dirty_lo = pos0, L->dirty_hi = pos0 + nv;
         if (pos0 < L->dirty_lo) L->dirty_lo = pos0;
-        if (pos0 + n > L->dirty_hi) L->dirty_hi = pos0 + n;
+        if (pos0 + nv > L->dirty_hi) L->dirty_hi = pos0 + nv;
     }
-    const size_t down = (size_t)n * sv + (probes_host ? (size_t)n * L->npd : 0);
-    CUDA_TRY(cudaMemcpyAsync(L->h_out, L->out, down * sizeof(float), cudaMemcpyDeviceToHost, 0),
+    const size_t down = (size_t)nv * sv + (probes ? (size_t)nv * L->npd : 0);
+    CUDA_TRY(cudaMemcpyAsync(L->h_out, L->out, down * sizeof(float), cudaMemcpyDeviceToHost, L->st),
              "gpu lane: outputs down");
-    CUDA_TRY(cudaStreamSynchronize(0), "gpu lane step");
+    CUDA_TRY(cudaEventRecord(L->ev[1], L->st), "gpu lane: event");
     L->down += down * sizeof(float);
-    memcpy(o_host, L->h_out, (size_t)n * sv * sizeof(float));
-    if (!probes_host) return 0;
-    const float *hp = L->h_out + (size_t)n * sv;
-    if (L->kind != LK_DELTA) {
-        memcpy(probes_host, hp, (size_t)n * L->np * sizeof(float));
+    L->pending = 1;
+    return 0;
+}
+
+extern "C" int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err *e) {
+    const mixer_cfg *c = &L->c;
+    const int H = c->H, n = L->pend_n, nv = L->pend_nv;
+    if (!L->pending) return err_set(e, "gpu lane %s: no step under way", L->m->name);
+    L->pending = 0;
+    if (!L->pend_probes) probes_host = NULL;
+    if (n == 0) return 0;
+    if (L->kind == LK_KATA_CPU) {
+        mixer_run_steps(L->m, c, L->host_state, &L->pend_x, L->pend_pos, o_host, probes_host);
         return 0;
     }
-    // the delta family: [n, H, GDP_COUNT] into the mixer's layout (as gpu_delta_run_probed)
+    const size_t sv = (size_t)H * c->dv;
+    if (nv < n) { // attention past the cache: zeros
+        memset(o_host + (size_t)nv * sv, 0, (size_t)(n - nv) * sv * sizeof(float));
+        if (probes_host)
+            memset(probes_host + (size_t)nv * L->np, 0, (size_t)(n - nv) * L->np * sizeof(float));
+        if (nv == 0) return 0;
+    }
+    struct timespec w0;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    CUDA_TRY(cudaStreamSynchronize(L->st), "gpu lane step");
+    L->stats.wait_ms += ms_since(&w0);
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, L->ev[0], L->ev[1]) == cudaSuccess) L->stats.device_ms += ms;
+    cudaGetLastError();
+    L->stats.steps++;
+    memcpy(o_host, L->h_out, (size_t)nv * sv * sizeof(float));
+    if (!probes_host) return 0;
+    const float *hp = L->h_out + (size_t)nv * sv;
+    if (L->kind != LK_DELTA) {
+        memcpy(probes_host, hp, (size_t)nv * L->np * sizeof(float));
+        return 0;
+    }
+    // the delta family: [nv, H, GDP_COUNT] into the mixer's layout (as gpu_delta_run_probed)
     const mixer_ops *m = L->m;
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < nv; t++)
         for (int i = 0; i < m->nprobes; i++) {
-            float *dst = probes_host + (size_t)t * L->np + mixer_probe_offset(m, c, i);
-            const int w = mixer_width_floats(c, m->probes[i].width);
-            for (int h = 0; h < H; h++)
-                for (int j = 0; j < w; j++)
-                    dst[h * w + j] = L->map[i] >= 0 && w == 1
-                                         ? hp[((size_t)t * H + h) * GDP_COUNT + L->map[i]]
-                                         : NAN;
+            float *dst = probes_host + (size_t)t * L->np + L->poff[i];
+            const int w = L->pw[i], g = L->map[i];
+            if (g >= 0 && w == 1)
+                for (int h = 0; h < H; h++) dst[h] = hp[((size_t)t * H + h) * GDP_COUNT + g];
+            else
+                for (int j = 0; j < H * w; j++) dst[j] = NAN;
         }
     return 0;
+}
+
+extern "C" int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host,
+                             float *probes_host, err *e) {
+    if (gpu_lane_begin(L, x, pos0, probes_host != NULL, e)) return -1;
+    return gpu_lane_end(L, o_host, probes_host, e);
+}
+
+extern "C" void gpu_lane_get_stats(const gpu_lane *L, gpu_lane_stats *s) {
+    if (L)
+        *s = L->stats;
+    else
+        memset(s, 0, sizeof *s);
 }

@@ -33,9 +33,37 @@ int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg *c, const 
 
 /* Steps the x->T = n <= max_batch tokens of x (host, [n, H, width] per input) from position pos0
  * with the state on the device: o_host gets [n, H, dv], probes_host (NULL: no probes computed)
- * [n, mixer_probe_floats]. One copy up, one copy down, no device allocation. */
+ * [n, mixer_probe_floats]. One copy up (an input passed twice, e.g. q = k, goes up once), one
+ * copy down, no device allocation once the batch's graph exists. */
 int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host, float *probes_host,
                   err *e);
+
+/* gpu_lane_step in two halves, so that the host can work while the device steps: gpu_lane_begin
+ * packs and copies the inputs up, launches the steps and the copy of outputs (and probes, when
+ * `probes`) down, and returns without waiting; gpu_lane_end waits for them and writes o_host
+ * [n, H, dv] and probes_host [n, mixer_probe_floats] (NULL when begun without probes). One step
+ * may be begun at a time; x's arrays must stay as they are until gpu_lane_end (the DeltaKATA lane
+ * steps on the host there). gpu_lane_step is begin then end.
+ *
+ * The steps of a batch of n tokens run as one CUDA graph, captured the first time a batch of n
+ * tokens with those inputs comes (per n, with and without probes) and replayed after; the same
+ * kernels with the same arguments in the same order as launching them one by one, which is what
+ * the attention lanes (softmax, parallax: their kernels take the position) and a lane whose
+ * capture fails do. MIXSCOPE_LANES_GRAPH=0 (read at gpu_lane_init) launches one by one.
+ *
+ * Declared weak: kernels/gpu_none.c (builds without CUDA) has none of the three; callers check
+ * for NULL and use gpu_lane_step there. */
+__attribute__((weak)) int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int probes,
+                                         err *e);
+__attribute__((weak)) int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err *e);
+/* What the lane took so far: steps, graphs captured and replayed, the device's time from each
+ * step's copy up to the end of its copy down (CUDA events), the host's time waiting for it in
+ * gpu_lane_end, gpu_lane_init's time and the time spent capturing graphs. NULL-safe (zeros). */
+typedef struct gpu_lane_stats {
+    long steps, captured, replayed;
+    double device_ms, wait_ms, init_ms, capture_ms;
+} gpu_lane_stats;
+__attribute__((weak)) void gpu_lane_get_stats(const gpu_lane *L, gpu_lane_stats *s);
 
 /* The whole state into state_host / from state_host. */
 int gpu_lane_download(gpu_lane *L, float *state_host, err *e);

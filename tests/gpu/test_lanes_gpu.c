@@ -4,21 +4,27 @@
  *   per core     300 tokens from a reachable non-zero state in calls of 64, 17 and 1 tokens: the
  *                outputs, every probe and the final state against mixer_run_steps; the same
  *                without probes; the state up and down (download, upload, sync of what changed);
- *                no device allocation in gpu_lane_step (the device's free memory over 100 calls)
+ *                no device allocation in gpu_lane_step (the device's free memory over 100 calls);
+ *                the batches as CUDA graphs against the same launches one by one
+ *                (MIXSCOPE_LANES_GRAPH=0), bit for bit, with and without probes
  *   timing       (informational) the engine's raw lanes under device gpu at 16 heads of 128 over
- *                `stream keys 2048`: tokens/s and the bytes a batch moves.
+ *                `stream keys 2048`: tokens/s of the first run (a fresh trace) and of a second
+ *                after `reset` (the trace's memory already there), with graphs and without, the
+ *                device's time and the host's wait per token, and the bytes a batch moves.
  *                MIXSCOPE_LANES_ONLY=timing runs the timing alone (timing-default: its rows with
  *                the default probes alone); a run stops after 10 s (tokens/s of what ran). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "core/opts.h"
 #include "engine/engine.h"
 #include "kernels/gpu.h"
 #include "kernels/gpu_lanes.h"
+#include "mixers/kata.h"
 #include "mixers/mixer.h"
 #include "scenes/stream.h"
 
@@ -118,6 +124,114 @@ static double probe_worst(const mixer_ops *m, const mixer_cfg *c, const float *p
     for (int i = 0; i < m->nprobes; i++)
         if (worst_w >= mixer_probe_offset(m, c, i)) *worst_name = m->probes[i].name;
     return worst;
+}
+
+/* The worst difference of a and b: ||a - b|| / ||b|| over the finite pairs (0 when every word is
+ * the same); a non-finite value in one that is not the same bits in the other counts as 1e30. */
+static double diff_bits(const float *a, const float *b, size_t n) {
+    if (!memcmp(a, b, n * sizeof *a)) return 0;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) {
+            if (memcmp(a + i, b + i, sizeof *a)) return 1e30;
+            continue;
+        }
+        double d = (double)a[i] - b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num) + 1e-30;
+}
+
+/* The lane Lg (graphs on) against a lane of the same core launching one by one
+ * (MIXSCOPE_LANES_GRAPH=0): 300 tokens from s0 in calls of 64, 17 and 1, with probes and without:
+ * outputs, probes and the state the same bits. Where they differ, the launches one by one run
+ * again: if those differ from themselves too (atomics that add in no fixed order, KATA's state
+ * pass), the graphs must be as close as that. */
+static void test_graphs(const char *label, const mixer_ops *m, const mixer_cfg *c,
+                        const mixer_seq *seq, const float *s0, int T, gpu_lane *Lg) {
+    err e = {{0}};
+    char what[256];
+    const size_t sf = m->state_floats(c), on = (size_t)T * c->H * c->dv;
+    const size_t np = mixer_probe_floats(m, c), pn = (size_t)T * np;
+    float *o[3], *p[3], *st[3];
+    for (int i = 0; i < 3; i++)
+        o[i] = malloc(on * 4), p[i] = malloc(pn * 4 + 4), st[i] = malloc(sf * 4);
+    setenv("MIXSCOPE_LANES_GRAPH", "0", 1);
+    gpu_lane *Lu = NULL;
+    int rc = gpu_lane_init(&Lu, m, c, s0, 64, &e);
+    unsetenv("MIXSCOPE_LANES_GRAPH");
+    gpu_lane_stats g0, g1;
+    gpu_lane_get_stats(Lg, &g0);
+    int graphed = !strcmp(m->name, "softmax") || !strcmp(m->name, "parallax") ||
+                          (!strcmp(m->name, "kata") && c->variant == KATA_DELTA)
+                      ? 0
+                      : 1;
+    double worst = 0, self = 0;
+    for (int probes = 1; probes >= 0 && !rc; probes--) {
+        static const int calls[] = {64, 17, 1};
+        for (int v = 0; v < 2 && !rc; v++) { /* v = 0: graphs, 1: one by one */
+            gpu_lane *L = v ? Lu : Lg;
+            rc = gpu_lane_upload(L, s0, &e);
+            for (int t = 0, k = 0; t < T && !rc; k++) {
+                int n = calls[k % 3] < T - t ? calls[k % 3] : T - t;
+                mixer_seq x = sub(c, seq, t, n);
+                rc = gpu_lane_step(L, &x, t, o[v] + (size_t)t * c->H * c->dv,
+                                   probes ? p[v] + (size_t)t * np : NULL, &e);
+                t += n;
+            }
+            if (!rc) rc = gpu_lane_download(L, st[v], &e);
+        }
+        if (rc) break;
+        double d = fmax(diff_bits(o[0], o[1], on), diff_bits(st[0], st[1], sf));
+        if (probes) d = fmax(d, diff_bits(p[0], p[1], pn));
+        if (d > 0) { /* the launches one by one again */
+            rc = gpu_lane_upload(Lu, s0, &e);
+            for (int t = 0, k = 0; t < T && !rc; k++) {
+                int n = calls[k % 3] < T - t ? calls[k % 3] : T - t;
+                mixer_seq x = sub(c, seq, t, n);
+                rc = gpu_lane_step(Lu, &x, t, o[2] + (size_t)t * c->H * c->dv,
+                                   probes ? p[2] + (size_t)t * np : NULL, &e);
+                t += n;
+            }
+            if (!rc) rc = gpu_lane_download(Lu, st[2], &e);
+            double ds = fmax(diff_bits(o[2], o[1], on), diff_bits(st[2], st[1], sf));
+            if (probes) ds = fmax(ds, diff_bits(p[2], p[1], pn));
+            self = fmax(self, ds);
+        }
+        worst = fmax(worst, d);
+    }
+    gpu_lane_get_stats(Lg, &g1);
+    if (rc) {
+        snprintf(what, sizeof what, "%s: graphs against launches one by one: %s", label, e.msg);
+        check(0, what, NAN, 0);
+    } else {
+        snprintf(what, sizeof what,
+                 "%s: the batches as graphs (%ld captured, %ld replayed here) equal the launches "
+                 "one by one%s (outputs, probes, state; with and without probes)",
+                 label, g1.captured - g0.captured, g1.replayed - g0.replayed,
+                 worst == 0 ? ", bit for bit"
+                 : self > 0 ? " as closely as those repeat themselves"
+                            : "");
+        int ok = worst == 0 || (self > 0 && worst < 1e-5);
+        if (self > 0) printf("  (the launches one by one differ from themselves by %.3e)\n", self);
+        check(ok, what, worst, 1e-30);
+        gpu_lane_stats all;
+        gpu_lane_get_stats(Lg, &all);
+        int used = all.captured > 0 && all.replayed > 0;
+        if (graphed && strcmp(m->name, "kata")) {
+            snprintf(what, sizeof what,
+                     "%s: its batches ran as graphs (%ld captured, %ld replayed)", label,
+                     all.captured, all.replayed);
+            check(used, what, used ? 0 : 1, 1);
+        } else {
+            printf("info lanes %s: %ld graphs captured, %ld replayed%s\n", label, all.captured,
+                   all.replayed,
+                   graphed ? ""
+                           : " (launched one by one: kernels that take the position, or the host)");
+        }
+    }
+    gpu_lane_free(Lu);
+    for (int i = 0; i < 3; i++) free(o[i]), free(p[i]), free(st[i]);
 }
 
 static void test_lane(const char *name, const char *args, int max_t) {
@@ -250,6 +364,7 @@ static void test_lane(const char *name, const char *args, int max_t) {
              label, f0, f1, (up1 - up0) / 100, (dn1 - dn0) / 100);
     check(!rc && f0 == f1, what, rc ? NAN : fabs((double)f0 - (double)f1), 1);
     if (rc) printf("  %s\n", e.msg);
+    if (!rc) test_graphs(label, m, &c, &seq, s0, T, L);
 done:
     gpu_lane_free(L);
     for (int i = 0; i < IN_COUNT; i++) free(in[i]);
@@ -275,7 +390,49 @@ static int tick(void *ctx, long done, long total) {
     return now_s() - k->t0 > k->limit;
 }
 
-static void time_engine(const char *spec, const char *probes) {
+/* One engine_run of the lane over the whole stream (stopped after 10 s): tokens, seconds, the
+ * lane's counters over the run, and the process's page faults and system time. */
+typedef struct run_cost {
+    int done;
+    double dt, sys_s;
+    long faults;
+    gpu_lane_stats st;
+} run_cost;
+
+static int time_run(engine *g, tick_ctx *k, run_cost *r, err *e) {
+    gpu_lane_stats s0;
+    struct rusage u0, u1;
+    gpu_lane_get_stats(g->raw->glane[0], &s0);
+    int from = engine_pos(g);
+    getrusage(RUSAGE_SELF, &u0);
+    k->t0 = now_s();
+    int rc = engine_run(g, 0, e);
+    r->dt = now_s() - k->t0;
+    getrusage(RUSAGE_SELF, &u1);
+    r->done = engine_pos(g) - from;
+    r->faults = u1.ru_minflt - u0.ru_minflt;
+    r->sys_s = (u1.ru_stime.tv_sec - u0.ru_stime.tv_sec) +
+               1e-6 * (u1.ru_stime.tv_usec - u0.ru_stime.tv_usec);
+    gpu_lane_stats *st = &r->st;
+    gpu_lane_get_stats(g->raw->glane[0], st);
+    st->steps -= s0.steps, st->captured -= s0.captured, st->replayed -= s0.replayed;
+    st->device_ms -= s0.device_ms, st->wait_ms -= s0.wait_ms;
+    st->capture_ms -= s0.capture_ms;
+    if (s0.init_ms > 0) st->init_ms = 0; /* the lane was made before this run */
+    return rc;
+}
+
+static void print_run(const char *what, const run_cost *r, int rc) {
+    const double n = r->done ? r->done : 1;
+    printf("  %-20s %5d tokens in %7.3f s = %9.1f tokens/s%s; a token: device %.2f us, host waits "
+           "%.2f us; lane made in %.1f ms, %ld graphs captured in %.1f ms, %ld replayed; %ld page "
+           "faults, %.3f s system time\n",
+           what, r->done, r->dt, r->done / r->dt, rc ? " (stopped at the time limit)" : "",
+           r->st.device_ms * 1e3 / n, r->st.wait_ms * 1e3 / n, r->st.init_ms, r->st.captured,
+           r->st.capture_ms, r->st.replayed, r->faults, r->sys_s);
+}
+
+static void time_engine(const char *spec, const char *probes, int graphs) {
     enum { H = 16, D = 128, N = 2048 };
     engine g;
     err e = {{0}};
@@ -283,33 +440,45 @@ static void time_engine(const char *spec, const char *probes) {
     snprintf(specs[0], sizeof specs[0], "%s", spec);
     raw_stream st;
     tick_ctx k = {0, 10.0};
+    if (!graphs) setenv("MIXSCOPE_LANES_GRAPH", "0", 1); /* read when the lane is made */
     if (engine_init(&g, &e) || engine_set_device(&g, ENGINE_GPU, &e) ||
         engine_raw_select(&g, specs, 1, "decay=0.97", H, D, D, &e) ||
         stream_keys(&st, N, H, D, D, 0.5, 2.0, 5, &e) || engine_raw_stream(&g, &st, &e) ||
         engine_set_probes(&g, probes, &e)) {
         printf("timing %s: %s\n", spec, e.msg);
         engine_free(&g);
+        unsetenv("MIXSCOPE_LANES_GRAPH");
         return;
     }
     g.tick = tick, g.tick_ctx = &k;
-    k.t0 = now_s();
-    int rc = engine_run(&g, 0, &e);
-    double dt = now_s() - k.t0;
-    int done = engine_pos(&g);
+    run_cost r1 = {0}, r2 = {0};
+    int rc = time_run(&g, &k, &r1, &e);
+    const int done = r1.done;
+    const double dt = r1.dt;
+    unsetenv("MIXSCOPE_LANES_GRAPH");
     size_t up = 0, down = 0;
     gpu_lane_traffic(g.raw->glane[0], &up, &down);
     const raw_lane *L = &g.raw->lane[0];
     double state_mb = L->m->state_floats(&L->c) * 4.0 / 1048576.0;
-    printf("timing raw %-8s probes=%-7s heads %d dk=dv=%d: %5d tokens in %7.3f s = %9.1f "
-           "tokens/s%s; state %.1f MiB",
-           spec, probes, H, D, done, dt, done / dt, rc ? " (stopped at the time limit)" : "",
-           state_mb);
+    printf("timing raw %-8s probes=%-7s graphs %-3s heads %d dk=dv=%d: %5d tokens in %7.3f s = "
+           "%9.1f tokens/s%s; state %.1f MiB",
+           spec, probes, graphs ? "on" : "off", H, D, done, dt, done / dt,
+           rc ? " (stopped at the time limit)" : "", state_mb);
     if (g.raw->glane[0]) {
         double nb = (done + 63) / 64;
         printf("; per 64-token batch %.2f MiB up, %.2f MiB down (state sync at the end included)",
                up / nb / 1048576.0, down / nb / 1048576.0);
     }
     printf("\n");
+    print_run("first run:", &r1, rc);
+    /* again after reset, when the first run was short: the lane and the trace's memory are there
+     * now */
+    if (!rc && dt < 2.0 && !engine_reset(&g, &e)) {
+        int rc2 = time_run(&g, &k, &r2, &e);
+        print_run("after reset:", &r2, rc2);
+        printf("timing raw %-8s probes=%-7s graphs %-3s again after reset: %9.1f tokens/s\n", spec,
+               probes, graphs ? "on" : "off", r2.done / r2.dt);
+    }
     engine_free(&g);
 }
 
@@ -337,10 +506,17 @@ int main(void) {
         test_lane("parallax", "rope=1 window=100", 512);
     }
     if (!only || !strncmp(only, "timing", 6)) {
+        /* graphs on and off (parallax runs without graphs either way; KATA with probes is
+         * bound by its probe kernel: with graphs alone) */
         const char *spec[] = {"gdn", "parallax", "kata"};
-        for (int i = 0; i < 3; i++) time_engine(spec[i], "default");
+        for (int i = 0; i < 3; i++) time_engine(spec[i], "default", 1);
+        time_engine("gdn", "default", 0);
         for (int i = 0; i < 3 && (!only || strcmp(only, "timing-default")); i++)
-            time_engine(spec[i], "none");
+            time_engine(spec[i], "none", 1);
+        if (!only || strcmp(only, "timing-default")) {
+            time_engine("gdn", "none", 0);
+            time_engine("kata", "none", 0);
+        }
     }
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;
