@@ -289,15 +289,14 @@ static int glanes_sync(engine *g, err *e) {
     return 0;
 }
 
-/* gpu_lane_begin / gpu_lane_end where the build has them (declared weak: a build without CUDA
- * has neither, and never gets here), else the whole step in gpu_lane_begin's place. */
+/* The lane's batch begun on the GPU (the host records while it steps), and ended. */
 static int lane_begin(gpu_lane *gl, const mixer_seq *x, int pos0, float *o, float *p, err *e) {
-    if (gpu_lane_begin && gpu_lane_end) return gpu_lane_begin(gl, x, pos0, p != NULL, e);
-    return gpu_lane_step(gl, x, pos0, o, p, e);
+    (void)o;
+    return gpu_lane_begin(gl, x, pos0, p != NULL, e);
 }
 
 static int lane_end(gpu_lane *gl, float *o, float *p, err *e) {
-    return gpu_lane_begin && gpu_lane_end ? gpu_lane_end(gl, o, p, e) : 0;
+    return gpu_lane_end(gl, o, p, e);
 }
 
 /* One lane's share of an advance on the GPU: its batch's inputs, outputs and probes, and the

@@ -50,12 +50,9 @@ int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host, floa
  * kernels with the same arguments in the same order as launching them one by one, which is what
  * the attention lanes (softmax, parallax: their kernels take the position) and a lane whose
  * capture fails do. MIXSCOPE_LANES_GRAPH=0 (read at gpu_lane_init) launches one by one.
- *
- * Declared weak: kernels/gpu_none.c (builds without CUDA) has none of the three; callers check
- * for NULL and use gpu_lane_step there. */
-__attribute__((weak)) int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int probes,
-                                         err *e);
-__attribute__((weak)) int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err *e);
+ */
+int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int probes, err *e);
+int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err *e);
 /* What the lane took so far: steps, graphs captured and replayed, the device's time from each
  * step's copy up to the end of its copy down (CUDA events), the host's time waiting for it in
  * gpu_lane_end, gpu_lane_init's time and the time spent capturing graphs. NULL-safe (zeros). */
@@ -63,7 +60,7 @@ typedef struct gpu_lane_stats {
     long steps, captured, replayed;
     double device_ms, wait_ms, init_ms, capture_ms;
 } gpu_lane_stats;
-__attribute__((weak)) void gpu_lane_get_stats(const gpu_lane *L, gpu_lane_stats *s);
+void gpu_lane_get_stats(const gpu_lane *L, gpu_lane_stats *s);
 
 /* The whole state into state_host / from state_host. */
 int gpu_lane_download(gpu_lane *L, float *state_host, err *e);

@@ -2,6 +2,8 @@
  * there is no GPU, so `device gpu` falls back to the CPU with a clear message. */
 #include "gpu.h"
 #include "gpu_lanes.h"
+
+#include <string.h>
 #include "gpu_model.h"
 
 static const char NO_CUDA[] = "this build has no CUDA support (built with CUDA=0)";
@@ -217,6 +219,21 @@ int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host, floa
                   err *e) {
     (void)L, (void)x, (void)pos0, (void)o_host, (void)probes_host;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int probes, err *e) {
+    (void)L, (void)x, (void)pos0, (void)probes;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err *e) {
+    (void)L, (void)o_host, (void)probes_host;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+void gpu_lane_get_stats(const gpu_lane *L, gpu_lane_stats *s) {
+    (void)L;
+    memset(s, 0, sizeof *s);
 }
 
 int gpu_lane_download(gpu_lane *L, float *state_host, err *e) {
