@@ -58,7 +58,7 @@ const command cmd_quit = {"quit", "", "leave mixscope (also ^D)", NULL, 0, 0, ru
 static int run_source(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)rest;
     char *text;
-    if (file_read_all(argv[1], 16u << 20, &text, NULL, e)) return -1;
+    if (command_read_script(argv[1], &text, e)) return -1;
     int rc = command_exec_script(s, text, argv[1], s->batch, e);
     free(text);
     return rc;

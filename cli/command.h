@@ -48,6 +48,10 @@ int command_exec(struct session *s, const char *line, err *e);
 /* Runs a script: commands separated by newlines or ';' (outside quotes). With stop_on_error it
  * stops at the first failure and returns -1 (batch mode); otherwise it prints each error and
  * goes on. `label` names the source in messages ("tour.scene:12"). */
+/* How deep `source` may nest (a script sourcing itself stops here with a message). */
+#define SCRIPT_MAX_DEPTH 32
+/* Reads a script file: a regular file of at most 16 MiB without NUL bytes. */
+int command_read_script(const char *path, char **text, err *e);
 int command_exec_script(struct session *s, const char *text, const char *label, int stop_on_error,
                         err *e);
 

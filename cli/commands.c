@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/fileio.h"
 #include "command.h"
 #include "session.h"
 
@@ -174,8 +175,26 @@ done:
 }
 
 /* Splits text into commands at newlines and at ';' outside quotes. */
+int command_read_script(const char *path, char **text, err *e) {
+    size_t n = 0;
+    if (file_read_all(path, 16u << 20, text, &n, e)) return -1;
+    const char *nul = memchr(*text, '\0', n);
+    if (nul) { /* a NUL would end the script there, silently */
+        int line = 1;
+        for (const char *p = *text; p < nul; p++) line += *p == '\n';
+        free(*text);
+        *text = NULL;
+        return err_set(e, "%s:%d: a NUL byte (not a text script)", path, line);
+    }
+    return 0;
+}
+
 int command_exec_script(struct session *s, const char *text, const char *label, int stop_on_error,
                         err *e) {
+    if (s->script_depth == 0) s->script_err_placed = 0;
+    if (label && s->script_depth >= SCRIPT_MAX_DEPTH)
+        return err_set(e, "%s: scripts nested %d deep (does a script source itself?)", label,
+                       SCRIPT_MAX_DEPTH);
     size_t n = strlen(text);
     char *cmd = malloc(n + 1);
     if (!cmd) return err_set(e, "out of memory");
@@ -200,8 +219,9 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
         if (command_exec(s, cmd, &le)) {
             failures++;
             if (stop_on_error) {
-                if (label)
-                    err_set(e, "%s:%d: %s", label, cmd_line, le.msg);
+                /* the innermost script names where; the scripts that sourced it pass that on */
+                if (label && !s->script_err_placed)
+                    err_set(e, "%s:%d: %s", label, cmd_line, le.msg), s->script_err_placed = 1;
                 else
                     err_set(e, "%s", le.msg);
                 free(cmd);

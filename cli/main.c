@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
         s.batch = 1;
         for (int i = 1; i < argc && !rc && !s.quit; i++) {
             char *text;
-            if (file_read_all(argv[i], 16u << 20, &text, NULL, &e)) {
+            if (command_read_script(argv[i], &text, &e)) {
                 fprintf(stderr, "mixscope: %s\n", e.msg);
                 rc = 1;
                 break;

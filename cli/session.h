@@ -16,6 +16,7 @@ enum { DEVICE_CPU = ENGINE_CPU, DEVICE_GPU = ENGINE_GPU };
 typedef struct session {
     int quit;                    /* `quit` was run */
     int script_depth;            /* > 0 while a script file (source, a .scene, the tour) runs */
+    int script_err_placed;       /* a failing script named its file and line already */
     int batch;                   /* -c or script files: stop at the first error */
     int interactive;             /* stdin and stdout are a terminal: progress lines, colour */
     FILE *out;                   /* where command output goes (stdout) */

@@ -1,5 +1,7 @@
 #include "fileio.h"
 
+#include <fcntl.h>
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,9 +102,44 @@ int file_write_atomic(const char *path, const void *data, size_t size, err *e) {
     return atomic_commit(&af, e);
 }
 
+/* Opens path for reading only when it is a regular file: a FIFO, a device or a folder is refused
+ * in words (opened without blocking, so a FIFO with no writer cannot hang the session). */
+FILE *file_open_regular(const char *path, err *e) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        err_set(e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        err_set(e, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err_set(e, "%s: not a regular file (%s)", path,
+                S_ISDIR(st.st_mode)    ? "a folder"
+                : S_ISFIFO(st.st_mode) ? "a FIFO"
+                : S_ISCHR(st.st_mode)  ? "a character device"
+                : S_ISBLK(st.st_mode)  ? "a block device"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "not a file");
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        err_set(e, "%s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return fp;
+}
+
 int file_read_all(const char *path, size_t max_size, char **out, size_t *size, err *e) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return err_set(e, "%s: %s", path, strerror(errno));
+    FILE *fp = file_open_regular(path, e);
+    if (!fp) return -1;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     if (!buf) {

@@ -27,7 +27,13 @@ void atomic_abort(atomic_file *af);
 /* Writes `size` bytes to `path` atomically. */
 int file_write_atomic(const char *path, const void *data, size_t size, err *e);
 
-/* Reads a whole file into a NUL-terminated malloc'd buffer (at most max_size bytes). */
+/* fopen(path, "rb") for regular files only: a FIFO, device or folder is refused with a message
+ * naming what it is (and a FIFO never blocks). NULL with e set on failure. */
+#include <stdio.h>
+FILE *file_open_regular(const char *path, err *e);
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer (at most max_size bytes); only regular
+ * files (file_open_regular). */
 int file_read_all(const char *path, size_t max_size, char **out, size_t *size, err *e);
 
 /* Joins a folder and a name with one '/', into a malloc'd string. */

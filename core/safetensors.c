@@ -235,7 +235,8 @@ static int add_map(st_file *f, void *addr, size_t size, int is_mmap) {
 }
 
 static int map_file(st_file *f, const char *path, err *e) {
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO where a checkpoint should be is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return err_set(e, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

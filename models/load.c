@@ -428,17 +428,23 @@ int model_load(model **out, const char *path, err *e) {
         cfg_path = path_join(path, "config.json");
         w_path = path_join(path, "model.safetensors");
         if (!cfg_path || !w_path) goto oom;
-        FILE *probe = fopen(w_path, "rb");
-        if (probe) {
-            fclose(probe);
-        } else {
-            free(w_path);
-            if (!(w_path = path_join(path, "model.safetensors.index.json"))) goto oom;
-            if (!(probe = fopen(w_path, "rb"))) {
-                err_set(e, "%s: no model.safetensors or model.safetensors.index.json", path);
+        /* stat, not open: a FIFO there must not block (the reader refuses it in words); a file
+         * that is there but cannot be reached is named with the reason, not as missing */
+        struct stat sb;
+        if (stat(w_path, &sb) != 0) {
+            if (errno != ENOENT) {
+                err_set(e, "%s: %s", w_path, strerror(errno));
                 goto done;
             }
-            fclose(probe);
+            free(w_path);
+            if (!(w_path = path_join(path, "model.safetensors.index.json"))) goto oom;
+            if (stat(w_path, &sb) != 0) {
+                if (errno != ENOENT)
+                    err_set(e, "%s: %s", w_path, strerror(errno));
+                else
+                    err_set(e, "%s: no model.safetensors or model.safetensors.index.json", path);
+                goto done;
+            }
         }
     } else if (ends_with(path, ".safetensors") || ends_with(path, ".index.json")) {
         if (!(cfg_path = path_sibling(path, "config.json")) || !(w_path = strdup(path))) goto oom;

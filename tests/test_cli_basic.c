@@ -2,6 +2,8 @@
  * output), and the word splitting, lookup and suggestion functions behind every command line. */
 #include "testutil.h"
 
+#include <sys/stat.h>
+
 #include "cli/command.h"
 #include "cli/session.h"
 #include "cli/version.h"
@@ -271,6 +273,53 @@ static void split_is(const char *line, const char *const *want) {
 
 #define W(...) ((const char *const[]){__VA_ARGS__, NULL})
 
+/* Scripts that would crash, hang or stop silently: a script sourcing itself (or two sourcing
+ * each other) stops at a depth limit with one line; a NUL byte is refused with its line, not an
+ * early end; a FIFO or a folder where a script should be is refused without waiting. */
+static void test_hostile_scripts(void **state) {
+    (void)state;
+    char *self = path_join(g_dir, "self.scene");
+    char text[600];
+    snprintf(text, sizeof text, "source %s\n", self);
+    free(script("self.scene", text));
+    char *out;
+    assert_int_equal(run_mixscope(&out, "%s", self), 1);
+    expect_has(out, "scripts nested 32 deep");
+    free(out);
+    char *a = path_join(g_dir, "a.scene"), *b = path_join(g_dir, "b.scene");
+    snprintf(text, sizeof text, "source %s\n", b);
+    free(script("a.scene", text));
+    snprintf(text, sizeof text, "source %s\n", a);
+    free(script("b.scene", text));
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "-c 'source %s'", a);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
+    expect_has(out, "scripts nested 32 deep");
+    free(out);
+    /* a NUL byte on line 2: refused, the later lines never run and neither do the earlier */
+    char *nul = path_join(g_dir, "nul.scene");
+    FILE *f = fopen(nul, "wb");
+    assert_non_null(f);
+    fwrite("echo one\necho two\0echo three\n", 1, 29, f);
+    fclose(f);
+    assert_int_equal(run_mixscope(&out, "%s", nul), 1);
+    expect_has(out, ":2: a NUL byte");
+    expect_lacks(out, "one");
+    free(out);
+    /* a FIFO (no writer: opening it to read would block) and a folder */
+    char *fifo = path_join(g_dir, "fifo.scene");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(run_mixscope(&out, "%s", fifo), 1);
+    expect_has(out, "not a regular file (a FIFO)");
+    free(out);
+    snprintf(cmd, sizeof cmd, "-c 'source %s'", g_dir);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
+    expect_has(out, "not a regular file (a folder)");
+    free(out);
+    unlink(fifo);
+    free(self), free(a), free(b), free(nul), free(fifo);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -504,6 +553,7 @@ int main(void) {
         cmocka_unit_test(test_unterminated_quote),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_script_files),
+        cmocka_unit_test(test_hostile_scripts),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
