@@ -2,6 +2,7 @@
  * of docs/guide.md). Batch use exits 0 when every command succeeded; the first failing command
  * prints "mixscope: <what went wrong>" on stderr and the exit status is 1. */
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -120,7 +121,11 @@ int main(int argc, char **argv) {
         if (!getenv("MIXSCOPE_NO_TOUR")) tour_run(&s);
         rc = s.quit ? 0 : repl_run(&s);
     }
-    fflush(stdout);
     session_free(&s);
+    /* output lost (a full disk, a closed pipe, /dev/full) is a failure, not a success */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "mixscope: writing the output: %s\n", strerror(errno ? errno : EIO));
+        rc = 1;
+    }
     return rc;
 }

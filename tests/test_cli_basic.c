@@ -320,6 +320,16 @@ static void test_hostile_scripts(void **state) {
     free(self), free(a), free(b), free(nul), free(fifo);
 }
 
+/* Output that cannot be written (a full device) fails the run, with the reason on stderr. */
+static void test_lost_output(void **state) {
+    (void)state;
+    if (access("/dev/full", W_OK) != 0) skip();
+    char *out, *errout;
+    assert_int_equal(run_split(&out, &errout, "-c help >/dev/full"), 1);
+    expect_has(errout, "mixscope: writing the output: No space left on device");
+    free(out), free(errout);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -554,6 +564,7 @@ int main(void) {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_script_files),
         cmocka_unit_test(test_hostile_scripts),
+        cmocka_unit_test(test_lost_output),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
