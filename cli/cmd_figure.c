@@ -10,6 +10,7 @@
  * their keys. That hook takes no argument, hence the one file-scope pointer below. In batch use
  * (scripts, -c, piped input) `view` runs the windows until they are closed, then the script goes
  * on: a demo script can show a view, let the presenter step with space, and continue. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,11 +64,16 @@ static int view_unknown(const char *name, err *e) {
 /* Reads the view keys of a command into p; width/height/demo when asked for. */
 static int parse_view_opts(opts *o, view_params *p, long *w, long *h, long *demo, err *e) {
     long layer, head, from, to, index, dim, seed;
-    if (opts_int(o, "layer", 0, &layer, e) || opts_int(o, "head", 0, &head, e) ||
-        opts_int(o, "from", 0, &from, e) || opts_int(o, "to", -1, &to, e) ||
-        opts_int(o, "index", 0, &index, e) || opts_int(o, "dim", 0, &dim, e) ||
-        opts_int(o, "seed", 1, &seed, e) || opts_int(o, "width", 1280, w, e) ||
-        opts_int(o, "height", 800, h, e) || opts_int(o, "demo", 0, demo, e))
+    if (opts_int_in(o, "layer", 0, 0, INT_MAX, &layer, e) ||
+        opts_int_in(o, "head", 0, 0, INT_MAX, &head, e) ||
+        opts_int_in(o, "from", 0, 0, INT_MAX, &from, e) ||
+        opts_int_in(o, "to", -1, 0, INT_MAX, &to, e) ||
+        opts_int_in(o, "index", 0, 0, INT_MAX, &index, e) ||
+        opts_int_in(o, "dim", 0, 0, INT_MAX, &dim, e) ||
+        opts_int_in(o, "seed", 1, 0, INT_MAX, &seed, e) ||
+        opts_int_in(o, "width", 1280, 16, 16384, w, e) ||
+        opts_int_in(o, "height", 800, 16, 16384, h, e) ||
+        opts_int_in(o, "demo", 0, 0, 1 << 20, demo, e))
         return -1;
     if (layer < 0 || head < 0 || index < 0 || from < 0)
         return err_set(e, "layer, head, index and from must be >= 0");
@@ -197,9 +203,11 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
     opts o;
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
     long layer, head, from, to, demo;
-    int rc = opts_int(&o, "layer", -1, &layer, e) || opts_int(&o, "head", -1, &head, e) ||
-                     opts_int(&o, "from", 0, &from, e) || opts_int(&o, "to", -1, &to, e) ||
-                     opts_int(&o, "demo", 0, &demo, e) || opts_check_unused(&o, e)
+    int rc = opts_int_in(&o, "layer", -1, 0, INT_MAX, &layer, e) ||
+                     opts_int_in(&o, "head", -1, 0, INT_MAX, &head, e) ||
+                     opts_int_in(&o, "from", 0, 0, INT_MAX, &from, e) ||
+                     opts_int_in(&o, "to", -1, 0, INT_MAX, &to, e) ||
+                     opts_int_in(&o, "demo", 0, 0, 1 << 20, &demo, e) || opts_check_unused(&o, e)
                  ? -1
                  : 0;
     opts_free(&o);

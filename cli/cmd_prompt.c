@@ -1,5 +1,6 @@
 /* cmd_prompt.c: `prompt TEXT` (byte-level text) and `prompt GENERATOR ...` (the task prompts of
  * scenes/prompts.h: mqar, niah, overwrite, a5), with their scored targets kept for `info`. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,16 @@ const char *const *generator_names(void) {
     return names;
 }
 
+/* niah's depth=: a fraction in [0, 1], or `random` (the default) */
+static int niah_depth(opts *o, double *depth, err *e) {
+    const char *v = opts_str(o, "depth", "random");
+    if (!strcmp(v, "random")) return *depth = -1, 0;
+    if (opts_float(o, "depth", -1, depth, e)) return -1;
+    if (!(*depth >= 0 && *depth <= 1))
+        return err_set(e, "option 'depth': expected a fraction in 0..1 or random, got '%.40s'", v);
+    return 0;
+}
+
 /* Contract: returns 1 when argv[1] names no generator (the words are then byte-level text), 0
  * after setting the tokens, -1 with a message. */
 static int prompt_generate(session *s, int argc, char **argv, err *e) {
@@ -34,28 +45,28 @@ static int prompt_generate(session *s, int argc, char **argv, err *e) {
     long seed, vocab, a = 0, b = 0;
     double depth = -1;
     int dv = s->eng.model ? s->eng.model->c.vocab : 256;
-    int rc =
-        opts_int(&o, "seed", setting_seed(s), &seed, e) || opts_int(&o, "vocab", dv, &vocab, e);
+    int rc = opts_int_in(&o, "seed", setting_seed(s), 0, LONG_MAX, &seed, e) ||
+             opts_int_in(&o, "vocab", dv, 1, 1 << 24, &vocab, e);
     if (!rc && (vocab < 1 || vocab > 1 << 24))
         rc = err_set(e, "vocab=%ld must lie in 1..%d", vocab, 1 << 24);
     task_prompt *p = calloc(1, sizeof *p);
     if (!p) rc = err_set(e, "out of memory");
     if (!rc && !strcmp(g, "mqar")) {
-        rc = opts_int(&o, "pairs", 16, &a, e) || opts_int(&o, "queries", a, &b, e) ||
-             opts_check_unused(&o, e) ||
+        rc = opts_int_in(&o, "pairs", 16, 1, 1 << 22, &a, e) ||
+             opts_int_in(&o, "queries", a, 0, 1 << 22, &b, e) || opts_check_unused(&o, e) ||
              task_mqar(p, (int)a, (int)b, (int)vocab, (uint64_t)seed, e);
     } else if (!rc && !strcmp(g, "niah")) {
-        rc = opts_int(&o, "len", 256, &a, e) || opts_float(&o, "depth", -1, &depth, e) ||
+        rc = opts_int_in(&o, "len", 256, 1, 1 << 24, &a, e) || niah_depth(&o, &depth, e) ||
              opts_check_unused(&o, e) || task_niah(p, (int)a, (int)vocab, depth, (uint64_t)seed, e);
     } else if (!rc && !strcmp(g, "overwrite")) {
-        rc = opts_int(&o, "keys", 8, &a, e) || opts_int(&o, "repeats", 3, &b, e) ||
-             opts_check_unused(&o, e) ||
+        rc = opts_int_in(&o, "keys", 8, 1, 1 << 22, &a, e) ||
+             opts_int_in(&o, "repeats", 3, 1, 1 << 16, &b, e) || opts_check_unused(&o, e) ||
              task_overwrite(p, (int)a, (int)b, (int)vocab, (uint64_t)seed, e);
     } else if (!rc && !strcmp(g, "a5")) {
         if (opts_has(&o, "vocab") && vocab != A5_ORDER)
             rc = err_set(e, "a5 has its own vocabulary of %d (no vocab=)", A5_ORDER);
         if (!rc)
-            rc = opts_int(&o, "len", 64, &a, e) || opts_check_unused(&o, e) ||
+            rc = opts_int_in(&o, "len", 64, 1, 1 << 24, &a, e) || opts_check_unused(&o, e) ||
                  task_a5(p, (int)a, (uint64_t)seed, e);
     }
     opts_free(&o);

@@ -1,6 +1,7 @@
 /* cmd_show.c: `show PROBE` (a probe's numbers as a table), `show state` (the state matrix), `show`
  * (the probes recorded), and `figure VIEW FILE` (a PNG always, a live window too when a display
  * and a terminal are there: how scenes write figures and still demo live). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,9 +89,11 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
     opts o;
     if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "show");
     long layer, head, from, to, index;
-    int rc = opts_int(&o, "layer", -1, &layer, e) || opts_int(&o, "head", -1, &head, e) ||
-             opts_int(&o, "from", 0, &from, e) || opts_int(&o, "to", -1, &to, e) ||
-             opts_int(&o, "index", 0, &index, e) || opts_check_unused(&o, e);
+    int rc = opts_int_in(&o, "layer", -1, 0, INT_MAX, &layer, e) ||
+             opts_int_in(&o, "head", -1, 0, INT_MAX, &head, e) ||
+             opts_int_in(&o, "from", 0, 0, INT_MAX, &from, e) ||
+             opts_int_in(&o, "to", -1, 0, INT_MAX, &to, e) ||
+             opts_int_in(&o, "index", 0, 0, INT_MAX, &index, e) || opts_check_unused(&o, e);
     opts_free(&o);
     if (rc) return err_prefix(e, "show");
     if (!strcmp(argv[1], "state")) return show_state(s, layer, head, e);

@@ -6,6 +6,7 @@
  * The engine (engine/engine.h) holds the lanes and steps them; the lanes are layers of the
  * session's probe trace, so `show`, the views and `export csv` work on streams exactly as on
  * models. Selecting a mixer enters raw mode; `mixer off`, `load` or `model random` leave it. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,13 +149,17 @@ static int run_stream(session *s, int argc, char **argv, const char *rest, err *
         return err_prefix(e, "stream %s", kind);
     long H, dk, dv, seed, a = 0, b = 0;
     double lo, hi;
-    int rc = opts_int(&o, "heads", r->H, &H, e) || opts_int(&o, "dk", r->dk, &dk, e) ||
-             opts_int(&o, "dv", r->dv, &dv, e) || opts_int(&o, "seed", setting_seed(s), &seed, e) ||
+    int rc = opts_int_in(&o, "heads", r->H, 1, ENGINE_RAW_MAX_HEADS, &H, e) ||
+             opts_int_in(&o, "dk", r->dk, 1, 1024, &dk, e) ||
+             opts_int_in(&o, "dv", r->dv, 1, 1024, &dv, e) ||
+             opts_int_in(&o, "seed", setting_seed(s), 0, LONG_MAX, &seed, e) ||
              opts_range(&o, "norms", 1.0, 1.0, &lo, &hi, e);
     if (!rc && !strcmp(kind, "recall"))
-        rc = opts_int(&o, "pairs", 16, &a, e) || opts_int(&o, "queries", a, &b, e);
+        rc = opts_int_in(&o, "pairs", 16, 1, 1 << 22, &a, e) ||
+             opts_int_in(&o, "queries", a, 0, 1 << 22, &b, e);
     if (!rc && !strcmp(kind, "overwrite"))
-        rc = opts_int(&o, "keys", 8, &a, e) || opts_int(&o, "repeats", 2, &b, e);
+        rc = opts_int_in(&o, "keys", 8, 1, 1 << 22, &a, e) ||
+             opts_int_in(&o, "repeats", 2, 1, 1 << 16, &b, e);
     if (!rc) rc = opts_check_unused(&o, e);
     opts_free(&o);
     if (rc) return err_prefix(e, "stream %s", kind);

@@ -63,6 +63,22 @@ int opts_int(opts *o, const char *key, long def, long *out, err *e) {
     return 0;
 }
 
+int opts_int_in(opts *o, const char *key, long def, long lo, long hi, long *out, err *e) {
+    int i = find(o, key);
+    if (i < 0) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(o->val[i], &end, 10);
+    if (errno || end == o->val[i] || *end || v < lo || v > hi)
+        return err_set(e, "option '%s': expected an integer in %ld..%ld, got '%.60s'", key, lo, hi,
+                       o->val[i]);
+    *out = v;
+    return 0;
+}
+
 int opts_float(opts *o, const char *key, double def, double *out, err *e) {
     int i = find(o, key);
     if (i < 0) {

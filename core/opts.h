@@ -27,6 +27,10 @@ void opts_free(opts *o);
 /* 1 if the key is present (marks it used). */
 int opts_has(opts *o, const char *key);
 int opts_int(opts *o, const char *key, long def, long *out, err *e);
+/* opts_int for a value that must lie in [lo, hi] when given (def is returned as is when the key is
+ * absent, so a default outside the range can mean "not given"): "option 'len': expected an
+ * integer in 1..16777216, got '4294967302'". No value wraps: strtol's overflow is refused too. */
+int opts_int_in(opts *o, const char *key, long def, long lo, long hi, long *out, err *e);
 int opts_float(opts *o, const char *key, double def, double *out, err *e);
 /* Borrowed pointer to the value, or def. */
 const char *opts_str(opts *o, const char *key, const char *def);

@@ -6,6 +6,7 @@
  * Kalman's raw parameters as kalman.md §6.2). The same seed gives the same model, bit for bit. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,10 +439,32 @@ int model_random(model **out, const char *mixer, opts *o, err *e) {
         return err_set(e, "unknown mixer '%.40s' (known: %s)", mixer, list);
     }
     long layers, hidden, heads, head_dim, vocab, seed;
-    if (opts_int(o, "layers", 2, &layers, e) || opts_int(o, "hidden", 0, &hidden, e) ||
-        opts_int(o, "heads", 0, &heads, e) || opts_int(o, "head_dim", 0, &head_dim, e) ||
-        opts_int(o, "vocab", 256, &vocab, e) || opts_int(o, "seed", 0, &seed, e))
+    /* 0 means "not given" for hidden, heads and head_dim: a given 0 is refused, not a default */
+    if (opts_int_in(o, "layers", 2, 1, 1024, &layers, e) ||
+        opts_int_in(o, "hidden", 0, 1, 16384, &hidden, e) ||
+        opts_int_in(o, "heads", 0, 1, 4096, &heads, e) ||
+        opts_int_in(o, "head_dim", 0, 1, 4096, &head_dim, e) ||
+        opts_int_in(o, "vocab", 256, 1, 1 << 20, &vocab, e) ||
+        opts_int_in(o, "seed", 0, 0, LONG_MAX, &seed, e))
         return -1;
+    /* the model type comes from MIXER; a near miss of an option above is a typo, not a config
+     * key (config.json keys are passed on as given) */
+    static const char *const OWN[] = {"layers", "hidden", "heads", "head_dim", "vocab", "seed"};
+    for (int i = 0; i < o->n; i++) {
+        if (o->used[i]) continue;
+        if (!strcmp(o->key[i], "model_type"))
+            return err_set(e,
+                           "model random %s: the model type comes from the mixer (no "
+                           "model_type=)",
+                           mixer);
+        for (size_t j = 0; j < sizeof OWN / sizeof OWN[0]; j++) {
+            size_t a = strlen(o->key[i]), b = strlen(OWN[j]);
+            if ((a + 1 == b && !strncmp(o->key[i], OWN[j], a)) || /* layer -> layers */
+                (a == b + 1 && !strncmp(o->key[i], OWN[j], b)))   /* seeds -> seed */
+                return err_set(e, "model random: unknown option '%.40s' (did you mean %s=?)",
+                               o->key[i], OWN[j]);
+        }
+    }
     int attn = k == MK_TRANSFORMER || k == MK_PARALLAX;
     if (attn && head_dim) {
         long h = heads ? heads : 4;

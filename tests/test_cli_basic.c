@@ -330,6 +330,41 @@ static void test_lost_output(void **state) {
     free(out), free(errout);
 }
 
+/* Numbers are range-checked into the type they are stored in, a given 0 or negative is not read
+ * as "the default", and model random's typos and model_type= are refused. */
+static void test_numbers_refused(void **state) {
+    (void)state;
+    static const char *const CASES[][2] = {
+        {"prompt niah len=4294967302", "option 'len': expected an integer in 1..16777216"},
+        {"prompt niah len=1e12", "option 'len': expected an integer in 1..16777216, got '1e12'"},
+        {"prompt mqar pairs=0", "option 'pairs': expected an integer in 1..4194304"},
+        {"prompt niah depth=-1", "option 'depth': expected a fraction in 0..1 or random"},
+        {"model random gdn hidden=0", "option 'hidden': expected an integer in 1..16384"},
+        {"model random gdn heads=0", "option 'heads': expected an integer in 1..4096"},
+        {"model random gdn head_dim=-4", "option 'head_dim': expected an integer in 1..4096"},
+        {"model random gdn layer=4", "unknown option 'layer' (did you mean layers=?)"},
+        {"model random gdn model_type=gla", "the model type comes from the mixer"},
+        {"mixer gdn; stream keys 8 heads=65", "option 'heads': expected an integer in 1..64"},
+        {"mixer gdn; stream keys 8; run; show rho layer=-1", "option 'layer': expected an integer"},
+        {"mixer gdn; stream keys 8; run; export csv rho x.csv head=-1",
+         "option 'head': expected an integer"},
+        {"set chunk 0", "set chunk: expected 16, 32, 64 or default"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        char *out;
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "-c '%s'", CASES[i][0]);
+        int rc = run_mixscope(&out, "%s", cmd);
+        if (rc != 1) fail_msg("'%s' exited %d, want 1:\n%s", CASES[i][0], rc, out);
+        expect_has(out, CASES[i][1]);
+        free(out);
+    }
+    /* the default stays the default, and `random` is a depth */
+    char *out;
+    assert_int_equal(run_mixscope(&out, "-c 'prompt niah len=64 depth=random'"), 0);
+    free(out);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -565,6 +600,7 @@ int main(void) {
         cmocka_unit_test(test_script_files),
         cmocka_unit_test(test_hostile_scripts),
         cmocka_unit_test(test_lost_output),
+        cmocka_unit_test(test_numbers_refused),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
