@@ -101,6 +101,16 @@ static void header(session *s, int w, column *col, int nc) {
 
 /* ---- raw mode ---- */
 
+/* 1 when name is a probe of some mixer or one of the stream's own series. */
+static int is_probe_name(const char *name) {
+    static const char *const STREAM[] = {"recall_err", "key_norm", "out_norm", "recall", NULL};
+    for (int i = 0; STREAM[i]; i++)
+        if (!strcmp(STREAM[i], name)) return 1;
+    for (int i = 0; i < mixer_count; i++)
+        if (mixer_all[i] && mixer_probe_index(mixer_all[i], name) >= 0) return 1;
+    return 0;
+}
+
 static int compare_raw(session *s, int nspec, char **specs, opts *o, err *e) {
     raw_mode *r = s->eng.raw;
     const raw_stream *st = &r->st;
@@ -135,6 +145,17 @@ static int compare_raw(session *s, int nspec, char **specs, opts *o, err *e) {
         if (rc) break;
         C->ok = 1;
     }
+    int nok = 0;
+    for (int c = 0; c < nspec; c++) nok += col[c].ok;
+    if (!rc && !nok) /* nothing compared is a failure, not a table of dashes */
+        rc = err_set(e, "compare: no lane could run (%s: %s)", col[0].name, col[0].why);
+    /* probe= names that are no probe at all */
+    char pn[8][32];
+    int npn = *plist ? split_list(plist, pn, 8) : 0;
+    for (int i = 0; i < npn && !rc; i++)
+        if (!is_probe_name(pn[i]))
+            rc = err_set(e, "compare: probe=%.31s: no such probe (%s)", pn[i],
+                         "state_norm, out_norm, rho, e_rel, r_norm, recall_err, ...");
     if (rc) {
         for (int c = 0; c < nspec; c++) trace_free(&col[c].tr);
         return -1;
@@ -347,6 +368,10 @@ static int compare_model(session *s, int nspec, char **specs, opts *o, err *e) {
         vals[c][3] = all_mean(&C->tr, "mix_out_norm");
         vals[c][4] = all_mean(&C->tr, "resid_norm");
     }
+    int nok = 0;
+    for (int c = 0; c < nspec; c++) nok += col[c].ok;
+    if (!rc && !nok)
+        rc = err_set(e, "compare: no core could run (%s: %s)", col[0].name, col[0].why);
     if (!rc) {
         fprintf(s->out, "compare on %d tokens through %s (%d layers)%s\n", T,
                 model_kind_name(m->c.kind), NL, task ? "" : " (no generated task: no accuracy)");

@@ -349,6 +349,10 @@ static void test_numbers_refused(void **state) {
         {"mixer gdn; stream keys 8; run; export csv rho x.csv head=-1",
          "option 'head': expected an integer"},
         {"set chunk 0", "set chunk: expected 16, 32, 64 or default"},
+        /* compare that compared nothing, or asked for no probe at all, fails */
+        {"mixer gdn; stream keys 8; compare bogus1 bogus2", "compare: no lane could run"},
+        {"mixer gdn; stream keys 8; compare gdn probe=bogus", "probe=bogus: no such probe"},
+        {"model random gdn; prompt hello; compare softmax", "compare: no core could run"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         char *out;
