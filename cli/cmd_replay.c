@@ -45,8 +45,12 @@ static int run_replay(session *s, int argc, char **argv, const char *rest, err *
             m->name, r.B, r.T, r.H, r.dk, r.dv, r.o_norm, r.path_rel_err,
             r.nonfinite ? "  NON-FINITE OUTPUT" : "", out ? "" : "  (no out=: nothing written)");
     if (out) fprintf(s->out, "wrote %s\n", out);
+    /* as step and run do: a non-finite output is a failure (the file is there to inspect) */
+    if (r.nonfinite)
+        rc = err_set(e, "replay %s: %ld non-finite values in the output%s", m->name,
+                     (long)r.nonfinite, out ? " (written for inspection)" : "");
     opts_free(&o); /* prefix and out point into it */
-    return 0;
+    return rc;
 }
 
 const command cmd_replay = {

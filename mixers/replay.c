@@ -12,6 +12,28 @@ typedef struct dims {
     int flat; /* 3-D form [B, T, D]: one head, no head axis */
 } dims;
 
+/* The values a mixer mode refuses are refused here too (raw lanes check the same, scenes/raw.c):
+ * Kalman's observation precision lambda_v > 0, its decay a in (0, 1] and process noise p >= 0.
+ * The first bad element is named with its flat index. */
+static int check_domain(const mixer_ops *m, const char *prefix, const char *name, const float *x,
+                        size_t n, err *e) {
+    if (strcmp(m->name, "kalman") != 0) return 0;
+    int lv = !strcmp(name, "lambda_v"), a = !strcmp(name, "a"), p = !strcmp(name, "p");
+    for (size_t i = 0; i < n && (lv || a || p); i++) {
+        float v = x[i];
+        if (lv && !(v > 0 && isfinite(v)))
+            return err_set(e, "tensor '%s%s'[%zu] = %g: lambda_v must be > 0", prefix, name, i,
+                           (double)v);
+        if (a && !(v > 0 && v <= 1))
+            return err_set(e, "tensor '%s%s'[%zu] = %g: a must lie in (0, 1]", prefix, name, i,
+                           (double)v);
+        if (p && !(v >= 0 && isfinite(v)))
+            return err_set(e, "tensor '%s%s'[%zu] = %g: p must be >= 0", prefix, name, i,
+                           (double)v);
+    }
+    return 0;
+}
+
 static const tensor *find_input(const st_file *f, const char *prefix, const char *name) {
     char full[256];
     snprintf(full, sizeof full, "%s%s", prefix, name);
@@ -126,6 +148,7 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
         if (check_float(t, e) || check_shape(t, nd, shape, e)) goto done;
         if (!(in[id->which] = malloc(n * sizeof(float)))) goto oom;
         tensor_read_f32(t, in[id->which]);
+        if (check_domain(m, prefix, id->name, in[id->which], n, e)) goto done;
     }
     /* static parameters: [dv, dk] per head */
     for (int i = 0; i < m->nparams; i++) {
@@ -144,6 +167,8 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
         if (check_float(t, e) || check_shape(t, nd, shape, e)) goto done;
         if (!(params[i] = malloc((size_t)tensor_numel(t) * sizeof(float)))) goto oom;
         tensor_read_f32(t, params[i]);
+        if (check_domain(m, prefix, m->params[i].name, params[i], (size_t)tensor_numel(t), e))
+            goto done;
         c.params[i] = params[i];
     }
     size_t sf = m->state_floats(&c), np = mixer_probe_floats(m, &c);

@@ -102,7 +102,8 @@ static void write_inputs(const char *path, int bad) {
     t[2] = tensor_new("v", bad == 3 ? DT_I32 : DT_F32, 4, sv, &e);
     t[3] = tensor_new("g", DT_F32, 3, sg, &e);
     t[4] = tensor_new("beta", DT_F32, 3, sg, &e);
-    int n = bad == 1 ? 4 : 5; /* bad 1: no beta */
+    if (bad == 4) ((float *)t[0]->data)[3] = NAN; /* bad 4: a NaN query: a NaN output */
+    int n = bad == 1 ? 4 : 5;                     /* bad 1: no beta */
     assert_int_equal(st_write(path, (const tensor *const *)t, n, NULL, &e), 0);
     for (int i = 0; i < 5; i++) tensor_free(t[i]);
 }
@@ -132,6 +133,38 @@ static void test_bad_inputs(void **st) {
         write_inputs(p, atoi(cases[i][0]));
         snprintf(cmd, sizeof cmd, "-c 'replay gdn %s'", p);
         expect_error(cmd, cases[i][1]);
+    }
+    /* a non-finite output fails as step and run do (the file is written for inspection) */
+    snprintf(p, sizeof p, "%s/nan.safetensors", dir);
+    write_inputs(p, 4);
+    snprintf(cmd, sizeof cmd, "-c 'replay gdn %s out=%s/nan-out.safetensors'", p, dir);
+    char *log = NULL;
+    assert_int_equal(run_mixscope(&log, "%s", cmd), 1);
+    expect_has(log, "non-finite values in the output (written for inspection)");
+    free(log);
+    /* Kalman's a, p and lambda_v: what mixer mode refuses, replay refuses */
+    {
+        err e = {{0}};
+        int64_t sq[3] = {1, 3, 3}, sv[3] = {1, 3, 2}, sp[2] = {2, 3};
+        tensor *k[6] = {
+            tensor_new("q", DT_F32, 3, sq, &e), tensor_new("k", DT_F32, 3, sq, &e),
+            tensor_new("v", DT_F32, 3, sv, &e), tensor_new("a", DT_F32, 2, sp, &e),
+            tensor_new("p", DT_F32, 2, sp, &e), tensor_new("lambda_v", DT_F32, 3, sv, &e)};
+        for (int i = 0; i < 6; i++) assert_non_null(k[i]);
+        for (int i = 0; i < 6; i++) ((float *)k[3]->data)[i] = 0.9f;
+        for (int i = 0; i < 6; i++) ((float *)k[5]->data)[i] = 1.0f;
+        ((float *)k[3]->data)[4] = -5.0f;
+        snprintf(p, sizeof p, "%s/kal-a.safetensors", dir);
+        assert_int_equal(st_write(p, (const tensor *const *)k, 6, NULL, &e), 0);
+        snprintf(cmd, sizeof cmd, "-c 'replay kalman %s'", p);
+        expect_error(cmd, "tensor 'a'[4] = -5: a must lie in (0, 1]");
+        ((float *)k[3]->data)[4] = 0.9f;
+        ((float *)k[5]->data)[2] = -1.0f;
+        snprintf(p, sizeof p, "%s/kal-lv.safetensors", dir);
+        assert_int_equal(st_write(p, (const tensor *const *)k, 6, NULL, &e), 0);
+        snprintf(cmd, sizeof cmd, "-c 'replay kalman %s'", p);
+        expect_error(cmd, "tensor 'lambda_v'[2] = -1: lambda_v must be > 0");
+        for (int i = 0; i < 6; i++) tensor_free(k[i]);
     }
     snprintf(p, sizeof p, "%s/ok.safetensors", dir);
     write_inputs(p, 0);
