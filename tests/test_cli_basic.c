@@ -363,6 +363,14 @@ static void test_numbers_refused(void **state) {
         expect_has(out, CASES[i][1]);
         free(out);
     }
+    /* a terminal escape in a name reaches the terminal as text, never as an escape */
+    {
+        char *o2;
+        assert_int_equal(run_mixscope(&o2, "-c 'load /tmp/\033[31mred'"), 1);
+        expect_has(o2, "/tmp/\\x1b[31mred");
+        assert_null(strchr(o2, '\033'));
+        free(o2);
+    }
     /* the default stays the default, and `random` is a depth */
     char *out;
     assert_int_equal(run_mixscope(&out, "-c 'prompt niah len=64 depth=random'"), 0);
