@@ -189,10 +189,11 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     }
     rc = v->draw(&c, tr, &p, e);
     if (!rc) rc = write_png(s, argv[2], cmd, v, tr, &p, &c, e);
+    char whole[4096];
     if (!rc)
         fprintf(s->out, "wrote %s (view %s, %ldx%ld, layer %d head %d, tokens %lld..%lld)\n",
-                argv[2], v->name, w, h, p.layer, p.head, (long long)p.shown_from,
-                (long long)p.shown_to - 1);
+                session_whole_path(argv[2], whole, sizeof whole), v->name, w, h, p.layer, p.head,
+                (long long)p.shown_from, (long long)p.shown_to - 1);
     canvas_free(&c);
     trace_free(&dt);
     return rc ? err_prefix(e, "export png") : 0;
@@ -273,8 +274,10 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
     };
     rc = csv_write_series(argv[2], tr, si, (int)layer, (int)head, f, t, meta,
                           (int)(sizeof meta / sizeof meta[0]), e);
+    char whole[4096];
     if (!rc)
-        fprintf(s->out, "wrote %s (probe %s, %lld rows)\n", argv[2], se->name, (long long)(t - f));
+        fprintf(s->out, "wrote %s (probe %s, %lld rows)\n",
+                session_whole_path(argv[2], whole, sizeof whole), se->name, (long long)(t - f));
     trace_free(&dt);
     return rc ? err_prefix(e, "export csv") : 0;
 }

@@ -3,6 +3,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -97,6 +98,13 @@ const char *session_layer_label(session *s, int l, char *buf, size_t n) {
         snprintf(buf, n, "%s", s->eng.raw->lane[l].label);
     else
         snprintf(buf, n, "l%d", l);
+    return buf;
+}
+
+const char *session_whole_path(const char *path, char *buf, size_t n) {
+    char *r = realpath(path, NULL); /* the file exists: it was just written */
+    snprintf(buf, n, "%s", r ? r : path);
+    free(r);
     return buf;
 }
 

@@ -53,6 +53,8 @@ const char *session_layer_label(session *s, int l, char *buf, size_t n);
 /* The engine's tick (engine_tick_fn): a progress line (tokens/s) on stderr once a loop has run a
  * second on a terminal, and ^C. Call with done = 0..total. */
 int session_tick(void *s, long done, long total);
+/* The whole (absolute) path of a file just written, for "wrote ..." lines. */
+const char *session_whole_path(const char *path, char *buf, size_t n);
 /* Monotonic seconds. */
 double session_now(void);
 /* mkdir -p */
