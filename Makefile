@@ -104,10 +104,15 @@ $(BUILD)/bench/%: bench/%.c $(LIB_OBJ) $(KOBJ)
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(KOBJ) $(LDLIBS)
 
+# The recursive builds of test and run use every core unless -j was given (nvcc compiles a dozen
+# kernel files: one by one that took minutes on a fresh clone).
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+JOBS   = $(if $(findstring j,$(filter-out --%,$(MAKEFLAGS))),,-j$(NPROC))
+
 # deps first, in its own step, so a fresh machine gets its packages before anything compiles
 test:
 	@sh scripts/deps.sh
-	@$(MAKE) --no-print-directory test-bins
+	@$(MAKE) --no-print-directory $(JOBS) test-bins
 	@MIXSCOPE_BIN=$(BUILD)/mixscope MIXSCOPE_ROOT=$(CURDIR) sh tests/run.sh $(TEST_BIN)
 
 test-bins: $(BUILD)/mixscope $(TEST_BIN)
@@ -184,7 +189,7 @@ fuzz-run: fuzz
 
 run:
 	@sh scripts/deps.sh
-	@$(MAKE) --no-print-directory mixscope
+	@$(MAKE) --no-print-directory $(JOBS) mixscope
 	./mixscope
 
 deps:
