@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <signal.h>
+#include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -137,6 +139,34 @@ static char *read_plain(void) {
     return line;
 }
 
+/* ^C at the prompt discards the line being typed and gives a fresh prompt, as bash, sqlite3 and
+ * IPython do: the handler jumps back to the prompt (readline's own signal handling is off, so
+ * the line state is freed and the terminal restored here). ^C while a command runs sets
+ * session_sigint, which long loops poll; it never reaches the next command. */
+static sigjmp_buf g_prompt_jmp;
+static volatile sig_atomic_t g_at_prompt;
+
+static void on_sigint_repl(int sig) {
+    (void)sig;
+    if (g_at_prompt) {
+        g_at_prompt = 0;
+        siglongjmp(g_prompt_jmp, 1);
+    }
+    session_sigint = 1;
+}
+
+static char *read_prompt(void) {
+    if (sigsetjmp(g_prompt_jmp, 1)) { /* ^C while typing */
+        rl_free_line_state();
+        rl_cleanup_after_signal();
+        fputc('\n', stdout);
+    }
+    g_at_prompt = 1;
+    char *line = readline("mixscope> ");
+    g_at_prompt = 0;
+    return line;
+}
+
 int repl_run(session *s) {
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     s->interactive = tty;
@@ -145,6 +175,12 @@ int repl_run(session *s) {
         g_session = s;
         rl_readline_name = "mixscope";
         rl_attempted_completion_function = complete;
+        rl_catch_signals = 0; /* ^C is ours: read_prompt */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint_repl;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
         hist = history_path();
         stifle_history(HISTORY_MAX);
         if (hist) read_history(hist);
@@ -152,7 +188,7 @@ int repl_run(session *s) {
     }
     while (!s->quit) {
         session_sigint = 0;
-        char *line = tty ? readline("mixscope> ") : read_plain();
+        char *line = tty ? read_prompt() : read_plain();
         if (!line) break;
         if (tty && *line) {
             HIST_ENTRY *last =

@@ -289,6 +289,30 @@ static void test_progress_and_interrupt_on_a_terminal(void **state) {
     wait_exit(0);
 }
 
+/* ^C at the prompt discards the typed line (as bash does) and does not cancel the next command. */
+static void test_ctrl_c_at_the_prompt(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    start(120, 30, "", "--no-tour");
+    free(wait_for("mixscope>"));
+    tmux("send-keys -t T 'show rh'");
+    free(wait_for("mixscope> show rh"));
+    tmux("send-keys -t T C-c");
+    usleep(200000);
+    tmux("send-keys -t T 'echo after-the-interrupt' Enter");
+    char *s = wait_for("\nafter-the-interrupt");
+    assert_null(strstr(s, "rhecho")); /* the typed words were dropped */
+    assert_null(strstr(s, "interrupted"));
+    free(s);
+    /* ^C at an empty prompt, then a command: it runs */
+    tmux("send-keys -t T C-c");
+    usleep(200000);
+    tmux("send-keys -t T 'echo second' Enter");
+    free(wait_for("\nsecond"));
+    tmux("send-keys -t T 'quit' Enter");
+    wait_exit(0);
+}
+
 static void test_tui_needs_a_terminal(void **state) {
     (void)state;
     char *out;
@@ -303,6 +327,7 @@ int main(void) {
         cmocka_unit_test(test_dashboard_colour_and_monochrome),
         cmocka_unit_test(test_tui_with_nothing_loaded),
         cmocka_unit_test(test_progress_and_interrupt_on_a_terminal),
+        cmocka_unit_test(test_ctrl_c_at_the_prompt),
         cmocka_unit_test(test_tui_needs_a_terminal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
