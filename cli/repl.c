@@ -193,7 +193,15 @@ int repl_run(session *s) {
         if (tty && *line) {
             HIST_ENTRY *last =
                 history_length ? history_get(history_base + history_length - 1) : NULL;
-            if (!last || strcmp(last->line, line) != 0) add_history(line);
+            if (!last || strcmp(last->line, line) != 0) {
+                add_history(line);
+                /* appended at once: two REPLs sharing the file keep each other's lines, and a
+                 * hangup loses nothing */
+                if (hist && append_history(1, hist) != 0) {
+                    FILE *f = fopen(hist, "a"); /* the file did not exist yet */
+                    if (f) fclose(f), append_history(1, hist);
+                }
+            }
         }
         err e = {{0}};
         s->current_command = line;
@@ -206,10 +214,7 @@ int repl_run(session *s) {
     }
     if (tty) {
         if (!s->quit) fputc('\n', s->out);
-        if (hist) {
-            write_history(hist);
-            history_truncate_file(hist, HISTORY_MAX);
-        }
+        if (hist) history_truncate_file(hist, HISTORY_MAX); /* the lines are in already */
     }
     free(hist);
     return 0;

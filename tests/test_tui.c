@@ -313,6 +313,37 @@ static void test_ctrl_c_at_the_prompt(void **state) {
     wait_exit(0);
 }
 
+/* Two REPLs sharing the history file keep each other's lines, and a hangup loses none. */
+static void test_history_shared_and_kept(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    char *hist = path_join(g_dir, "mixscope/history");
+    unlink(hist);
+    start(120, 30, "", "--no-tour");
+    free(wait_for("mixscope>"));
+    /* a second REPL beside it, same history file */
+    assert_int_equal(tmux("new-session -d -s U -x 120 -y 30 -c '%s' \"env XDG_STATE_HOME='%s' "
+                          "'%s' --no-tour\"",
+                          g_root, g_dir, g_bin),
+                     0);
+    usleep(500000);
+    tmux("send-keys -t T 'echo from-the-first' Enter");
+    free(wait_for("\nfrom-the-first"));
+    tmux("send-keys -t U 'echo from-the-second' Enter");
+    usleep(500000);
+    tmux("send-keys -t T 'quit' Enter");
+    wait_exit(0);
+    tmux("kill-session -t U"); /* a hangup: the second REPL never quits */
+    usleep(300000);
+    char *t = NULL;
+    size_t n;
+    err e = {{0}};
+    if (file_read_all(hist, 1 << 20, &t, &n, &e)) fail_msg("%s", e.msg);
+    expect_has(t, "echo from-the-first");
+    expect_has(t, "echo from-the-second");
+    free(t), free(hist);
+}
+
 static void test_tui_needs_a_terminal(void **state) {
     (void)state;
     char *out;
@@ -328,6 +359,7 @@ int main(void) {
         cmocka_unit_test(test_tui_with_nothing_loaded),
         cmocka_unit_test(test_progress_and_interrupt_on_a_terminal),
         cmocka_unit_test(test_ctrl_c_at_the_prompt),
+        cmocka_unit_test(test_history_shared_and_kept),
         cmocka_unit_test(test_tui_needs_a_terminal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
