@@ -467,6 +467,13 @@ static int run_tui(session *s, int argc, char **argv, const char *rest, err *e) 
     (void)argc, (void)argv, (void)rest;
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         return err_set(e, "tui: needs a terminal (stdin and stdout)");
+    /* initscr() exits the whole program on a terminal it does not know: newterm() says so and
+     * the session goes on; a dumb terminal cannot place text, so it is refused too */
+    const char *term = getenv("TERM");
+    if (!term || !*term) return err_set(e, "tui: TERM is not set (the terminal type is unknown)");
+    if (!strcmp(term, "dumb")) return err_set(e, "tui: TERM=dumb cannot draw the dashboard");
+    SCREEN *scr = newterm(NULL, stdout, stdin);
+    if (!scr) return err_set(e, "tui: unknown terminal type '%.40s' (TERM)", term);
     tui u = {.s = s};
     /* nothing loaded: the raw demo of the tour's first stop */
     if (!engine_raw_active(&s->eng) && !s->eng.model) {
@@ -480,7 +487,7 @@ static int run_tui(session *s, int argc, char **argv, const char *rest, err *e) 
     setlocale(LC_ALL, "");
     const char *cs = nl_langinfo(CODESET);
     u.utf8 = cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
-    if (!initscr()) return err_set(e, "tui: cannot start ncurses");
+    set_term(scr);
     cbreak();
     noecho();
     keypad(stdscr, TRUE);
@@ -537,6 +544,7 @@ static int run_tui(session *s, int argc, char **argv, const char *rest, err *e) 
         }
     }
     endwin();
+    delscreen(scr);
     return 0;
 }
 

@@ -344,6 +344,24 @@ static void test_history_shared_and_kept(void **state) {
     free(t), free(hist);
 }
 
+/* tui on a terminal ncurses does not know, or a dumb one, is refused in words; the REPL goes on. */
+static void test_tui_unknown_terminal(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    const char *terms[][2] = {{"TERM=nosuch-terminal", "unknown terminal type 'nosuch-terminal'"},
+                              {"TERM=dumb", "TERM=dumb cannot draw the dashboard"}};
+    for (int i = 0; i < 2; i++) {
+        start(120, 30, terms[i][0], "--no-tour");
+        free(wait_for("mixscope>"));
+        tmux("send-keys -t T 'tui' Enter");
+        free(wait_for(terms[i][1]));
+        tmux("send-keys -t T 'echo still-here' Enter");
+        free(wait_for("\nstill-here"));
+        tmux("send-keys -t T 'quit' Enter");
+        wait_exit(0);
+    }
+}
+
 static void test_tui_needs_a_terminal(void **state) {
     (void)state;
     char *out;
@@ -360,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_progress_and_interrupt_on_a_terminal),
         cmocka_unit_test(test_ctrl_c_at_the_prompt),
         cmocka_unit_test(test_history_shared_and_kept),
+        cmocka_unit_test(test_tui_unknown_terminal),
         cmocka_unit_test(test_tui_needs_a_terminal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
