@@ -37,17 +37,61 @@ int path_is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* What kind of thing is at a path, in words. */
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m)    ? "a folder"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* The file a write to `path` must replace: path itself, or the target of a symlink (followed,
+ * also when the target does not exist yet). malloc'd. */
+static char *write_target(const char *path) {
+    struct stat ls;
+    if (lstat(path, &ls) != 0 || !S_ISLNK(ls.st_mode)) return strdup(path);
+    char *real = realpath(path, NULL);
+    if (real) return real;
+    char link[4096];
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n <= 0) return strdup(path);
+    link[n] = '\0';
+    if (link[0] == '/') return strdup(link);
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) + 1 : 0;
+    char *out = malloc(dl + (size_t)n + 1);
+    if (out) memcpy(out, path, dl), memcpy(out + dl, link, (size_t)n + 1);
+    return out;
+}
+
 int atomic_open(atomic_file *af, const char *path, err *e) {
     memset(af, 0, sizeof *af);
-    if (path_is_dir(path)) return err_set(e, "%s: is a folder", path);
-    size_t n = strlen(path);
-    af->tmp_path = malloc(n + 16);
-    af->path = strdup(path);
-    if (!af->tmp_path || !af->path) {
-        free(af->tmp_path), free(af->path);
+    char *dest = write_target(path);
+    if (!dest) return err_set(e, "%s: out of memory", path);
+    /* only a regular file is replaced: a device, FIFO or folder at the path is refused (renaming
+     * over /dev/full would put a plain file in its place); a file there keeps its mode and, where
+     * the user may, its owner */
+    struct stat st;
+    int exists = stat(dest, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
+        err_set(e, "%s: %s, not replaced", path, kind_of(st.st_mode));
+        free(dest);
+        return -1;
+    }
+    /* the temporary file beside it, under a short name (a long file name stays writable) */
+    const char *slash = strrchr(dest, '/');
+    size_t dl = slash ? (size_t)(slash - dest) + 1 : 0;
+    af->tmp_path = malloc(dl + 32);
+    af->path = dest;
+    if (!af->tmp_path) {
+        free(af->path);
+        af->path = NULL;
         return err_set(e, "%s: out of memory", path);
     }
-    snprintf(af->tmp_path, n + 16, "%s.tmp.XXXXXX", path);
+    memcpy(af->tmp_path, dest, dl);
+    snprintf(af->tmp_path + dl, 32, ".mixscope-tmp-XXXXXX");
     int fd = mkstemp(af->tmp_path);
     if (fd < 0) {
         int en = errno;
@@ -55,14 +99,23 @@ int atomic_open(atomic_file *af, const char *path, err *e) {
         af->tmp_path = af->path = NULL;
         return err_set(e, "%s: cannot write: %s", path, strerror(en));
     }
-    fchmod(fd, 0644);
+    if (exists) {
+        fchmod(fd, st.st_mode & 07777);
+        if (fchown(fd, st.st_uid, st.st_gid) != 0) { /* not ours to give away: keep ours */
+        }
+    } else {
+        mode_t um = umask(0);
+        umask(um);
+        fchmod(fd, 0666 & ~um);
+    }
     af->fp = fdopen(fd, "wb");
     if (!af->fp) {
+        int en = errno;
         close(fd);
         unlink(af->tmp_path);
         free(af->tmp_path), free(af->path);
         af->tmp_path = af->path = NULL;
-        return err_set(e, "%s: cannot write", path);
+        return err_set(e, "%s: cannot write: %s", path, strerror(en));
     }
     return 0;
 }
@@ -96,8 +149,9 @@ int file_write_atomic(const char *path, const void *data, size_t size, err *e) {
     atomic_file af;
     if (atomic_open(&af, path, e)) return -1;
     if (size && fwrite(data, 1, size, af.fp) != size) {
+        int en = errno;
         atomic_abort(&af);
-        return err_set(e, "%s: write failed", path);
+        return err_set(e, "%s: write failed: %s", path, strerror(en ? en : EIO));
     }
     return atomic_commit(&af, e);
 }

@@ -477,8 +477,9 @@ int st_write(const char *path, const tensor *const *ts, int n, const char *metad
     for (int i = 0; i < n && !bad; i++)
         if (ts[i]->nbytes) bad = fwrite(ts[i]->data, 1, ts[i]->nbytes, af.fp) != ts[i]->nbytes;
     if (bad) {
+        int en = errno;
         atomic_abort(&af);
-        return err_set(e, "%s: write failed", path);
+        return err_set(e, "%s: write failed: %s", path, strerror(en ? en : EIO));
     }
     return atomic_commit(&af, e);
 }

@@ -377,6 +377,45 @@ static void test_numbers_refused(void **state) {
     free(out);
 }
 
+/* Exports replace regular files only, follow symlinks, keep the existing file's mode, and take
+ * long names. */
+static void test_export_destinations(void **state) {
+    (void)state;
+    char *fifo = path_join(g_dir, "dest.fifo"), *target = path_join(g_dir, "target.csv"),
+         *link = path_join(g_dir, "link.csv");
+    unlink(fifo), unlink(target), unlink(link);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    char cmd[1600], *out;
+    snprintf(cmd, sizeof cmd, "-c 'mixer gdn; stream keys 8; run; export csv rho %s'", fifo);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
+    expect_has(out, "a FIFO, not replaced");
+    free(out);
+    struct stat sb;
+    assert_int_equal(stat(fifo, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode)); /* still the FIFO */
+    free(script("target.csv", "old\n"));
+    assert_int_equal(chmod(target, 0600), 0);
+    assert_int_equal(symlink("target.csv", link), 0);
+    snprintf(cmd, sizeof cmd, "-c 'mixer gdn; stream keys 8; run; export csv rho %s'", link);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 0);
+    free(out);
+    assert_int_equal(lstat(link, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode)); /* the link is kept and followed */
+    assert_int_equal(stat(target, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600); /* the mode is kept */
+    assert_true(sb.st_size > 100);
+    /* a 250-character name: the temporary file's name is short */
+    char name[300];
+    memset(name, 'n', 250), name[250] = '\0';
+    char *longp = path_join(g_dir, name);
+    snprintf(cmd, sizeof cmd, "-c 'mixer gdn; stream keys 8; run; export csv rho %s'", longp);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 0);
+    free(out);
+    assert_int_equal(stat(longp, &sb), 0);
+    unlink(longp), unlink(fifo), unlink(link), unlink(target);
+    free(longp), free(fifo), free(target), free(link);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -613,6 +652,7 @@ int main(void) {
         cmocka_unit_test(test_hostile_scripts),
         cmocka_unit_test(test_lost_output),
         cmocka_unit_test(test_numbers_refused),
+        cmocka_unit_test(test_export_destinations),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),

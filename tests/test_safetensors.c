@@ -1031,7 +1031,7 @@ static void test_atomic_write(void **state) {
                      -1);
     expect_has(e.msg, "/nonexistent/x.safetensors: cannot write: No such file or directory");
     assert_int_equal(st_write(sub, (const tensor *const *)&a, 1, NULL, &e), -1);
-    expect_has(e.msg, "is a folder");
+    expect_has(e.msg, "a folder, not replaced");
     char *under_file = path_join(path, "y.safetensors"); /* parent is a regular file */
     assert_int_equal(st_write(under_file, (const tensor *const *)&a, 1, NULL, &e), -1);
     expect_has(e.msg, under_file);
