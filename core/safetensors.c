@@ -411,7 +411,21 @@ const tensor *st_find(const st_file *f, const char *name) {
     return NULL;
 }
 
+/* st_write into an atomic file opened by the caller (left open: the caller commits or aborts). */
+static int st_write_into(atomic_file *af, int own, const char *path, const tensor *const *ts, int n,
+                         const char *metadata_json, err *e);
+
 int st_write(const char *path, const tensor *const *ts, int n, const char *metadata_json, err *e) {
+    return st_write_into(NULL, 1, path, ts, n, metadata_json, e);
+}
+
+int st_write_uncommitted(atomic_file *af, const char *path, const tensor *const *ts, int n,
+                         const char *metadata_json, err *e) {
+    return st_write_into(af, 0, path, ts, n, metadata_json, e);
+}
+
+static int st_write_into(atomic_file *out, int own, const char *path, const tensor *const *ts,
+                         int n, const char *metadata_json, err *e) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return err_set(e, "%s: out of memory", path);
     if (metadata_json) {
@@ -469,6 +483,7 @@ int st_write(const char *path, const tensor *const *ts, int n, const char *metad
         free(hdr);
         return -1;
     }
+    (void)own;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int bad = fwrite(len8, 1, 8, af.fp) != 8 || fwrite(hdr, 1, hl, af.fp) != hl;
@@ -480,6 +495,10 @@ int st_write(const char *path, const tensor *const *ts, int n, const char *metad
         int en = errno;
         atomic_abort(&af);
         return err_set(e, "%s: write failed: %s", path, strerror(en ? en : EIO));
+    }
+    if (out) { /* the caller commits */
+        *out = af;
+        return 0;
     }
     return atomic_commit(&af, e);
 }

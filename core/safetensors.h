@@ -51,5 +51,10 @@ const tensor *st_find(const st_file *f, const char *name);
  * temporary file beside `path`, then renames it over `path`: a crash leaves either the old file or
  * the new one, never half a file. The header is padded with spaces to a multiple of 8. */
 int st_write(const char *path, const tensor *const *ts, int n, const char *metadata_json, err *e);
+/* The same into a temporary file left uncommitted in *af (atomic_commit puts it in place,
+ * atomic_abort removes it): for writes of several files that must land together. */
+struct atomic_file;
+int st_write_uncommitted(struct atomic_file *af, const char *path, const tensor *const *ts, int n,
+                         const char *metadata_json, err *e);
 
 #endif

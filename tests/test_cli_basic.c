@@ -416,6 +416,39 @@ static void test_export_destinations(void **state) {
     free(longp), free(fifo), free(target), free(link);
 }
 
+/* save over a checkpoint that fails half way (here: a file size limit, as a full disk would)
+ * leaves the old checkpoint loadable and no temporary file behind; save onto a file says so. */
+static void test_save_fails_whole(void **state) {
+    (void)state;
+    char *dir = path_join(g_dir, "ckpt"), cmd[2400], *out;
+    snprintf(cmd, sizeof cmd, "-c 'model random gdn seed=1; save %s'", dir);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 0);
+    free(out);
+    /* the bigger model's weights (~3 MB) cannot be written under a 1 MB limit */
+    snprintf(cmd, sizeof cmd,
+             "sh -c \"trap '' XFSZ; ulimit -f 1024; exec '%s' -c 'model random gdn hidden=256 "
+             "seed=2; save %s'\" >/dev/null 2>&1",
+             mixscope_bin(), dir);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(cmd, sizeof cmd, "-c 'load %s'", dir);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 0);
+    expect_has(out, "hidden 64"); /* the old one, whole */
+    free(out);
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c tmp", dir);
+    FILE *p = popen(cmd, "r");
+    int ntmp = -1;
+    assert_int_equal(fscanf(p, "%d", &ntmp), 1);
+    pclose(p);
+    assert_int_equal(ntmp, 0);
+    char *file = path_join(g_dir, "afile");
+    free(script("afile", "x"));
+    snprintf(cmd, sizeof cmd, "-c 'model random gdn; save %s'", file);
+    assert_int_equal(run_mixscope(&out, "%s", cmd), 1);
+    expect_has(out, "a file is there; save writes a folder");
+    free(out), free(file), free(dir);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -653,6 +686,7 @@ int main(void) {
         cmocka_unit_test(test_lost_output),
         cmocka_unit_test(test_numbers_refused),
         cmocka_unit_test(test_export_destinations),
+        cmocka_unit_test(test_save_fails_whole),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
