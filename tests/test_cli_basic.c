@@ -449,6 +449,25 @@ static void test_save_fails_whole(void **state) {
     free(out), free(file), free(dir);
 }
 
+/* view in batch use with a stale DISPLAY (no server there): no display, said at once. */
+static void test_view_stale_display(void **state) {
+    (void)state;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd,
+             "env DISPLAY=:77 WAYLAND_DISPLAY=wayland-77 timeout 30 '%s' -c 'mixer gdn; stream "
+             "keys 8; run; view kaczmarz' 2>/dev/null",
+             mixscope_bin());
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    static char out[1 << 16];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* 124: it waited for the timeout */
+    expect_has(out, "view: no display");
+    expect_has(out, "export png kaczmarz");
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -687,6 +706,7 @@ int main(void) {
         cmocka_unit_test(test_numbers_refused),
         cmocka_unit_test(test_export_destinations),
         cmocka_unit_test(test_save_fails_whole),
+        cmocka_unit_test(test_view_stale_display),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),

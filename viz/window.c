@@ -42,8 +42,13 @@ int window_display_ok(char *why, size_t n) {
         snprintf(why, n, "no display: %s", SDL_GetError());
         return 0;
     }
+    /* a stale DISPLAY or WAYLAND_DISPLAY makes SDL fall back to a driver that draws nowhere:
+     * a window there would wait forever for a viewer who cannot see it */
+    const char *drv = SDL_GetCurrentVideoDriver();
+    int real = drv && strcmp(drv, "offscreen") && strcmp(drv, "dummy") && strcmp(drv, "evdev");
+    if (!real) snprintf(why, n, "no display (SDL found only its '%s' driver)", drv ? drv : "?");
     SDL_QuitSubSystem(SDL_INIT_VIDEO);
-    return 1;
+    return real;
 }
 
 window_set *window_set_new(const window_hooks *hooks, err *e) {
