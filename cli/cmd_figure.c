@@ -25,6 +25,7 @@
 #include "../viz/demo.h"
 #include "../viz/view.h"
 #include "../viz/window.h"
+#include "../core/names.h"
 #include "command.h"
 #include "session.h"
 #include "version.h"
@@ -234,6 +235,14 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
     }
     int si = trace_find(tr, argv[1]);
     if (si < 0) {
+        const char *cand[256];
+        int nc = 0;
+        for (int i = 0; i < tr->nseries && nc < 256; i++) cand[nc++] = tr->series[i].name;
+        const char *near = names_closest(argv[1], cand, nc);
+        if (near) {
+            trace_free(&dt);
+            return err_set(e, "export csv: no probe '%.60s' (did you mean %s?)", argv[1], near);
+        }
         char names[400] = "";
         for (int i = 0; i < tr->nseries && strlen(names) < 320; i++) {
             size_t u = strlen(names);

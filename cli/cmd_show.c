@@ -10,6 +10,7 @@
 #include "../core/opts.h"
 #include "../scenes/raw.h"
 #include "../viz/window.h"
+#include "../core/names.h"
 #include "command.h"
 #include "session.h"
 
@@ -103,6 +104,11 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
         if (!tr->nseries)
             return err_set(e, "show: nothing recorded yet (step or run a model or a stream)");
         char names[400] = "";
+        const char *cand[256];
+        int nc = 0;
+        for (int i = 0; i < tr->nseries && nc < 256; i++) cand[nc++] = tr->series[i].name;
+        const char *near = names_closest(argv[1], cand, nc);
+        if (near) return err_set(e, "show: no probe '%.60s' (did you mean %s?)", argv[1], near);
         for (int i = 0; i < tr->nseries && strlen(names) < 330; i++) {
             size_t u = strlen(names);
             snprintf(names + u, sizeof names - u, "%s%s", i ? " " : "", tr->series[i].name);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../core/fileio.h"
+#include "../core/names.h"
 #include "command.h"
 #include "session.h"
 
@@ -51,35 +52,12 @@ const command *command_find(const char *name) {
     return NULL;
 }
 
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64) return 99;
-    int d[65][65];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int c = d[i - 1][j - 1] +
-                    (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
-            if (d[i - 1][j] + 1 < c) c = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < c) c = d[i][j - 1] + 1;
-            d[i][j] = c;
-        }
-    return d[la][lb];
-}
-
 const char *command_suggest(const char *name) {
-    const char *best = NULL;
-    int bd = 99;
-    for (int i = 0; i < command_table_size; i++) {
-        if (!command_table[i]) continue;
-        const char *n = command_table[i]->name;
-        int d = edit_distance(name, n);
-        if (strncmp(name, n, strlen(name)) == 0 && strlen(name) >= 2) d = 1; /* a prefix */
-        if (d < bd) bd = d, best = n;
-    }
-    int limit = strlen(name) <= 3 ? 1 : 2;
-    return bd <= limit ? best : NULL;
+    const char *names[64];
+    int n = 0;
+    for (int i = 0; i < command_table_size && n < 64; i++)
+        if (command_table[i]) names[n++] = command_table[i]->name;
+    return names_closest(name, names, n);
 }
 
 int command_usage_error(const command *c, err *e) {

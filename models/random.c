@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/names.h"
 #include "../core/parallel.h"
 #include "family.h"
 #include "internal.h"
@@ -436,6 +437,10 @@ int model_random(model **out, const char *mixer, opts *o, err *e) {
         for (int i = 0; i < MK_COUNT; i++)
             n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "",
                                   model_kind_mixer((model_kind)i));
+        const char *cand[MK_COUNT];
+        for (int i = 0; i < MK_COUNT; i++) cand[i] = model_kind_mixer((model_kind)i);
+        const char *near = names_closest(mixer, cand, MK_COUNT);
+        if (near) return err_set(e, "unknown mixer '%.40s' (did you mean %s?)", mixer, near);
         return err_set(e, "unknown mixer '%.40s' (known: %s)", mixer, list);
     }
     long layers, hidden, heads, head_dim, vocab, seed;

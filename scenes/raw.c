@@ -1,4 +1,5 @@
 /* raw.c: lanes of raw-mixer mode: a mixer core configured from option words, fed from a stream. */
+#include "../core/names.h"
 #include "raw.h"
 
 #include <math.h>
@@ -62,6 +63,12 @@ int raw_lane_build(raw_lane *L, const char *spec, const char *shared, int H, int
                 size_t u = strlen(list);
                 snprintf(list + u, sizeof list - u, "%s%s", u ? " " : "", mixer_all[i]->name);
             }
+        const char *cand[32];
+        int nc = 0;
+        for (int i = 0; i < mixer_count && nc < 32; i++)
+            if (mixer_all[i]) cand[nc++] = mixer_all[i]->name;
+        const char *near = names_closest(name, cand, nc);
+        if (near) return err_set(e, "unknown mixer '%s' (did you mean %s?)", name, near);
         return err_set(e, "unknown mixer '%s' (%s)", name, list);
     }
     snprintf(L->label, sizeof L->label, "%s", spec);

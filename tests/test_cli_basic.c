@@ -353,6 +353,12 @@ static void test_numbers_refused(void **state) {
         {"mixer gdn; stream keys 8; compare bogus1 bogus2", "compare: no lane could run"},
         {"mixer gdn; stream keys 8; compare gdn probe=bogus", "probe=bogus: no such probe"},
         {"model random gdn; prompt hello; compare softmax", "compare: no core could run"},
+        /* "did you mean" for probes and mixers as for commands */
+        {"mixer gdn; stream keys 8; run; show rhoo", "no probe 'rhoo' (did you mean rho?)"},
+        {"mixer gdn; stream keys 8; run; export csv stat_norm x.csv",
+         "no probe 'stat_norm' (did you mean state_norm?)"},
+        {"mixer kacmarz", "unknown mixer 'kacmarz' (did you mean kaczmarz?)"},
+        {"model random kacmarz", "unknown mixer 'kacmarz' (did you mean kaczmarz?)"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         char *out;
