@@ -33,6 +33,7 @@ typedef struct st_file {
     int n;           /* tensors, in file order (shards concatenated) */
     tensor *tensors; /* views into the maps; owns_data = 0 */
     char *metadata;  /* "__metadata__" as compact JSON, or NULL */
+    int *order;      /* tensor indices sorted by name (st_find's binary search), or NULL */
 } st_file;
 
 /* Opens one .safetensors file. */

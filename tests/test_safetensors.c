@@ -1058,6 +1058,26 @@ static void write_text(const char *path, const char *text) {
     write_bytes(path, text, strlen(text));
 }
 
+/* A large index naming a distinct shard per tensor (as a hostile or broken index does) is checked
+ * in n log n: the first missing shard, in mention order, is named. */
+static void test_large_index(void **state) {
+    (void)state;
+    char *dir = test_tmpdir(), path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"weight_map\": {", f);
+    for (int i = 0; i < 50000; i++)
+        fprintf(f, "%s\"t%d\": \"shard-%05d.safetensors\"", i ? ", " : "", i, 49999 - i);
+    fputs("}}", f);
+    fclose(f);
+    st_file *sf = NULL;
+    err e = {{0}};
+    assert_int_equal(st_open_index(&sf, path, &e), -1);
+    expect_has(e.msg, "shard-49999.safetensors");
+    test_rmdir(dir);
+}
+
 static void test_sharded(void **state) {
     (void)state;
     char *dir = tmp_path("sharded");
@@ -1260,6 +1280,7 @@ int main(void) {
         cmocka_unit_test(test_header_padding),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_sharded),
+        cmocka_unit_test(test_large_index),
         cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_sha256_ni_vs_portable),
     };
