@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "json_strict.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +11,10 @@
 
 int config_parse(config *c, const char *text, const char *label, err *e) {
     memset(c, 0, sizeof *c);
+    size_t at;
+    char why[96];
+    if (json_strict_check(text, strlen(text), &at, why, sizeof why))
+        return err_set(e, "%s: invalid JSON at byte %zu: %s", label, at, why);
     const char *end = NULL;
     c->root = cJSON_ParseWithOpts(text, &end, 1); /* 1: nothing may follow the object */
     if (!c->root) return err_set(e, "%s: invalid JSON", label);
@@ -24,7 +30,12 @@ int config_parse(config *c, const char *text, const char *label, err *e) {
 int config_load(config *c, const char *path, err *e) {
     char *text;
     memset(c, 0, sizeof *c);
-    if (file_read_all(path, 16u << 20, &text, NULL, e)) return -1;
+    size_t n;
+    if (file_read_all(path, 16u << 20, &text, &n, e)) return -1;
+    if (strlen(text) != n) { /* a NUL would end the text there, and the rest go unread */
+        free(text);
+        return err_set(e, "%s: a NUL byte at byte %zu", path, strlen(text));
+    }
     int rc = config_parse(c, text, path, e);
     free(text);
     return rc;

@@ -1,5 +1,7 @@
 #include "safetensors.h"
 
+#include "json_strict.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +99,17 @@ static int parse_map(st_file *f, const st_map *m, err *e) {
                        (unsigned long long)hlen, m->size);
     const char *hdr = (const char *)p + 8;
     const char *end = NULL;
+    /* strict RFC 8259 first: cJSON takes NUL bytes, raw control characters, invalid UTF-8 and
+     * leading zeros that the reference safetensors library refuses */
+    size_t bad_at;
+    char why[96];
+    if (json_strict_check(hdr, (size_t)hlen, &bad_at, why, sizeof why) &&
+        strcmp(why, "a key twice in one object")) { /* that one: named below */
+        if (!strcmp(why, "something after the value") || !strcmp(why, "a NUL byte"))
+            return err_set(e, "invalid JSON in header: junk after the object at byte %ld (%s)",
+                           (long)bad_at + 8, why);
+        return err_set(e, "invalid JSON in header near byte %ld: %s", (long)bad_at + 8, why);
+    }
     cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, 0);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
@@ -318,7 +331,13 @@ int st_open_memory(st_file **out, const void *data, size_t size, const char *lab
 int st_open_index(st_file **out, const char *index_path, err *e) {
     *out = NULL;
     char *text = NULL;
-    if (file_read_all(index_path, 64u << 20, &text, NULL, e)) return -1;
+    size_t tn = 0, bad_at;
+    char why[96];
+    if (file_read_all(index_path, 64u << 20, &text, &tn, e)) return -1;
+    if (json_strict_check(text, tn, &bad_at, why, sizeof why)) {
+        free(text);
+        return err_set(e, "%s: invalid JSON at byte %zu: %s", index_path, bad_at, why);
+    }
     cJSON *root = cJSON_ParseWithOpts(text, NULL, 1);
     free(text);
     if (!root) return err_set(e, "%s: invalid JSON", index_path);

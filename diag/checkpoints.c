@@ -245,7 +245,12 @@ int diag_load(model **out, const char *path, diag_ckpt *ck, err *e) {
     float **orig = NULL;    /* [f->n]: float32 values of the replaced tensors, else NULL */
     int rc = -1, nbad = 0;
     if (resolve(path, &cfg, &w, e)) goto done;
-    if (file_read_all(cfg, 16u << 20, &text, NULL, e)) goto done;
+    size_t tn;
+    if (file_read_all(cfg, 16u << 20, &text, &tn, e)) goto done;
+    if (strlen(text) != tn) {
+        err_set(e, "%s: a NUL byte at byte %zu", cfg, strlen(text));
+        goto done;
+    }
     if (ends_with(w, ".index.json") ? st_open_index(&f, w, e) : st_open(&f, w, e)) goto done;
     orig = calloc((size_t)(f->n ? f->n : 1), sizeof *orig);
     patched = malloc((size_t)(f->n ? f->n : 1) * sizeof *patched);

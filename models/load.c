@@ -455,7 +455,12 @@ int model_load(model **out, const char *path, err *e) {
             err_set(e, "%s: expected a checkpoint folder or a .safetensors file", path);
         goto done;
     }
-    if (file_read_all(cfg_path, 16u << 20, &text, NULL, e)) goto done;
+    size_t tn;
+    if (file_read_all(cfg_path, 16u << 20, &text, &tn, e)) goto done;
+    if (strlen(text) != tn) { /* a NUL would end the text there, and the rest go unread */
+        err_set(e, "%s: a NUL byte at byte %zu", cfg_path, strlen(text));
+        goto done;
+    }
     if (ends_with(w_path, ".index.json") ? st_open_index(&f, w_path, e) : st_open(&f, w_path, e))
         goto done;
     rc = model_from_checkpoint(out, text, f, cfg_path, e);

@@ -281,6 +281,19 @@ static const bad_t BAD[] = {
     {"json-junk.st", "{} x", HLEN_TEXT, 0, "junk after the object at byte 11"},
     {"json-array.st", "[1, 2]", HLEN_TEXT, 0, "header is not a JSON object"},
     {"json-string.st", "\"a\"", HLEN_TEXT, 0, "header is not a JSON object"},
+    /* strict JSON: what cJSON took and the reference safetensors library refuses */
+    {"name-nul-escape.st",
+     "{\"model.norm.weight\\u0000junk\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+     HLEN_TEXT, 1, "\\u0000 in a string"},
+    {"dtype-nul-escape.st",
+     "{\"a\":{\"dtype\":\"F32\\u0000x\",\"shape\":[1],\"data_offsets\":[0,4]}}", HLEN_TEXT, 4,
+     "\\u0000 in a string"},
+    {"name-control.st", "{\"a\tb\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+     HLEN_TEXT, 1, "a raw control character in a string"},
+    {"name-bad-utf8.st", "{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+     HLEN_TEXT, 1, "invalid UTF-8"},
+    {"leading-zero.st", "{\"a\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}",
+     HLEN_TEXT, 1, "a number with a leading zero"},
     {"dup-key.st",
      "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
      "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
@@ -408,6 +421,18 @@ static void test_malformed_short_files(void **state) {
     const unsigned char seven[7] = {0};
     expect_reject("seven-bytes.st", seven, 7, "truncated: 7 bytes, no header length");
     expect_reject("empty.st", "", 0, "truncated: 0 bytes, no header length");
+    /* a raw NUL inside a key, and NUL padding after the object (not spaces): refused */
+    const char nulkey[] = "{\"__metadata__\":{\"f\0rmat\":\"pt\"}}";
+    unsigned char buf[64] = {0};
+    size_t hl = sizeof nulkey - 1;
+    buf[0] = (unsigned char)hl;
+    memcpy(buf + 8, nulkey, hl);
+    expect_reject("raw-nul-key.st", buf, 8 + hl, "a NUL byte");
+    const char padded[] = "{}\0\0\0\0\0\0";
+    memset(buf, 0, sizeof buf);
+    buf[0] = 8;
+    memcpy(buf + 8, padded, 8);
+    expect_reject("nul-padded.st", buf, 16, "junk after the object");
     /* a length-only file: header length 0 beyond nothing is not JSON */
     const unsigned char eight[8] = {0};
     expect_reject("eight-bytes.st", eight, 8, "invalid JSON in header");
