@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include "parallel.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,14 +64,38 @@ int trace_add_series(trace *tr, const char *name, const char *meaning, const cha
     return tr->nseries++;
 }
 
+/* The most bytes the trace may hold: MIXSCOPE_TRACE_MAX_MB, else half the machine's memory
+ * (a 4096-head model records 51 MB a token: 60 tokens made a 3 GB trace, then the machine
+ * swapped). */
+static double trace_limit_bytes(void) {
+    const char *v = getenv("MIXSCOPE_TRACE_MAX_MB");
+    if (v && *v) {
+        double mb = strtod(v, NULL);
+        if (mb > 0) return mb * 1048576.0;
+    }
+    double phys = (double)par_phys_bytes();
+    return phys > 0 ? phys / 2 : 64.0 * 1073741824.0;
+}
+
 int64_t trace_push_token(trace *tr, err *e) {
     if (tr->T == tr->cap) {
+        double per = 0; /* bytes a token */
+        for (int i = 0; i < tr->nseries; i++) per += (double)block(&tr->series[i]) * sizeof(float);
+        double limit = trace_limit_bytes();
         int64_t nc = tr->cap ? tr->cap * 2 : 256;
+        if (per > 0 && (double)nc * per > limit) nc = (int64_t)(limit / per);
+        if (nc <= tr->T)
+            return err_set(e,
+                           "the probe trace is full: %lld tokens of %.3f MiB make %.1f MiB, its "
+                           "cap (half this machine's memory, or MIXSCOPE_TRACE_MAX_MB); record "
+                           "fewer probes (set probes) or fewer tokens",
+                           (long long)tr->T, per / 1048576.0, (double)tr->T * per / 1048576.0);
         for (int i = 0; i < tr->nseries; i++) {
             trace_series *s = &tr->series[i];
             float *nd = realloc(s->data, block(s) * (size_t)nc * sizeof *nd);
             if (!nd)
-                return err_set(e, "out of memory for the probe trace (%lld tokens)", (long long)nc);
+                return err_set(e, "out of memory for the probe trace: %lld tokens of %.2f MiB",
+                               (long long)nc, per / 1048576.0);
             s->data = nd;
         }
         tr->cap = nc;

@@ -474,6 +474,19 @@ static void test_view_stale_display(void **state) {
     expect_has(out, "export png kaczmarz");
 }
 
+/* The trace has a cap: past it, stepping stops with what and how much. */
+static void test_trace_cap(void **state) {
+    (void)state;
+    char *out;
+    setenv("MIXSCOPE_TRACE_MAX_MB", "2", 1);
+    int rc = run_mixscope(&out, "-c 'mixer gdn heads=4 dk=64 dv=64; stream keys 2000; run'");
+    unsetenv("MIXSCOPE_TRACE_MAX_MB");
+    assert_int_equal(rc, 1);
+    expect_has(out, "the probe trace is full: ");
+    expect_has(out, "MiB, its cap");
+    free(out);
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -713,6 +726,7 @@ int main(void) {
         cmocka_unit_test(test_export_destinations),
         cmocka_unit_test(test_save_fails_whole),
         cmocka_unit_test(test_view_stale_display),
+        cmocka_unit_test(test_trace_cap),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
