@@ -40,9 +40,14 @@ static const char USAGE[] =
     "    it prints 'mixscope: <what went wrong>' on standard error and the exit status is 1.\n"
     "    Commands are separated by newlines or ';'; '#' starts a comment.\n"
     "\n"
+    "SPEED\n"
+    "    Stepping records what 'set probes' selects (default: what the views draw; none is\n"
+    "    fastest) on every core ('set threads'); under 'device gpu' Gated DeltaNet, DeltaNet and\n"
+    "    Kaczmarz models step resident on the GPU, raw lanes too (docs/step-results.md).\n"
+    "\n"
     "EXIT STATUS\n"
     "    0  every command succeeded\n"
-    "    1  a command failed\n"
+    "    1  a command failed, or the output could not be written\n"
     "    2  bad command-line arguments\n"
     "\n"
     "EXAMPLES\n"
@@ -55,7 +60,10 @@ static const char USAGE[] =
     "    XDG_STATE_HOME  the REPL history goes to $XDG_STATE_HOME/mixscope/history\n"
     "    NO_COLOR        monochrome dashboard\n"
     "    DISPLAY         windows open only when set\n"
-    "    MIXSCOPE_NO_TOUR  set: no tour before the REPL\n";
+    "    MIXSCOPE_NO_TOUR  set: no tour before the REPL\n"
+    "    MIXSCOPE_TRACE_MAX_MB  the probe trace's cap in MiB (default: half the memory)\n"
+    "    MIXSCOPE_NO_AVX2  set: the baseline CPU kernels (the same results, slower)\n"
+    "    MIXSCOPE_REFS     the reference data of the tests (default ../shared/refs)\n";
 
 /* The guided tour: scenes/tour.scene embedded by scenes/tour.c. */
 extern const char *scene_tour(void);
