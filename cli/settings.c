@@ -242,9 +242,12 @@ int session_expand(session *s, const char *line, char **out, err *e) {
     char *buf = malloc(cap);
     if (!buf) return err_set(e, "out of memory");
     int changed = 0;
+    char quote = 0; /* the quote the line is inside at p ('\'' or '"'), or 0 */
+    char vq[600];   /* a value quoted for the word splitter */
     for (const char *p = line; *p;) {
         const char *v = NULL, *next = p + 1;
         char vb[64];
+        if (*p == '\'' || *p == '"') quote = quote == *p ? 0 : (quote ? quote : *p);
         if (*p == '$') {
             int brace = p[1] == '{';
             const char *nm = p + 1 + brace, *end = nm;
@@ -254,6 +257,25 @@ int session_expand(session *s, const char *line, char **out, err *e) {
             if (n && n < sizeof key && (!brace || *end == '}')) {
                 memcpy(key, nm, n), key[n] = '\0';
                 if ((v = setting_text(s, key, vb, sizeof vb))) next = end + brace, changed = 1;
+            }
+        }
+        /* a value with a space or a quote stays one word: quoted outside quotes, as is inside
+         * (unless it holds the quote it sits in) */
+        if (v && (strpbrk(v, " \t'\"") != NULL)) {
+            if (quote && strchr(v, quote)) {
+                free(buf);
+                return err_set(e, "$%.*s holds a %c quote inside %c quotes", (int)(next - p - 1),
+                               p + 1, quote, quote);
+            }
+            if (!quote) {
+                char q = strchr(v, '"') ? '\'' : '"';
+                if (strchr(v, q)) {
+                    free(buf);
+                    return err_set(e, "$%.*s holds both kinds of quote", (int)(next - p - 1),
+                                   p + 1);
+                }
+                snprintf(vq, sizeof vq, "%c%s%c", q, v, q);
+                v = vq;
             }
         }
         size_t add = v ? strlen(v) : 1;

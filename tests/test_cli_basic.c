@@ -487,6 +487,27 @@ static void test_trace_cap(void **state) {
     free(out);
 }
 
+/* $outdir with a space or a quote stays one word in a command line. */
+static void test_outdir_with_space(void **state) {
+    (void)state;
+    const char *names[] = {"my dir", "it's here"};
+    for (int i = 0; i < 2; i++) {
+        char *dir = path_join(g_dir, names[i]), text[1600], *out;
+        char q = strchr(names[i], '\'') ? '"' : '\'';
+        snprintf(text, sizeof text,
+                 "set outdir %c%s%c\nmixer gdn\nstream keys 8\nrun\nexport csv rho $outdir/x.csv\n",
+                 q, dir, q);
+        char *sc = script("outdir.scene", text);
+        int rc = run_mixscope(&out, "'%s'", sc);
+        if (rc != 0) fail_msg("%s: exit %d:\n%s", names[i], rc, out);
+        free(out), free(sc);
+        char *f = path_join(dir, "x.csv");
+        struct stat sb;
+        assert_int_equal(stat(f, &sb), 0);
+        free(f), free(dir);
+    }
+}
+
 static void test_split(void **state) {
     (void)state;
     split_is("", W(NULL));
@@ -727,6 +748,7 @@ int main(void) {
         cmocka_unit_test(test_save_fails_whole),
         cmocka_unit_test(test_view_stale_display),
         cmocka_unit_test(test_trace_cap),
+        cmocka_unit_test(test_outdir_with_space),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
         cmocka_unit_test(test_split_many_words),
