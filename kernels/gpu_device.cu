@@ -9,7 +9,20 @@ extern "C" int gpu_available(char *why, size_t n) {
     int count = 0;
     cudaError_t rc = cudaGetDeviceCount(&count);
     if (rc != cudaSuccess) {
-        if (why && n) snprintf(why, n, "no usable GPU: %s", cudaGetErrorString(rc));
+        /* the common causes in words; CUDA's own text for the rest */
+        const char *words =
+            rc == cudaErrorInsufficientDriver
+                ? "no NVIDIA driver (or one older than this build's CUDA) on this machine"
+            : rc == cudaErrorNoDevice ? "no NVIDIA GPU on this machine"
+            : rc == cudaErrorInitializationError
+                ? "the NVIDIA driver did not start (is the GPU visible here?)"
+                : NULL;
+        if (why && n) {
+            if (words)
+                snprintf(why, n, "%s", words);
+            else
+                snprintf(why, n, "no usable GPU: %s", cudaGetErrorString(rc));
+        }
         cudaGetLastError(); // clear the error so later queries start clean
         return 0;
     }
