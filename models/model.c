@@ -20,31 +20,41 @@
 #include "family.h"
 #include "internal.h"
 
-static const char *const KIND_NAMES[MK_COUNT] = {
-    "gated_deltanet", "delta_net", "kaczmarz_deltanet", "gla", "mamba2", "transformer", "parallax",
-    "kalman",         "kata",
+/* Each model type: fla's config name and the mixer core its layers use, one row per model_kind
+ * (indexed by it; the assert below says a row was not forgotten). */
+static const struct {
+    model_kind kind;
+    const char *name, *mixer;
+} KINDS[] = {
+    [MK_GATED_DELTANET] = {MK_GATED_DELTANET, "gated_deltanet", "gdn"},
+    [MK_DELTA_NET] = {MK_DELTA_NET, "delta_net", "deltanet"},
+    [MK_KACZMARZ_DELTANET] = {MK_KACZMARZ_DELTANET, "kaczmarz_deltanet", "kaczmarz"},
+    [MK_GLA] = {MK_GLA, "gla", "gla"},
+    [MK_MAMBA2] = {MK_MAMBA2, "mamba2", "mamba2"},
+    [MK_TRANSFORMER] = {MK_TRANSFORMER, "transformer", "softmax"},
+    [MK_PARALLAX] = {MK_PARALLAX, "parallax", "parallax"},
+    [MK_KALMAN] = {MK_KALMAN, "kalman", "kalman"},
+    [MK_KATA] = {MK_KATA, "kata", "kata"},
 };
-static const char *const KIND_MIXERS[MK_COUNT] = {
-    "gdn", "deltanet", "kaczmarz", "gla", "mamba2", "softmax", "parallax", "kalman", "kata",
-};
+_Static_assert(sizeof KINDS / sizeof KINDS[0] == MK_COUNT, "one KINDS row per model_kind");
 
 const char *model_kind_name(model_kind k) {
-    return (unsigned)k < MK_COUNT ? KIND_NAMES[k] : "?";
+    return (unsigned)k < MK_COUNT ? KINDS[k].name : "?";
 }
 
 const char *model_kind_mixer(model_kind k) {
-    return (unsigned)k < MK_COUNT ? KIND_MIXERS[k] : "?";
+    return (unsigned)k < MK_COUNT ? KINDS[k].mixer : "?";
 }
 
 int model_kind_parse(const char *name, model_kind *k) {
     for (int i = 0; i < MK_COUNT; i++)
-        if (strcmp(name, KIND_NAMES[i]) == 0) return *k = (model_kind)i, 0;
+        if (strcmp(name, KINDS[i].name) == 0) return *k = KINDS[i].kind, 0;
     return -1;
 }
 
 int model_kind_of_mixer(const char *mixer, model_kind *k) {
     for (int i = 0; i < MK_COUNT; i++)
-        if (strcmp(mixer, KIND_MIXERS[i]) == 0) return *k = (model_kind)i, 0;
+        if (strcmp(mixer, KINDS[i].mixer) == 0) return *k = KINDS[i].kind, 0;
     return -1;
 }
 
