@@ -118,7 +118,7 @@ test:
 test-bins: $(BUILD)/mixscope $(TEST_BIN)
 
 check:
-	$(MAKE) test BUILD=build/asan CUDA=0 OPT=-O1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp $(MAKE) test BUILD=build/asan CUDA=0 OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
 # The GPU tests link only what they need (core, mixers, models, kernels): a GPU machine needs no SDL2,

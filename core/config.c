@@ -32,9 +32,10 @@ int config_load(config *c, const char *path, err *e) {
     memset(c, 0, sizeof *c);
     size_t n;
     if (file_read_all(path, 16u << 20, &text, &n, e)) return -1;
-    if (strlen(text) != n) { /* a NUL would end the text there, and the rest go unread */
+    size_t len = strlen(text);
+    if (len != n) { /* a NUL would end the text there, and the rest go unread */
         free(text);
-        return err_set(e, "%s: a NUL byte at byte %zu", path, strlen(text));
+        return err_set(e, "%s: a NUL byte at byte %zu", path, len);
     }
     int rc = config_parse(c, text, path, e);
     free(text);
