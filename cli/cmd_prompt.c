@@ -14,9 +14,10 @@
 
 /* ---- the task generators ---- */
 
-const char *const *generator_names(void) {
-    static const char *const names[] = {"mqar", "niah", "overwrite", "a5", "keys", "recall", NULL};
-    return names;
+const char *const *generator_names(const char *command) {
+    static const char *const prompt[] = {"mqar", "niah", "overwrite", "a5", NULL};
+    static const char *const stream[] = {"keys", "recall", "overwrite", NULL};
+    return command && !strcmp(command, "stream") ? stream : prompt;
 }
 
 /* niah's depth=: a fraction in [0, 1], or `random` (the default) */
@@ -86,6 +87,12 @@ static int prompt_generate(session *s, int argc, char **argv, err *e) {
 }
 
 static int run_prompt(session *s, int argc, char **argv, const char *rest, err *e) {
+    /* the stream generators' names are not text: `prompt keys` was 4 byte tokens, silently */
+    if (argc == 2 && (!strcmp(argv[1], "keys") || !strcmp(argv[1], "recall")))
+        return err_set(e,
+                       "prompt: '%s' is a stream for raw mixers (mixer NAME; stream %s ...); "
+                       "prompts: mqar niah overwrite a5, or text in quotes (prompt '%s here')",
+                       argv[1], argv[1], argv[1]);
     int r = prompt_generate(s, argc, argv, e);
     if (r <= 0) return r;
     err_clear(e);

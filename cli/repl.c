@@ -19,7 +19,7 @@
 
 /* Names offered by completion (cli/cmd_figure.c, cmd_prompt.c, cmd_show.c): NULL-terminated. */
 const char *const *view_names(void);
-const char *const *generator_names(void);
+const char *const *generator_names(const char *command);
 const char *const *session_probe_names(session *s);
 
 static session *g_session; /* the session completion reads (readline callbacks take no context) */
@@ -114,7 +114,7 @@ static char **complete(const char *text, int start, int end) {
         for (int i = 0; i < mixer_count && cand_extra_n < 255; i++)
             if (mixer_all[i]) cand_extra[cand_extra_n++] = mixer_all[i]->name;
     if (c->complete & COMPLETE_VIEW) add_names(view_names());
-    if (c->complete & COMPLETE_GENERATOR) add_names(generator_names());
+    if (c->complete & COMPLETE_GENERATOR) add_names(generator_names(c->name));
     if (c->complete & COMPLETE_PROBE) add_names(session_probe_names(g_session));
     add_keys(c->keys);
     char **m = rl_completion_matches(text, list_generator);

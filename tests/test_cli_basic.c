@@ -359,6 +359,7 @@ static void test_numbers_refused(void **state) {
          "no probe 'stat_norm' (did you mean state_norm?)"},
         {"mixer kacmarz", "unknown mixer 'kacmarz' (did you mean kaczmarz?)"},
         {"model random kacmarz", "unknown mixer 'kacmarz' (did you mean kaczmarz?)"},
+        {"prompt keys", "prompt: 'keys' is a stream for raw mixers"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         char *out;

@@ -445,17 +445,21 @@ static void test_info_and_figures(void **state) {
 
 /* ---- completion hooks ---- */
 
-const char *const *generator_names(void);
+const char *const *generator_names(const char *command);
 const char *const *session_probe_names(session *s);
 
 static void test_completion_names(void **state) {
     (void)state;
-    const char *const *g = generator_names();
+    const char *const *g = generator_names("prompt");
     int mq = 0, a5 = 0, keys = 0;
     for (int i = 0; g[i]; i++) {
         mq |= !strcmp(g[i], "mqar"), a5 |= !strcmp(g[i], "a5"), keys |= !strcmp(g[i], "keys");
     }
-    assert_true(mq && a5 && keys);
+    assert_true(mq && a5 && !keys); /* keys is a stream, not a prompt */
+    g = generator_names("stream");
+    keys = 0;
+    for (int i = 0; g[i]; i++) keys |= !strcmp(g[i], "keys");
+    assert_true(keys);
     session s;
     err e = {{0}};
     assert_int_equal(session_init(&s, &e), 0);
