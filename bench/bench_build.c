@@ -13,28 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "core/opts.h"
 #include "core/parallel.h"
 #include "core/sha256.h"
 #include "models/model.h"
 
 #define RUNS 5
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static model *build(err *e) {
     static const char *const KV[] = {"layers=4",     "hidden=1024", "heads=8",
@@ -52,15 +37,15 @@ static double time_random(int threads, int runs, int64_t *params, err *e) {
     double t[RUNS];
     par_set_threads(threads);
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         model *m = build(e);
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
         if (!m) return -1;
         *params = model_param_count(m);
         model_free(m);
     }
     par_set_threads(0);
-    return median(t, runs);
+    return bench_median(t, runs);
 }
 
 static double sha_mbs(int ni, size_t n, const unsigned char *buf) {
@@ -69,14 +54,14 @@ static double sha_mbs(int ni, size_t n, const unsigned char *buf) {
     sha256_set_ni(ni);
     for (int r = 0; r < 3; r++) {
         sha256_ctx c;
-        double t0 = now();
+        double t0 = bench_now();
         sha256_init(&c);
         sha256_update(&c, buf, n);
         sha256_hex(&c, hex);
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
     }
     sha256_set_ni(1);
-    return n / median(t, 3) / 1e6;
+    return n / bench_median(t, 3) / 1e6;
 }
 
 int main(void) {
@@ -102,23 +87,24 @@ int main(void) {
     model *m = build(&e);
     if (!m) return fprintf(stderr, "bench_build: %s\n", e.msg), 1;
     for (int r = 0; r < 3; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (model_save(m, path, &e)) return fprintf(stderr, "bench_build: %s\n", e.msg), 1;
-        double t1 = now();
+        double t1 = bench_now();
         model *l = NULL;
         if (model_load(&l, path, &e)) return fprintf(stderr, "bench_build: %s\n", e.msg), 1;
-        double t2 = now();
+        double t2 = bench_now();
         const char *h = model_weights_sha256(l, &e);
         if (!h) return fprintf(stderr, "bench_build: %s\n", e.msg), 1;
-        th[r] = now() - t2, ts[r] = t1 - t0, tl[r] = t2 - t1;
+        th[r] = bench_now() - t2, ts[r] = t1 - t0, tl[r] = t2 - t1;
         model_free(l);
     }
     model_free(m);
-    printf("%-34s %10.3f %12.2f\n", "save (535 MB, fsync'd)", median(ts, 3),
-           median(ts, 3) * 1e9 / params);
-    printf("%-34s %10.3f %12.2f\n", "load", median(tl, 3), median(tl, 3) * 1e9 / params);
-    printf("%-34s %10.3f %12.2f\n", "model_weights_sha256 (first call)", median(th, 3),
-           median(th, 3) * 1e9 / params);
+    printf("%-34s %10.3f %12.2f\n", "save (535 MB, fsync'd)", bench_median(ts, 3),
+           bench_median(ts, 3) * 1e9 / params);
+    printf("%-34s %10.3f %12.2f\n", "load", bench_median(tl, 3),
+           bench_median(tl, 3) * 1e9 / params);
+    printf("%-34s %10.3f %12.2f\n", "model_weights_sha256 (first call)", bench_median(th, 3),
+           bench_median(th, 3) * 1e9 / params);
     unlink(wpath);
     snprintf(wpath, sizeof wpath, "%s/config.json", path);
     unlink(wpath);

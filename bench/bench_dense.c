@@ -14,28 +14,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "core/pool.h"
 #include "models/blocks.h"
 
 #define REPS       25
 #define COPY_BYTES ((size_t)256 << 20)
 #define WORKING    ((size_t)128 << 20)
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static unsigned long long rs = 12345;
 static float frand(void) {
@@ -54,13 +39,13 @@ static double copy_floor(void) {
     memset(b, 2, COPY_BYTES);
     double ts[5];
     for (int r = 0; r < 5; r++) {
-        double t = now();
+        double t = bench_now();
         memcpy(b, a, COPY_BYTES);
-        ts[r] = now() - t;
+        ts[r] = bench_now() - t;
         a[r] = b[COPY_BYTES - 1 - r]; /* keep the copy */
     }
     free(a), free(b);
-    return 2.0 * (double)COPY_BYTES / median(ts, 5) / 1e9;
+    return 2.0 * (double)COPY_BYTES / bench_median(ts, 5) / 1e9;
 }
 
 /* median seconds of one blk_linear call at [out x in], copies rotated */
@@ -68,11 +53,11 @@ static double time_linear(float **W, int copies, const float *x, float *y, int o
     double ts[REPS];
     blk_linear(y, x, W[copies - 1], NULL, out, in); /* threads started, pages touched */
     for (int r = 0; r < REPS; r++) {
-        double t = now();
+        double t = bench_now();
         blk_linear(y, x, W[r % copies], NULL, out, in);
-        ts[r] = now() - t;
+        ts[r] = bench_now() - t;
     }
-    return median(ts, REPS);
+    return bench_median(ts, REPS);
 }
 
 int main(void) {
@@ -123,11 +108,11 @@ int main(void) {
             double ts[9];
             blk_linear_batch(Y, X, W, NULL, T, out, in);
             for (int r = 0; r < 9; r++) {
-                double t = now();
+                double t = bench_now();
                 blk_linear_batch(Y, X, W, NULL, T, out, in);
-                ts[r] = now() - t;
+                ts[r] = bench_now() - t;
             }
-            double t = median(ts, 9);
+            double t = bench_median(ts, 9);
             printf("%-16s %8d %10.4f %10.1f\n", "[96x1024]x[4096]", thr[k], t / T * 1e3,
                    2.0 * T * out * in / t / 1e9);
         }

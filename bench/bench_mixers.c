@@ -10,23 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "mixers/mixer.h"
 
 #define NH   4
 #define ND   64
 #define NT   4096
 #define RUNS 5
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static unsigned long long rs = 12345;
 static double urand(void) {
@@ -79,21 +69,19 @@ int main(int argc, char **argv) {
         double ts[RUNS], tp[RUNS];
         for (int r = 0; r < RUNS; r++) {
             m->state_init(&c, state);
-            double t0 = now();
+            double t0 = bench_now();
             for (int t = 0; t < tokens; t++) {
                 mixer_tok x = mixer_seq_at(&c, &seq, t);
                 m->step(&c, state, &x, t, out + (size_t)t * NH * ND, probes);
             }
-            ts[r] = now() - t0;
+            ts[r] = bench_now() - t0;
             m->state_init(&c, state);
-            t0 = now();
+            t0 = bench_now();
             m->prefill(&c, state, &seq, 0, out);
-            tp[r] = now() - t0;
+            tp[r] = bench_now() - t0;
         }
-        qsort(ts, RUNS, sizeof(double), cmp);
-        qsort(tp, RUNS, sizeof(double), cmp);
-        printf("%-10s %14.0f %14.0f %9.2fx\n", m->name, tokens / ts[RUNS / 2],
-               tokens / tp[RUNS / 2], ts[RUNS / 2] / tp[RUNS / 2]);
+        double mts = bench_median(ts, RUNS), mtp = bench_median(tp, RUNS);
+        printf("%-10s %14.0f %14.0f %9.2fx\n", m->name, tokens / mts, tokens / mtp, mts / mtp);
         fflush(stdout);
         for (int i = 0; i < IN_COUNT; i++) free(in[i]);
         for (int i = 0; i < MIXER_MAX_PARAMS; i++) free(params[i]);

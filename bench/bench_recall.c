@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "core/trace.h"
 #include "mixers/mixer.h"
 #include "viz/recall.h"
@@ -21,22 +22,6 @@
 #define NH   8
 #define ND   128
 #define WARM 300
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 static unsigned long long rs = 12345;
 static double urand(void) { /* [0, 1) */
@@ -110,28 +95,28 @@ int main(int argc, char **argv) {
         x.in[IN_V] = v + (size_t)t * NH * ND, x.in[IN_G] = g + (size_t)t * NH;
         x.in[IN_BETA] = b + (size_t)t * NH;
         if (trace_push_token(&tr, &e) < 0) break;
-        double t0 = now();
+        double t0 = bench_now();
         if (recall_before_step(&rt, state, &x, t, &e)) break;
-        double t1 = now();
+        double t1 = bench_now();
         m->step(&c, state, &x, t, out, probes);
-        double t2 = now();
+        double t2 = bench_now();
         if (recall_after_step(&rt, &tr, 1, 0, state, t, &e)) break;
-        double t3 = now();
+        double t3 = bench_now();
         if (t < WARM) continue;
         int i = t - WARM;
         t_step[i] = t2 - t1, t_inc[i] = (t1 - t0) + (t3 - t2);
         if (recall_record(&tr, 1, 0, NH, ND, ND, x.in[IN_K], x.in[IN_V], state, t, &e)) break;
-        t_prod[i] = now() - t3;
-        double t4 = now();
+        t_prod[i] = bench_now() - t3;
+        double t4 = bench_now();
         direct_double(&tr, 0, state, t);
-        t_dir[i] = now() - t4;
+        t_dir[i] = bench_now() - t4;
     }
     if (e.msg[0]) {
         fprintf(stderr, "bench_recall: %s\n", e.msg);
         return 1;
     }
-    double step = median(t_step, timed), inc = median(t_inc, timed);
-    double prod = median(t_prod, timed), dir = median(t_dir, timed);
+    double step = bench_median(t_step, timed), inc = bench_median(t_inc, timed);
+    double prod = bench_median(t_prod, timed), dir = bench_median(t_dir, timed);
     printf("recall recording: gdn H=%d dk=dv=%d window %d, median of %d tokens, ms per token and "
            "layer (1 core)\n\n",
            NH, ND, RECALL_WINDOW, timed);

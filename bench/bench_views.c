@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench.h"
 #include "export/png.h"
 #include "viz/demo.h"
 #include "viz/view.h"
@@ -24,16 +25,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(void) {
@@ -86,7 +77,7 @@ int main(void) {
         }
         FILE *f = fopen(path, "rb");
         if (f) fseek(f, 0, SEEK_END), size = ftell(f), fclose(f), unlink(path);
-        double mf = median(fr, FRAMES), me = median(ex, EXPORTS);
+        double mf = bench_median(fr, FRAMES), me = bench_median(ex, EXPORTS);
         printf("%-9s %12.2f %12.1f %10.0f %12s\n", v->name, mf, me, size / 1024.0,
                mf <= 16.0 ? "yes" : "no");
         canvas_free(&c);

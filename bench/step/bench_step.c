@@ -18,17 +18,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "core/opts.h"
 #include "core/pool.h"
 #include "engine/engine.h"
 #include "models/model.h"
 #include "scenes/stream.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double g_bw; /* bytes / s */
 
@@ -62,9 +57,9 @@ static double measure_bandwidth(void) {
     rd_ctx c = {x, n / (size_t)parts, part};
     double best = 1e9;
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         pool_for(parts, rd_part, &c);
-        double t = now() - t0;
+        double t = bench_now() - t0;
         for (int p = 0; p < parts; p++) sink += part[p];
         if (t < best) best = t;
     }
@@ -111,19 +106,11 @@ static int bench_raw(const char *mixer, const char *probes, int T) {
     double ts[3] = {0};
     for (int r = 0; r < reps && !rc; r++) {
         if (r) rc = engine_reset(&g, &e);
-        double t0 = now();
+        double t0 = bench_now();
         if (!rc) rc = engine_run(&g, 0, &e);
-        ts[r] = now() - t0;
+        ts[r] = bench_now() - t0;
     }
-    if (reps == 3) { /* median */
-        for (int i = 0; i < 3; i++)
-            for (int j = i + 1; j < 3; j++)
-                if (ts[j] < ts[i]) {
-                    double x = ts[i];
-                    ts[i] = ts[j], ts[j] = x;
-                }
-    }
-    double sec = reps == 3 ? ts[1] : ts[0];
+    double sec = bench_median(ts, reps);
     if (rc) {
         printf("%-44s %-8s failed: %s\n", mixer, probes, e.msg);
     } else {
@@ -151,13 +138,13 @@ static int bench_model(const char *label, const char *mixer, const char *args, c
     for (char *w = strtok(buf, " "); w && argc < 32; w = strtok(NULL, " ")) argv[argc++] = w;
     opts o;
     model *m = NULL;
-    double tb = now();
+    double tb = bench_now();
     int rc = opts_parse(&o, argc, argv, &e);
     if (!rc) {
         rc = model_random(&m, mixer, &o, &e);
         opts_free(&o);
     }
-    double build = now() - tb;
+    double build = bench_now() - tb;
     int32_t *ids = malloc((size_t)T * sizeof *ids);
     for (int i = 0; ids && i < T; i++) ids[i] = (int32_t)((i * 7919) % 30000 + 1);
     if (!rc)
@@ -165,9 +152,9 @@ static int bench_model(const char *label, const char *mixer, const char *args, c
     else
         model_free(m);
     if (!rc) rc = engine_set_probes(&g, probes, &e) || engine_set_tokens(&g, ids, T, &e);
-    double t0 = now();
+    double t0 = bench_now();
     if (!rc) rc = engine_run(&g, 0, &e);
-    double sec = now() - t0;
+    double sec = bench_now() - t0;
     if (rc) {
         printf("%-44s %-8s failed: %s\n", label, probes, e.msg);
     } else {
