@@ -17,26 +17,12 @@ static const char *const EXTRAS[] = {"state", "recall", "attn"};
 enum { NEXTRAS = sizeof EXTRAS / sizeof EXTRAS[0] };
 
 /* 1 when name is a known probe of some mixer, family or block, or an extra. */
-static int known_name(const engine *g, const char *name) {
+static int known_name(const char *name) {
     for (int i = 0; i < NEXTRAS; i++)
         if (!strcmp(name, EXTRAS[i])) return 1;
     for (int i = 0; i < mixer_count; i++)
         if (mixer_all[i] && mixer_probe_index(mixer_all[i], name) >= 0) return 1;
-    int n;
-    const probe_def *p = model_block_probes(&n);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(p[i].name, name)) return 1;
-    if (g->model) {
-        p = model_family_probes(g->model, &n);
-        for (int i = 0; i < n; i++)
-            if (!strcmp(p[i].name, name)) return 1;
-    }
-    /* the families' probes of other model types */
-    static const char *const FAMILY[] = {"q_raw_norm", "k_raw_norm", "o_rstd",
-                                         "gate_mean",  "dt",         NULL};
-    for (int i = 0; FAMILY[i]; i++)
-        if (!strcmp(FAMILY[i], name)) return 1;
-    return 0;
+    return model_probe_name_known(name); /* the blocks' and every family's */
 }
 
 /* 1 when any loaded core (model layer or raw lane) updates the readback incrementally. */
@@ -126,7 +112,7 @@ int engine_set_probes(engine *g, const char *spec, err *e) {
             char *c = strchr(w, ',');
             if (c) *c = '\0';
             if (!*w) return err_set(e, "set probes: empty name in '%.60s'", spec);
-            if (!known_name(g, w)) {
+            if (!known_name(w)) {
                 char names[400];
                 loaded_names(g, names, sizeof names);
                 return err_set(e, "set probes: unknown probe '%.40s' (%s)", w, names);

@@ -442,6 +442,18 @@ const probe_def *model_block_probes(int *n) {
     return BLOCK_PROBES;
 }
 
+int model_probe_name_known(const char *name) {
+    for (int i = 0; i < NBLOCK; i++)
+        if (!strcmp(BLOCK_PROBES[i].name, name)) return 1;
+    const layer_family fams[] = {FAM_GDN, FAM_GLA, FAM_MAMBA2, FAM_ATTN, FAM_KALMAN, FAM_KATA};
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        const family_ops *ops = family_of(fams[f]);
+        for (int i = 0; i < ops->nprobes; i++)
+            if (!strcmp(ops->probes[i].name, name)) return 1;
+    }
+    return 0;
+}
+
 const probe_def *model_family_probes(const model *m, int *n) {
     const family_ops *f = family_of(m->c.family);
     *n = f->nprobes;

@@ -237,6 +237,8 @@ int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e)
  * "model": mix_out_norm, mlp_out_norm, resid_norm), one per layer and head for the family. */
 const probe_def *model_block_probes(int *n);
 const probe_def *model_family_probes(const model *m, int *n);
+/* 1 when name is a block probe or a probe of any layer family. */
+int model_probe_name_known(const char *name);
 /* Registers every layer's probes (and the state snapshot) in a trace. */
 int model_register_probes(const model *m, trace *tr, err *e);
 
