@@ -22,6 +22,7 @@ int engine_init(engine *g, err *e) {
     memset(g, 0, sizeof *g);
     trace_init(&g->tr);
     g->device = ENGINE_CPU;
+    g->recall_cheap = -1;
     return 0;
 }
 
@@ -38,6 +39,7 @@ void engine_trace_restart(engine *g) {
     trace_free(&g->tr);
     trace_init(&g->tr);
     g->tr_ready = 0;
+    g->recall_cheap = -1; /* the cores may have changed */
     engine_recall_free(g);
 }
 

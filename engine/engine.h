@@ -108,6 +108,10 @@ typedef struct engine {
     char gm_why[160]; /* why the model steps on the CPU under device gpu, or "" */
     int gm_noted;     /* the cli said so once for this model */
 
+    /* whether a loaded core updates the readback incrementally (probes.c), found once per
+     * schema: -1 not yet */
+    int recall_cheap;
+
     /* per layer (or lane): the readback picture, updated as the state changes */
     struct recall_tracker **rt;
     int nrt;

@@ -26,7 +26,7 @@ static int known_name(const char *name) {
 }
 
 /* 1 when any loaded core (model layer or raw lane) updates the readback incrementally. */
-static int recall_cheap(const engine *g) {
+static int find_recall_cheap(const engine *g) {
     if (engine_raw_active(g)) {
         for (int l = 0; l < g->raw->nl; l++)
             if (engine_recall_incremental(g->raw->lane[l].m)) return 1;
@@ -92,8 +92,13 @@ int engine_core_probe_wanted(const engine *g, const mixer_cfg *c, const probe_de
 int engine_recall_at(const engine *g, int pos) {
     if (!engine_probe_wanted(g, "recall")) return 0;
     /* the readback picture beyond the first tokens: asked for by name or by all, or cheap */
-    return pos < ENGINE_RECALL_MAX_TOKENS || g->probes.mode == ENGINE_PROBES_ALL ||
-           g->probes.mode == ENGINE_PROBES_LIST || recall_cheap(g);
+    if (pos < ENGINE_RECALL_MAX_TOKENS || g->probes.mode == ENGINE_PROBES_ALL ||
+        g->probes.mode == ENGINE_PROBES_LIST)
+        return 1;
+    /* asked per layer and token: the cores' answer is found once per schema */
+    engine *w = (engine *)g;
+    if (w->recall_cheap < 0) w->recall_cheap = find_recall_cheap(g);
+    return w->recall_cheap;
 }
 
 int engine_set_probes(engine *g, const char *spec, err *e) {
