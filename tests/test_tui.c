@@ -93,9 +93,15 @@ static void start(int w, int h, const char *env, const char *args) {
     char *exitf = path_join(g_dir, "exit");
     unlink(exitf);
     tmux("kill-session -t T >/dev/null 2>&1");
-    int rc = tmux("new-session -d -s T -x %d -y %d -c '%s' \"env %s XDG_STATE_HOME='%s' '%s' %s; "
+    /* a server still shutting down after the last session was killed refuses the new one
+     * ("server exited unexpectedly"): try again after a moment */
+    int rc = -1;
+    for (int tries = 0; tries < 5 && rc != 0; tries++) {
+        if (tries) usleep(200000);
+        rc = tmux("new-session -d -s T -x %d -y %d -c '%s' \"env %s XDG_STATE_HOME='%s' '%s' %s; "
                   "echo EXIT=\\$? > '%s'; sleep 60\"",
                   w, h, g_root, env, g_dir, g_bin, args, exitf);
+    }
     assert_int_equal(rc, 0);
     free(exitf);
 }
