@@ -44,7 +44,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 ALL_CFLAGS = -std=c11 $(WARN) $(OPT) -g $(SANITIZE) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS    = $(PKG_LIBS) -lm -lpthread
 
-LIB_SRC  := $(sort $(wildcard core/*.c mixers/*.c models/*.c engine/*.c scenes/*.c viz/*.c export/*.c diag/*.c cli/*.c))
+LIB_SRC  := $(sort $(wildcard core/*.c mixers/*.c models/*.c engine/*.c train/*.c scenes/*.c viz/*.c export/*.c diag/*.c cli/*.c))
 LIB_SRC  := $(filter-out cli/main.c,$(LIB_SRC))
 CU_SRC   := $(sort $(wildcard kernels/*.cu))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -77,7 +77,7 @@ $(BUILD)/mixscope: $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ)
 	@echo LINK $@
 	@$(CC) $(ALL_CFLAGS) -o $@ $(BUILD)/cli/main.o $(LIB_OBJ) $(KOBJ) $(LDLIBS)
 
-$(BUILD)/%.o: %.c $(wildcard */*.h)
+$(BUILD)/%.o: %.c $(wildcard */*.h */*.inc)
 	@mkdir -p $(dir $@)
 	@echo CC $<
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<

@@ -1,0 +1,91 @@
+/* ops.h: the forward and backward passes of every block the trainer differentiates, in float (for
+ * training) and in double (for the gradient checks: tests/test_grad.c compares each backward with
+ * central finite differences of its own forward).
+ *
+ * One source, two types: ops.inc is written once over a type R and a name suffix, and
+ * ops_f.c / ops_d.c include it with R = float (names *_f) and R = double (names *_d). The float
+ * forwards compute what models/blocks.c and mixers/delta_rule.c compute for a whole sequence
+ * (tests/test_train.c checks the trainer's logits against model_prefill), so gradients are those
+ * of the model the lab steps, not of a second model.
+ *
+ * Conventions (shapes in comments, row-major): N rows (tokens), a weight stored as nn.Linear
+ * stores it [out, in]. Every backward ACCUMULATES into its gradients (dX += ..., dW += ...): one
+ * input feeding several products (the normalised hidden state feeds q, k, v, a, b and g) collects
+ * their gradients without a temporary, and the caller zeroes what it owns. Forwards overwrite. */
+#ifndef MIXSCOPE_TRAIN_OPS_H
+#define MIXSCOPE_TRAIN_OPS_H
+
+#include <stdint.h>
+
+/* The delta-rule core of one head over T tokens (mixers/delta_rule.h, spec delta-family.md §2.4):
+ *   S~_t = alpha_t S_{t-1},  e_t = v_t - S~_t^T k_t,  S_t = S~_t + beta_t k_t e_t^T,
+ *   o_t = S_t^T (scale q_t),  alpha_t = exp(g_t) (g NULL: 1, DeltaNet),
+ *   kaczmarz (kacz_eps > 0): beta_t = b_t / (|k_t|^2 + kacz_eps) with b_t the input (eta).
+ * Backpropagation through time over the step form, with the state checkpointed every `chunk`
+ * tokens in the forward and the chunk's states recomputed in the backward: memory T/chunk + chunk
+ * states instead of T, one extra forward pass of the recurrence (cheap next to the dense layers).
+ * Rows of q, k, v, o (and their gradients) are `ld` apart; g and beta one value a token, `ldg`
+ * apart. */
+#define DELTA_FWD_ARGS(R)                                                                          \
+    R *S /* [dk, dv] in: S_0, out: S_T */, const R *q, const R *k, const R *v, const R *g,         \
+        const R *beta, int T, int dk, int dv, int ld, int ldg, R scale, R kacz_eps,                \
+        R *o /* [T rows of ld] */, R *ckpt /* [(T + chunk - 1) / chunk, dk, dv] */, int chunk
+#define DELTA_BWD_ARGS(R)                                                                          \
+    const R *q, const R *k, const R *v, const R *g, const R *beta, int T, int dk, int dv, int ld,  \
+        int ldg, R scale, R kacz_eps, const R *ckpt, int chunk, const R *dO,                       \
+        R *dS /* [dk, dv] in: dL/dS_T (or zeros), out: dL/dS_0 */, R *dq, R *dk_, R *dv_,          \
+        R *dg /* may be NULL when g is */, R *dbeta, R *work /* train_delta_work floats */
+
+/* Scratch floats delta_bwd needs: the chunk's states and a few vectors. */
+static inline int64_t train_delta_work(int dk, int dv, int chunk) {
+    return ((int64_t)chunk + 2) * dk * dv + 4 * (int64_t)(dk + dv);
+}
+
+#define TRAIN_OPS_DECLARE(R, S)                                                                    \
+    /* Y[N, out] = X[N, in] W^T (+ b) */                                                           \
+    void train_linear_fwd##S(R *Y, const R *X, const R *W, const R *b, int N, int out, int in);    \
+    /* dX += dY W, dW += dY^T X, db += column sums of dY (dX, dW, db may each be NULL) */          \
+    void train_linear_bwd##S(R *dX, R *dW, R *db, const R *dY, const R *X, const R *W, int N,      \
+                             int out, int in);                                                     \
+    /* RMSNorm over rows of n: Y = X rstd w, rstd[N] = 1/sqrt(mean(x^2) + eps) (saved) */          \
+    void train_rmsnorm_fwd##S(R *Y, R *rstd, const R *X, const R *w, int N, int n, R eps);         \
+    void train_rmsnorm_bwd##S(R *dX, R *dw, const R *dY, const R *X, const R *rstd, const R *w,    \
+                              int N, int n);                                                       \
+    /* FusedRMSNormGated on rows of n: Y = RMSNorm_w(X) * Z sigmoid(Z); Z NULL: no gate */         \
+    void train_gnorm_fwd##S(R *Y, R *rstd, const R *X, const R *Z, const R *w, int N, int n,       \
+                            R eps);                                                                \
+    void train_gnorm_bwd##S(R *dX, R *dZ, R *dw, const R *dY, const R *X, const R *Z,              \
+                            const R *rstd, const R *w, int N, int n);                              \
+    /* causal depthwise convolution over T tokens of D channels, width W (fla ShortConvolution     \
+     * without its activation): Y[t, d] = sum_i w[d, i] U[t - W + 1 + i, d] + b[d] */              \
+    void train_conv_fwd##S(R *Y, const R *U, const R *w, const R *b, int T, int D, int W);         \
+    void train_conv_bwd##S(R *dU, R *dw, R *db, const R *dY, const R *U, const R *w, int T, int D, \
+                           int W);                                                                 \
+    /* SiLU: Y = X sigmoid(X); bwd: dX += dY silu'(X) */                                           \
+    void train_silu_fwd##S(R *Y, const R *X, int64_t n);                                           \
+    void train_silu_bwd##S(R *dX, const R *dY, const R *X, int64_t n);                             \
+    /* L2 normalisation of rows of n (eps inside the root, fla l2norm): Y = X inv, inv[N] saved */ \
+    void train_l2norm_fwd##S(R *Y, R *inv, const R *X, int N, int n, R eps);                       \
+    void train_l2norm_bwd##S(R *dX, const R *dY, const R *Y, const R *inv, int N, int n);          \
+    /* GDN decay: G[t, h] = -exp(A_log[h]) softplus(Xa[t, h] + dt_bias[h]) */                      \
+    void train_decay_fwd##S(R *G, const R *Xa, const R *A_log, const R *dt_bias, int N, int H);    \
+    void train_decay_bwd##S(R *dXa, R *dA_log, R *ddt_bias, const R *dG, const R *G, const R *Xa,  \
+                            const R *A_log, const R *dt_bias, int N, int H);                       \
+    /* write strength: B = mul sigmoid(Xb) */                                                      \
+    void train_sigmoid_fwd##S(R *B, const R *Xb, int64_t n, R mul);                                \
+    void train_sigmoid_bwd##S(R *dXb, const R *dB, const R *B, int64_t n, R mul);                  \
+    /* SwiGLU: A = silu(H1) H2 */                                                                  \
+    void train_swiglu_fwd##S(R *A, const R *H1, const R *H2, int64_t n);                           \
+    void train_swiglu_bwd##S(R *dH1, R *dH2, const R *dA, const R *H1, const R *H2, int64_t n);    \
+    /* cross-entropy of rows of V logits against target[t] (-1: not scored), each scored row       \
+     * weighted by wgt: returns the weighted sum of -log p(target); dLogits (may be NULL) = wgt    \
+     * (softmax - onehot) on scored rows, 0 elsewhere; correct counts argmax hits (may be NULL) */ \
+    double train_xent##S(R *dLogits, const R *logits, const int32_t *target, int N, int V, R wgt,  \
+                         int *correct);                                                            \
+    void train_delta_fwd##S(DELTA_FWD_ARGS(R));                                                    \
+    void train_delta_bwd##S(DELTA_BWD_ARGS(R));
+
+TRAIN_OPS_DECLARE(float, _f)
+TRAIN_OPS_DECLARE(double, _d)
+
+#endif
