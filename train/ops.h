@@ -24,15 +24,15 @@
  * Backpropagation through time over the step form, with the state checkpointed every `chunk`
  * tokens in the forward and the chunk's states recomputed in the backward: memory T/chunk + chunk
  * states instead of T, one extra forward pass of the recurrence (cheap next to the dense layers).
- * Rows of q, k, v, o (and their gradients) are `ld` apart; g and beta one value a token, `ldg`
- * apart. */
+ * Rows of q and k (and their gradients) are `ldk` apart, rows of v and o `ldv` apart; g and beta
+ * one value a token, `ldg` apart. */
 #define DELTA_FWD_ARGS(R)                                                                          \
     R *S /* [dk, dv] in: S_0, out: S_T */, const R *q, const R *k, const R *v, const R *g,         \
-        const R *beta, int T, int dk, int dv, int ld, int ldg, R scale, R kacz_eps,                \
-        R *o /* [T rows of ld] */, R *ckpt /* [(T + chunk - 1) / chunk, dk, dv] */, int chunk
+        const R *beta, int T, int dk, int dv, int ldk, int ldv, int ldg, R scale, R kacz_eps,      \
+        R *o /* [T rows of ldv] */, R *ckpt /* [(T + chunk - 1) / chunk, dk, dv] */, int chunk
 #define DELTA_BWD_ARGS(R)                                                                          \
-    const R *q, const R *k, const R *v, const R *g, const R *beta, int T, int dk, int dv, int ld,  \
-        int ldg, R scale, R kacz_eps, const R *ckpt, int chunk, const R *dO,                       \
+    const R *q, const R *k, const R *v, const R *g, const R *beta, int T, int dk, int dv, int ldk, \
+        int ldv, int ldg, R scale, R kacz_eps, const R *ckpt, int chunk, const R *dO,              \
         R *dS /* [dk, dv] in: dL/dS_T (or zeros), out: dL/dS_0 */, R *dq, R *dk_, R *dv_,          \
         R *dg /* may be NULL when g is */, R *dbeta, R *work /* train_delta_work floats */
 

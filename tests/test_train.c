@@ -1,0 +1,189 @@
+/* test_train.c: the trainer's model pass (train/model_grad.h).
+ *   - its logits equal model_prefill's for gdn, deltanet and kaczmarz models (with and without
+ *     the short convolution and the output gate, two sequences, T not a multiple of the chunk);
+ *   - its gradient of every tensor matches central differences of its loss along a direction
+ *     (the gradient plus noise) (the blocks and cores are checked one by one to 1e-6 in
+ * test_grad.c; this checks how they are wired together, where a mistake is an error of order one);
+ *   - models it cannot differentiate are refused in words. */
+#include "tests/tmodel.h"
+
+#include "train/model_grad.h"
+
+static uint64_t g_rng = 88172645463325252ull;
+static double uniform(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+typedef struct tcase {
+    const char *mixer;
+    const char *kv[8];
+    int n;
+} tcase;
+
+static const tcase CASES[] = {
+    {"gdn", {"layers=2", "hidden=24", "heads=2", "head_dim=6", "vocab=19", "seed=3"}, 6},
+    {"deltanet", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=4"}, 6},
+    {"kaczmarz", {"layers=2", "hidden=24", "heads=3", "head_dim=4", "vocab=23", "seed=5"}, 6},
+    {"gdn",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=6",
+      "use_short_conv=false", "use_gate=false"},
+     8},
+    {"kaczmarz",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=7", "conv_bias=true",
+      "allow_neg_eigval=true"},
+     8},
+};
+#define NCASES (int)(sizeof CASES / sizeof CASES[0])
+
+static model *case_model(const tcase *k) {
+    model *m = random_model(k->mixer, k->kv, k->n);
+    /* random_model initialises biases and norms to constants, and its 0.02-sized projections
+     * make keys of norm ~1e-2, where Kaczmarz's beta = eta / (|k|^2 + eps) is ~1e4 and float
+     * differences of the loss are mostly rounding: move every weight by up to +-0.25 so that
+     * activations are of order one and no gradient is trivially structured */
+    for (int i = 0; i < m->nslots; i++) {
+        wslot *s = &m->slots[i];
+        int64_t n = 1;
+        for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+        for (int64_t j = 0; j < n; j++) s->data[j] += (float)(0.5 * (uniform() - 0.5));
+    }
+    return m;
+}
+
+static void test_logits_match_prefill(void **st) {
+    (void)st;
+    const int B = 2, T = 21, chunk = 8;
+    for (int ci = 0; ci < NCASES; ci++) {
+        model *m = case_model(&CASES[ci]);
+        int V = m->c.vocab;
+        int32_t ids[2 * 21], tgt[2 * 21];
+        for (int i = 0; i < B * T; i++) ids[i] = (int32_t)(uniform() * V), tgt[i] = -1;
+        train_pass *p = NULL;
+        err e = {{0}};
+        if (train_pass_init(&p, m, B, T, chunk, &e)) fail_msg("%s", e.msg);
+        float *lt = malloc((size_t)B * T * V * sizeof(float)),
+              *lp = malloc((size_t)T * V * sizeof(float));
+        train_model_pass(m, p, ids, tgt, 1.0f, NULL, NULL, lt);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(model_reset(m, 0, &e), 0);
+            if (model_prefill(m, ids + b * T, T, lp, &e)) fail_msg("%s", e.msg);
+            double r = rel_err(lt + (size_t)b * T * V, lp, (size_t)T * V);
+            print_message("  %s case %d sequence %d: logits rel err %.2e\n", CASES[ci].mixer, ci, b,
+                          r);
+            if (!(r < 1e-5))
+                fail_msg("%s case %d: trainer logits differ from model_prefill (%g)",
+                         CASES[ci].mixer, ci, r);
+        }
+        free(lt), free(lp);
+        train_pass_free(p);
+        model_free(m);
+    }
+}
+
+static double loss_at(const model *m, train_pass *p, const int32_t *ids, const int32_t *tgt,
+                      float wgt) {
+    return train_model_pass(m, p, ids, tgt, wgt, NULL, NULL, NULL);
+}
+
+static void test_gradient_directions(void **st) {
+    (void)st;
+    const int B = 2, T = 13, chunk = 4;
+    for (int ci = 0; ci < NCASES; ci++) {
+        model *m = case_model(&CASES[ci]);
+        int V = m->c.vocab;
+        int32_t ids[2 * 13], tgt[2 * 13];
+        for (int i = 0; i < B * T; i++) {
+            ids[i] = (int32_t)(uniform() * V);
+            tgt[i] = i % 3 == 0 ? -1 : (int32_t)(uniform() * V);
+        }
+        train_pass *p = NULL;
+        err e = {{0}};
+        train_grads g;
+        if (train_pass_init(&p, m, B, T, chunk, &e) || train_grads_init(&g, m, &e))
+            fail_msg("%s", e.msg);
+        float wgt = 1.0f / 17;
+        train_grads_zero(&g);
+        train_model_pass(m, p, ids, tgt, wgt, &g, NULL, NULL);
+        double worst = 0;
+        const char *worst_name = "";
+        for (int i = 0; i < m->nslots; i++) {
+            wslot *s = &m->slots[i];
+            int64_t n = 1;
+            for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+            float *dir = malloc((size_t)n * sizeof *dir), *keep = malloc((size_t)n * sizeof *keep);
+            double an = 0, dn = 0;
+            /* along the gradient plus a random part: the largest signal over the loss's
+             * rounding, and a direction no sign error can hide in */
+            double gn = 0;
+            for (int64_t j = 0; j < n; j++) gn += (double)g.of[i][j] * g.of[i][j];
+            gn = sqrt(gn / n) + 1e-30;
+            for (int64_t j = 0; j < n; j++) {
+                dir[j] = (float)(g.of[i][j] / gn + 0.5 * (uniform() - 0.5));
+                an += (double)dir[j] * g.of[i][j];
+                dn += (double)dir[j] * dir[j];
+            }
+            memcpy(keep, s->data, (size_t)n * sizeof *keep);
+            double wn = 0;
+            for (int64_t j = 0; j < n; j++) wn += (double)keep[j] * keep[j];
+            /* Two step sizes, 1e-3 and 1e-4 of the tensor's own size, each with Richardson's
+             * (4 D(h/2) - D(h)) / 3, which cancels the h^2 term of central differences: the
+             * larger step loses to the curvature of L2 norms of near-zero queries, the smaller
+             * to the float loss's rounding on small tensors (biases); a wrong gradient fails
+             * both. */
+            double err = INFINITY, fd = 0;
+            for (int si = 0; si < 2; si++) {
+                double h = (si ? 1e-4 : 1e-3) * sqrt(wn / n) / sqrt(dn / n), d2[2];
+                for (int k = 0; k < 2; k++) {
+                    double hk = k ? h / 2 : h;
+                    for (int64_t j = 0; j < n; j++) s->data[j] = keep[j] + (float)(hk * dir[j]);
+                    double lp = loss_at(m, p, ids, tgt, wgt);
+                    for (int64_t j = 0; j < n; j++) s->data[j] = keep[j] - (float)(hk * dir[j]);
+                    double lm = loss_at(m, p, ids, tgt, wgt);
+                    d2[k] = (lp - lm) / (2 * hk);
+                }
+                double f = (4 * d2[1] - d2[0]) / 3;
+                double r = fabs(f - an) / (fabs(f) + fabs(an) + 1e-4);
+                if (r < err) err = r, fd = f;
+            }
+            memcpy(s->data, keep, (size_t)n * sizeof *keep);
+            if (err > worst) worst = err, worst_name = s->name;
+            if (getenv("TRAIN_TEST_VERBOSE"))
+                print_message("    %s %.3e fd %.6g an %.6g\n", s->name, err, fd, an);
+            if (!(err < 5e-2) && !getenv("TRAIN_TEST_VERBOSE"))
+                fail_msg("%s case %d, %s: directional derivative %.6g, gradient says %.6g",
+                         CASES[ci].mixer, ci, s->name, fd, an);
+            free(dir), free(keep);
+        }
+        print_message("  %s case %d: %d tensors, worst relative difference %.2e (%s)\n",
+                      CASES[ci].mixer, ci, m->nslots, worst, worst_name);
+        train_grads_free(&g);
+        train_pass_free(p);
+        model_free(m);
+    }
+}
+
+static void test_refusals(void **st) {
+    (void)st;
+    const char *kv[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
+    model *m = random_model("gla", kv, 5);
+    err e = {{0}};
+    assert_int_not_equal(train_model_check(m, &e), 0);
+    expect_has(e.msg, "gla models have no backward pass yet");
+    model_free(m);
+    const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
+                         "head_dim=8", "vocab=11",  "num_v_heads=4"};
+    m = random_model("gdn", kv2, 6);
+    assert_int_not_equal(train_model_check(m, &e), 0);
+    expect_has(e.msg, "num_v_heads");
+    model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_logits_match_prefill),
+        cmocka_unit_test(test_gradient_directions),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,426 @@
+/* model_grad.c: the model stack over B sequences forwards and backwards (model_grad.h).
+ *
+ * The forward mirrors models/model.c (model_step) and models/layer_gdn.c (prep, post) one
+ * operation at a time, over N = B T rows instead of one token:
+ *
+ *   x = embed[ids]                                                        [N, C]
+ *   per layer:  xn = RMSNorm(x) ;  q', k', v' = SiLU(conv(xn W^T))       [N, Kd] [N, Kd] [N, Vd]
+ *               q = L2N(q'), k = L2N(k') (kaczmarz: k = k' raw)
+ *               g = -exp(A_log) softplus(xn W_a^T + dt_bias), beta = sigmoid(xn W_b^T + b)
+ *               o = core(q, k, v, g, beta) per sequence and head       [N, Vd]
+ *               x += RMSNormGated(o, xn W_g^T) W_o^T
+ *               x += W_down (silu(xn2 W_gate^T) * xn2 W_up^T),  xn2 = RMSNorm(x)
+ *   logits = RMSNorm(x) W_head^T                                          [N, V]
+ *
+ * and the backward walks the same list in reverse (ops.h has each step's derivative). */
+#include "model_grad.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/pool.h"
+#include "../models/family.h"
+#include "ops.h"
+
+/* ---- gradients laid out like the model ---- */
+
+int train_grads_init(train_grads *g, const model *m, err *e) {
+    memset(g, 0, sizeof *g);
+    int64_t n = model_param_count(m);
+    g->n = n;
+    g->buf = calloc((size_t)n, sizeof(float));
+    g->of = calloc((size_t)m->nslots, sizeof *g->of);
+    g->L = calloc((size_t)m->c.layers, sizeof *g->L);
+    if (!g->buf || !g->of || !g->L) {
+        train_grads_free(g);
+        return err_set(e, "train: out of memory for %lld gradients", (long long)n);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < m->nslots; i++) {
+        const wslot *s = &m->slots[i];
+        int64_t numel = 1;
+        for (int d = 0; d < s->ndim; d++) numel *= s->shape[d];
+        float *gp = g->buf + off;
+        g->of[i] = gp;
+        off += numel;
+        /* the field s->dst names, at the same place in the gradient's structs */
+        const char *dst = (const char *)s->dst;
+        if (s->dst == &m->embed) {
+            g->embed = gp;
+        } else if (s->dst == &m->norm_f) {
+            g->norm_f = gp;
+        } else if (s->dst == &m->lm_head) {
+            g->lm_head = gp;
+        } else {
+            int found = 0;
+            for (int li = 0; li < m->c.layers && !found; li++) {
+                const char *lo = (const char *)&m->layers[li];
+                if (dst >= lo && dst < lo + sizeof(layer)) {
+                    *(float **)((char *)&g->L[li] + (dst - lo)) = gp;
+                    found = 1;
+                }
+            }
+            if (!found) {
+                train_grads_free(g);
+                return err_set(e, "train: tensor '%s' is not a weight the trainer knows", s->name);
+            }
+        }
+    }
+    if (m->c.tie) g->lm_head = g->embed;
+    return 0;
+}
+
+void train_grads_zero(train_grads *g) {
+    memset(g->buf, 0, (size_t)g->n * sizeof(float));
+}
+
+void train_grads_free(train_grads *g) {
+    free(g->buf), free(g->of), free(g->L);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- what can be trained ---- */
+
+static int core_kind(const layer *L) {
+    /* 0 gdn, 1 deltanet, 2 kaczmarz, -1 other */
+    const char *n = L->mx->name;
+    return !strcmp(n, "gdn") ? 0 : !strcmp(n, "deltanet") ? 1 : !strcmp(n, "kaczmarz") ? 2 : -1;
+}
+
+int train_model_check(const model *m, err *e) {
+    const model_config *c = &m->c;
+    if (c->family != FAM_GDN)
+        return err_set(e,
+                       "train: %s models have no backward pass yet (the trainer differentiates "
+                       "gated_deltanet, delta_net and kaczmarz_deltanet)",
+                       model_kind_name(c->kind));
+    if (c->Hv != c->H)
+        return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
+                       c->Hv, c->H);
+    if (c->qk_act != ACT_SILU || c->qk_sum_norm)
+        return err_set(e, "train: DeltaNet's qk_activation must be silu and qk_norm l2");
+    for (int li = 0; li < c->layers; li++)
+        if (core_kind(&m->layers[li]) < 0)
+            return err_set(e, "train: layer %d runs the %s core, which has no backward pass", li,
+                           m->layers[li].mx->name);
+    return 0;
+}
+
+/* ---- activations ---- */
+
+typedef struct lacts {
+    float *x_in, *xn, *rs1;     /* [N, C], [N, C], [N] */
+    float *qp, *kp, *vp;        /* projections (conv inputs) [N, Kd], [N, Kd], [N, Vd] */
+    float *qc, *kc, *vc;        /* after the conv, before SiLU (= qp.. without conv) */
+    float *qs, *ks, *v;         /* after SiLU */
+    float *q, *k, *qinv, *kinv; /* after the L2 norm [N, Kd], inverse norms [N, H] */
+    float *ga, *g, *bb, *beta;  /* [N, Hv] each */
+    float *z;                   /* output gate [N, Vd] (use_gate) */
+    float *o, *rso, *on;        /* core output [N, Vd], its norm's rstd [N Hv], normed [N, Vd] */
+    float *ckpt;                /* [B Hv, nck, dk, dv] */
+    float *x_mid, *xn2, *rs2;   /* after the mixer residual; MLP norm */
+    float *h1, *h2, *act;       /* [N, I] */
+} lacts;
+
+struct train_pass {
+    int B, T, N, chunk, nck;
+    lacts *la;
+    float *x_out, *xf, *rsf, *logits; /* [N, C], [N, C], [N], [N, V] */
+    /* backward scratch */
+    float *dx, *dxn, *dlog, *s[6], *dh1, *dh2, *dact, *dg, *dbeta, *dga;
+    float *all; /* one allocation behind every array above */
+};
+
+/* the next n floats of one allocation (all NULL: counting) */
+static float *take(float *all, int64_t *off, int64_t n) {
+    float *r = all ? all + *off : NULL;
+    *off += (n + 15) & ~(int64_t)15;
+    return r;
+}
+
+void train_pass_free(train_pass *p) {
+    if (!p) return;
+    free(p->all), free(p->la), free(p);
+}
+
+int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, err *e) {
+    const model_config *c = &m->c;
+    *out = NULL;
+    if (train_model_check(m, e)) return -1;
+    train_pass *p = calloc(1, sizeof *p);
+    if (!p) return err_set(e, "train: out of memory");
+    p->B = B, p->T = T, p->N = B * T, p->chunk = chunk, p->nck = (T + chunk - 1) / chunk;
+    p->la = calloc((size_t)c->layers, sizeof *p->la);
+    if (!p->la) {
+        free(p);
+        return err_set(e, "train: out of memory");
+    }
+    int64_t N = p->N, C = c->hidden, Kd = c->key_dim, Vd = c->value_dim, Hv = c->Hv,
+            I = c->inter > 0 ? c->inter : 0, V = c->vocab, KV = Kd > Vd ? Kd : Vd;
+    /* two passes: count, then carve the one allocation */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t off = 0;
+#define TAKE(ptr, n) ((ptr) = take(p->all, &off, (int64_t)(n)))
+        for (int li = 0; li < c->layers; li++) {
+            lacts *a = &p->la[li];
+            TAKE(a->x_in, N * C), TAKE(a->xn, N * C), TAKE(a->rs1, N);
+            TAKE(a->qp, N * Kd), TAKE(a->kp, N * Kd), TAKE(a->vp, N * Vd);
+            if (c->use_conv) (void)(TAKE(a->qc, N * Kd), TAKE(a->kc, N * Kd), TAKE(a->vc, N * Vd));
+            TAKE(a->qs, N * Kd), TAKE(a->ks, N * Kd), TAKE(a->v, N * Vd);
+            TAKE(a->q, N * Kd), TAKE(a->k, N * Kd), TAKE(a->qinv, N * c->H),
+                TAKE(a->kinv, N * c->H);
+            TAKE(a->ga, N * Hv), TAKE(a->g, N * Hv), TAKE(a->bb, N * Hv), TAKE(a->beta, N * Hv);
+            if (c->use_gate) (void)TAKE(a->z, N * Vd);
+            TAKE(a->o, N * Vd), TAKE(a->rso, N * Hv), TAKE(a->on, N * Vd);
+            TAKE(a->ckpt, (int64_t)B * Hv * p->nck * c->dk * c->dv);
+            TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
+            if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
+        }
+        TAKE(p->x_out, N * C), TAKE(p->xf, N * C), TAKE(p->rsf, N), TAKE(p->logits, N * V);
+        TAKE(p->dx, N * C), TAKE(p->dxn, N * C), TAKE(p->dlog, N * V);
+        for (int i = 0; i < 6; i++) (void)TAKE(p->s[i], N * KV);
+        if (I) (void)(TAKE(p->dh1, N * I), TAKE(p->dh2, N * I), TAKE(p->dact, N * I));
+        TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
+#undef TAKE
+        if (!pass) {
+            if (off > ((int64_t)1 << 36) / 4) {
+                train_pass_free(p);
+                return err_set(e, "train: a pass of %lld tokens needs %.1f GiB of activations",
+                               (long long)N, (double)off * 4 / (1 << 30));
+            }
+            p->all = malloc((size_t)off * sizeof(float));
+            if (!p->all) {
+                train_pass_free(p);
+                return err_set(e, "train: out of memory for %.1f GiB of activations",
+                               (double)off * 4 / (1 << 30));
+            }
+        }
+    }
+    for (int li = 0; li < c->layers; li++)
+        if (!c->use_conv) {
+            lacts *a = &p->la[li];
+            a->qc = a->qp, a->kc = a->kp, a->vc = a->vp;
+        }
+    *out = p;
+    return 0;
+}
+
+/* ---- the cores, one task per sequence and head ---- */
+
+typedef struct core_job {
+    const model *m;
+    const layer *L;
+    train_pass *p;
+    lacts *a;
+    int bwd;
+} core_job;
+
+static void core_tasks(void *ctx, int lo, int hi) {
+    const core_job *j = ctx;
+    const model_config *c = &j->m->c;
+    const layer *L = j->L;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    int Hv = c->Hv, dk = c->dk, dv = c->dv, T = p->T, Kd = c->key_dim, Vd = c->value_dim;
+    int kind = core_kind(L);
+    int decay = kind != 1 && c->has_decay;
+    float eps = kind == 2 ? L->mc.eps : 0.0f, scale = L->mc.scale;
+    size_t ss = (size_t)dk * dv;
+    float *S = malloc(ss * sizeof *S);
+    float *work = j->bwd ? malloc((size_t)train_delta_work(dk, dv, p->chunk) * sizeof *work) : NULL;
+    if (!S || (j->bwd && !work)) abort(); /* a few MB at most: see train_pass_init */
+    for (int t = lo; t < hi; t++) {
+        int b = t / Hv, h = t % Hv;
+        size_t r0 = (size_t)b * T;
+        const float *q = a->q + r0 * Kd + (size_t)h * dk, *k = a->k + r0 * Kd + (size_t)h * dk;
+        const float *v = a->v + r0 * Vd + (size_t)h * dv;
+        const float *g = decay ? a->g + r0 * Hv + h : NULL, *beta = a->beta + r0 * Hv + h;
+        float *ck = a->ckpt + (size_t)t * p->nck * ss;
+        memset(S, 0, ss * sizeof *S);
+        if (!j->bwd) {
+            train_delta_fwd_f(S, q, k, v, g, beta, T, dk, dv, Kd, Vd, Hv, scale, eps,
+                              a->o + r0 * Vd + (size_t)h * dv, ck, p->chunk);
+        } else {
+            /* s[0] dq, s[1] dk, s[2] dv (zeroed by the caller) */
+            train_delta_bwd_f(q, k, v, g, beta, T, dk, dv, Kd, Vd, Hv, scale, eps, ck, p->chunk,
+                              p->s[3] + r0 * Vd + (size_t)h * dv, S, p->s[0] + r0 * Kd + h * dk,
+                              p->s[1] + r0 * Kd + (size_t)h * dk,
+                              p->s[2] + r0 * Vd + (size_t)h * dv,
+                              decay ? p->dg + r0 * Hv + h : NULL, p->dbeta + r0 * Hv + h, work);
+        }
+    }
+    free(S), free(work);
+}
+
+/* one projected stream: P = X W^T, then per sequence the causal conv, then SiLU into Y */
+static void stream_fwd(const model *m, const train_pass *p, const float *xn, const float *W,
+                       const float *cw, const float *cb, int D, float *P, float *Cv, float *Y) {
+    const model_config *c = &m->c;
+    train_linear_fwd_f(P, xn, W, NULL, p->N, D, c->hidden);
+    if (c->use_conv)
+        for (int b = 0; b < p->B; b++)
+            train_conv_fwd_f(Cv + (size_t)b * p->T * D, P + (size_t)b * p->T * D, cw, cb, p->T, D,
+                             c->conv_size);
+    train_silu_fwd_f(Y, Cv, (int64_t)p->N * D);
+}
+
+/* its backward: dY (SiLU output) -> dxn, the projection's and the conv's gradients. d1, d2 are
+ * scratch [N, D] */
+static void stream_bwd(const model *m, const train_pass *p, const float *xn, const float *W,
+                       const float *cw, float *gW, float *gcw, float *gcb, int D, const float *P,
+                       const float *Cv, const float *dY, float *dxn, float *d1, float *d2) {
+    const model_config *c = &m->c;
+    size_t n = (size_t)p->N * D;
+    memset(d1, 0, n * sizeof *d1);
+    train_silu_bwd_f(d1, dY, Cv, (int64_t)n);
+    float *dP = d1;
+    if (c->use_conv) {
+        memset(d2, 0, n * sizeof *d2);
+        for (int b = 0; b < p->B; b++)
+            train_conv_bwd_f(d2 + (size_t)b * p->T * D, gcw, gcb, d1 + (size_t)b * p->T * D,
+                             P + (size_t)b * p->T * D, cw, p->T, D, c->conv_size);
+        dP = d2;
+    }
+    train_linear_bwd_f(dxn, gW, NULL, dP, xn, W, p->N, D, c->hidden);
+}
+
+double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const int32_t *target,
+                        float wgt, train_grads *G, int *correct, float *logits_out) {
+    const model_config *c = &m->c;
+    int N = p->N, C = c->hidden, H = c->H, Hv = c->Hv, dk = c->dk, dv = c->dv, Kd = c->key_dim,
+        Vd = c->value_dim, I = c->inter > 0 ? c->inter : 0, V = c->vocab;
+    float eps = c->norm_eps;
+    size_t NC = (size_t)N * C;
+    /* ---- forward ---- */
+    for (int r = 0; r < N; r++)
+        memcpy(p->la[0].x_in + (size_t)r * C, m->embed + (size_t)ids[r] * C,
+               (size_t)C * sizeof(float));
+    for (int li = 0; li < c->layers; li++) {
+        const layer *L = &m->layers[li];
+        lacts *a = &p->la[li];
+        int kind = core_kind(L);
+        float *x_out = li + 1 < c->layers ? p->la[li + 1].x_in : p->x_out;
+        train_rmsnorm_fwd_f(a->xn, a->rs1, a->x_in, L->attn_norm, N, C, eps);
+        stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs);
+        stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
+        stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
+        train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
+        if (kind == 2)
+            memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float)); /* Kaczmarz: the raw key */
+        else
+            train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, dk, 1e-6f);
+        if (kind != 1 && c->has_decay) {
+            train_linear_fwd_f(a->ga, a->xn, L->a_proj, NULL, N, Hv, C);
+            train_decay_fwd_f(a->g, a->ga, L->A_log, L->dt_bias, N, Hv);
+        }
+        if (c->use_beta) {
+            train_linear_fwd_f(a->bb, a->xn, L->b_proj, L->b_bias, N, Hv, C);
+            train_sigmoid_fwd_f(a->beta, a->bb, (int64_t)N * Hv,
+                                kind != 2 && c->allow_neg ? 2.0f : 1.0f);
+        } else {
+            for (int64_t i = 0; i < (int64_t)N * Hv; i++) a->beta[i] = 1.0f;
+        }
+        if (c->use_gate) train_linear_fwd_f(a->z, a->xn, L->g_proj, NULL, N, Vd, C);
+        core_job cj = {m, L, p, a, 0};
+        pool_for(p->B * Hv, core_tasks, &cj);
+        train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_gate ? a->z : NULL, L->o_norm, N * Hv, dv,
+                          eps);
+        train_linear_fwd_f(a->x_mid, a->on, L->o_proj, NULL, N, C, Vd);
+        for (size_t i = 0; i < NC; i++) a->x_mid[i] += a->x_in[i];
+        if (I) {
+            train_rmsnorm_fwd_f(a->xn2, a->rs2, a->x_mid, L->mlp_norm, N, C, eps);
+            train_linear_fwd_f(a->h1, a->xn2, L->gate_proj, NULL, N, I, C);
+            train_linear_fwd_f(a->h2, a->xn2, L->up_proj, NULL, N, I, C);
+            train_swiglu_fwd_f(a->act, a->h1, a->h2, (int64_t)N * I);
+            train_linear_fwd_f(x_out, a->act, L->down_proj, NULL, N, C, I);
+            for (size_t i = 0; i < NC; i++) x_out[i] += a->x_mid[i];
+        } else {
+            memcpy(x_out, a->x_mid, NC * sizeof(float));
+        }
+    }
+    train_rmsnorm_fwd_f(p->xf, p->rsf, p->x_out, m->norm_f, N, C, eps);
+    train_linear_fwd_f(p->logits, p->xf, m->lm_head, NULL, N, V, C);
+    if (logits_out) memcpy(logits_out, p->logits, (size_t)N * V * sizeof(float));
+    double loss = train_xent_f(G ? p->dlog : NULL, p->logits, target, N, V, wgt, correct);
+    if (!G) return loss;
+
+    /* ---- backward ---- */
+    float *dx = p->dx, *dxn = p->dxn;
+    memset(dxn, 0, NC * sizeof(float));
+    train_linear_bwd_f(dxn, G->lm_head, NULL, p->dlog, p->xf, m->lm_head, N, V, C);
+    memset(dx, 0, NC * sizeof(float));
+    train_rmsnorm_bwd_f(dx, G->norm_f, dxn, p->x_out, p->rsf, m->norm_f, N, C);
+    for (int li = c->layers - 1; li >= 0; li--) {
+        const layer *L = &m->layers[li];
+        layer *GL = &G->L[li];
+        lacts *a = &p->la[li];
+        int kind = core_kind(L);
+        /* MLP: x_out = x_mid + down(act); dx passes the residual unchanged */
+        if (I) {
+            memset(p->dact, 0, (size_t)N * I * sizeof(float));
+            train_linear_bwd_f(p->dact, GL->down_proj, NULL, dx, a->act, L->down_proj, N, C, I);
+            memset(p->dh1, 0, (size_t)N * I * sizeof(float));
+            memset(p->dh2, 0, (size_t)N * I * sizeof(float));
+            train_swiglu_bwd_f(p->dh1, p->dh2, p->dact, a->h1, a->h2, (int64_t)N * I);
+            memset(dxn, 0, NC * sizeof(float));
+            train_linear_bwd_f(dxn, GL->gate_proj, NULL, p->dh1, a->xn2, L->gate_proj, N, I, C);
+            train_linear_bwd_f(dxn, GL->up_proj, NULL, p->dh2, a->xn2, L->up_proj, N, I, C);
+            train_rmsnorm_bwd_f(dx, GL->mlp_norm, dxn, a->x_mid, a->rs2, L->mlp_norm, N, C);
+        }
+        /* mixer: x_mid = x_in + W_o RMSNormGated(o, z) */
+        size_t nv = (size_t)N * Vd, nk = (size_t)N * Kd;
+        float *d_on = p->s[4], *d_o = p->s[3], *dz = p->s[5];
+        memset(d_on, 0, nv * sizeof(float));
+        train_linear_bwd_f(d_on, GL->o_proj, NULL, dx, a->on, L->o_proj, N, C, Vd);
+        memset(d_o, 0, nv * sizeof(float));
+        if (c->use_gate) memset(dz, 0, nv * sizeof(float));
+        train_gnorm_bwd_f(d_o, c->use_gate ? dz : NULL, GL->o_norm, d_on, a->o,
+                          c->use_gate ? a->z : NULL, a->rso, L->o_norm, N * Hv, dv);
+        memset(dxn, 0, NC * sizeof(float));
+        if (c->use_gate) train_linear_bwd_f(dxn, GL->g_proj, NULL, dz, a->xn, L->g_proj, N, Vd, C);
+        /* the core: dq, dk, dv into s[0..2], dg, dbeta */
+        memset(p->s[0], 0, nk * sizeof(float));
+        memset(p->s[1], 0, nk * sizeof(float));
+        memset(p->s[2], 0, nv * sizeof(float));
+        memset(p->dg, 0, (size_t)N * Hv * sizeof(float));
+        memset(p->dbeta, 0, (size_t)N * Hv * sizeof(float));
+        core_job cj = {m, L, p, a, 1};
+        pool_for(p->B * Hv, core_tasks, &cj);
+        if (c->use_beta) {
+            memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
+            train_sigmoid_bwd_f(p->dga, p->dbeta, a->beta, (int64_t)N * Hv,
+                                kind != 2 && c->allow_neg ? 2.0f : 1.0f);
+            train_linear_bwd_f(dxn, GL->b_proj, GL->b_bias, p->dga, a->xn, L->b_proj, N, Hv, C);
+        }
+        if (kind != 1 && c->has_decay) {
+            memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
+            train_decay_bwd_f(p->dga, GL->A_log, GL->dt_bias, p->dg, a->g, a->ga, L->A_log,
+                              L->dt_bias, N, Hv);
+            train_linear_bwd_f(dxn, GL->a_proj, NULL, p->dga, a->xn, L->a_proj, N, Hv, C);
+        }
+        /* v: s[2] is dv; s[3], s[4] scratch (d_o and d_on are done with) */
+        stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, GL->v_conv_b, Vd,
+                   a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4]);
+        /* q: L2 norm backward into s[5], then the stream */
+        memset(p->s[5], 0, nk * sizeof(float));
+        train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
+        stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
+                   a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
+        const float *dks = p->s[1];
+        if (kind != 2) {
+            memset(p->s[5], 0, nk * sizeof(float));
+            train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+            dks = p->s[5];
+        }
+        stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd,
+                   a->kp, a->kc, dks, dxn, p->s[3], p->s[4]);
+        train_rmsnorm_bwd_f(dx, GL->attn_norm, dxn, a->x_in, a->rs1, L->attn_norm, N, C);
+    }
+    for (int r = 0; r < N; r++) {
+        float *ge = G->embed + (size_t)ids[r] * C;
+        const float *d = dx + (size_t)r * C;
+        for (int i = 0; i < C; i++) ge[i] += d[i];
+    }
+    return loss;
+}
