@@ -1,6 +1,7 @@
 /* ops_d.c: ops.inc in double, for the gradient checks (tests/test_grad.c): central differences in
  * double resolve a relative error of 1e-6, which float cannot. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/pool.h"

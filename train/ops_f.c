@@ -2,6 +2,7 @@
  * stack's own blk_linear_batch (models/blocks.h), so the trainer's dense layers compute what
  * stepping computes, bit for bit per row. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/pool.h"

@@ -1,0 +1,375 @@
+/* train.c: the training loop (train.h): data, AdamW, schedule, clipping, held-out accuracy,
+ * checkpoints and log.csv. The arithmetic of the model is in model_grad.c. */
+#include "train.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/fileio.h"
+#include "../scenes/prompts.h"
+#include "model_grad.h"
+
+void train_cfg_default(train_cfg *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->mixer, sizeof c->mixer, "gdn");
+    snprintf(c->task, sizeof c->task, "mqar");
+    c->layers = 2, c->hidden = 128, c->heads = 2, c->head_dim = 64;
+    c->vocab = 256, c->pairs = 32, c->keys = 16;
+    c->steps = 300, c->batch = 64, c->seq = 256, c->warmup = 30;
+    c->lr = 3e-3, c->wd = 0.1, c->clip = 1.0;
+    c->log_every = 25, c->eval = 256, c->chunk = 64, c->rows = 16384;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- data ---- */
+
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Prompt `index` of stream `which` (0 training, 1 held-out) into ids/tgt [seq]: the generator's
+ * tokens, padded with token 0 (unscored) when it makes fewer than seq. */
+static int make_prompt(const train_cfg *c, int which, uint64_t index, int32_t *ids, int32_t *tgt,
+                       err *e) {
+    uint64_t seed = mix64(mix64(c->seed) ^ mix64(((uint64_t)which << 56) ^ index));
+    task_prompt p;
+    int rc;
+    if (!strcmp(c->task, "mqar")) {
+        rc = task_mqar(&p, c->pairs, c->seq / 2 - c->pairs, c->vocab, seed, e);
+    } else if (!strcmp(c->task, "niah")) {
+        double depth = (double)(mix64(seed ^ 1) >> 11) * (1.0 / 9007199254740992.0);
+        rc = task_niah(&p, c->seq, c->vocab, depth, seed, e);
+    } else if (!strcmp(c->task, "overwrite")) {
+        rc = task_overwrite(&p, c->keys, c->seq / (2 * c->keys) - 1, c->vocab, seed, e);
+    } else {
+        rc = task_a5(&p, c->seq, seed, e);
+    }
+    if (rc) return -1;
+    if (p.n > c->seq) {
+        task_free(&p);
+        return err_set(e, "train: the %s prompt has %d tokens, more than seq=%d", c->task, p.n,
+                       c->seq);
+    }
+    for (int t = 0; t < c->seq; t++) {
+        ids[t] = t < p.n ? p.ids[t] : 0;
+        tgt[t] = t < p.n ? p.target[t] : -1;
+    }
+    task_free(&p);
+    return 0;
+}
+
+/* ---- the optimiser ---- */
+
+static double lr_at(const train_cfg *c, int step) {
+    if (step < c->warmup) return c->lr * (step + 1) / c->warmup;
+    double span = c->steps - c->warmup;
+    double t = span > 0 ? (step - c->warmup) / span : 1.0;
+    return c->lr * 0.5 * (1.0 + cos(M_PI * t));
+}
+
+typedef struct adamw {
+    float *m, *v;
+    int t;
+} adamw;
+
+/* PyTorch's AdamW: p -= lr wd p; m, v moments; p -= lr m^ / (sqrt(v^) + eps). Decay only on
+ * matrices (2-d and more): norms, biases, A_log and dt_bias keep their scale. */
+static void adamw_step(adamw *o, model *m, const train_grads *g, double lr, double wd,
+                       float gscale) {
+    const double b1 = 0.9, b2 = 0.95, eps = 1e-8;
+    o->t++;
+    double c1 = 1.0 - pow(b1, o->t), c2 = 1.0 - pow(b2, o->t);
+    int64_t off = 0;
+    for (int i = 0; i < m->nslots; i++) {
+        wslot *s = &m->slots[i];
+        int64_t n = 1;
+        for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+        float decay = s->ndim >= 2 ? (float)(1.0 - lr * wd) : 1.0f;
+        float *p = s->data, *mm = o->m + off, *vv = o->v + off;
+        const float *gr = g->of[i];
+        for (int64_t j = 0; j < n; j++) {
+            float gj = gr[j] * gscale;
+            mm[j] = (float)(b1 * mm[j] + (1 - b1) * gj);
+            vv[j] = (float)(b2 * vv[j] + (1 - b2) * (double)gj * gj);
+            double upd = (mm[j] / c1) / (sqrt(vv[j] / c2) + eps);
+            p[j] = (float)(p[j] * decay - lr * upd);
+        }
+        off += n;
+    }
+}
+
+/* ---- checkpoints and the log ---- */
+
+/* config.json gains "mixscope_train": {command, step, loss, accuracy} */
+static int set_provenance(model *m, const train_cfg *c, int step, double loss, double acc, err *e) {
+    cJSON *root = cJSON_Parse(m->config_json);
+    if (!root) return err_set(e, "train: cannot re-read the model's config.json");
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "mixscope_train");
+    cJSON *t = cJSON_AddObjectToObject(root, "mixscope_train");
+    cJSON_AddStringToObject(t, "command", c->command);
+    cJSON_AddNumberToObject(t, "step", step);
+    if (isfinite(loss)) cJSON_AddNumberToObject(t, "loss", loss);
+    if (isfinite(acc)) cJSON_AddNumberToObject(t, "accuracy", acc);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return err_set(e, "train: out of memory");
+    char *copy = strdup(text);
+    cJSON_free(text);
+    if (!copy) return err_set(e, "train: out of memory");
+    free(m->config_json);
+    m->config_json = copy;
+    return 0;
+}
+
+static int save_step(model *m, const train_cfg *c, int step, double loss, double acc, char *where,
+                     size_t wn, err *e) {
+    if (!c->out[0]) return 0;
+    snprintf(where, wn, "%s/step-%06d", c->out, step);
+    if (set_provenance(m, c, step, loss, acc, e)) return -1;
+    if (model_save(m, where, e)) return err_prefix(e, "train: checkpoint");
+    snprintf(m->source, sizeof m->source, "%s", where);
+    return 0;
+}
+
+/* ---- the run ---- */
+
+typedef struct run_state {
+    const train_cfg *c;
+    model *m;
+    train_pass *pass;
+    train_grads g;
+    adamw opt;
+    int mb;                       /* prompts per pass */
+    int32_t *ids, *tgt;           /* [mb, seq] */
+    int32_t *eval_ids, *eval_tgt; /* [eval, seq] */
+    FILE *log;
+} run_state;
+
+static void run_free(run_state *r) {
+    train_pass_free(r->pass);
+    train_grads_free(&r->g);
+    free(r->opt.m), free(r->opt.v), free(r->ids), free(r->tgt), free(r->eval_ids),
+        free(r->eval_tgt);
+    if (r->log) fclose(r->log);
+}
+
+/* held-out loss and accuracy, forward only */
+static void evaluate(run_state *r, double *loss, double *acc) {
+    const train_cfg *c = r->c;
+    int correct = 0, scored = 0;
+    double l = 0;
+    for (int i0 = 0; i0 < c->eval; i0 += r->mb) {
+        int n = c->eval - i0 < r->mb ? c->eval - i0 : r->mb;
+        /* a short last group reuses the pass: pad with unscored copies of the first prompt */
+        for (int b = 0; b < r->mb; b++) {
+            int src = b < n ? i0 + b : i0;
+            memcpy(r->ids + (size_t)b * c->seq, r->eval_ids + (size_t)src * c->seq,
+                   (size_t)c->seq * sizeof(int32_t));
+            for (int t = 0; t < c->seq; t++)
+                r->tgt[(size_t)b * c->seq + t] = b < n ? r->eval_tgt[(size_t)src * c->seq + t] : -1;
+        }
+        for (int j = 0; j < r->mb * c->seq; j++) scored += r->tgt[j] >= 0;
+        l += train_model_pass(r->m, r->pass, r->ids, r->tgt, 1.0f, NULL, &correct, NULL);
+    }
+    *loss = scored ? l / scored : NAN;
+    *acc = scored ? (double)correct / scored : NAN;
+}
+
+int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_end *how, err *e) {
+    *out = NULL;
+    *how = TRAIN_DONE;
+    if (c->bf16)
+        return err_set(e, "train: precision=bf16 is not implemented yet; use precision=fp32");
+    run_state r;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    /* the model: model random with the shape options and any further config keys */
+    char kv[8][48];
+    char *argv[8 + OPTS_MAX];
+    int argc = 0;
+    snprintf(kv[0], sizeof kv[0], "layers=%d", c->layers);
+    snprintf(kv[1], sizeof kv[1], "hidden=%d", c->hidden);
+    snprintf(kv[2], sizeof kv[2], "heads=%d", c->heads);
+    snprintf(kv[3], sizeof kv[3], "head_dim=%d", c->head_dim);
+    snprintf(kv[4], sizeof kv[4], "vocab=%d", c->vocab);
+    snprintf(kv[5], sizeof kv[5], "seed=%llu", (unsigned long long)c->seed);
+    for (int i = 0; i < 6; i++) argv[argc++] = kv[i];
+    char extra[OPTS_MAX][160];
+    if (c->model_opts)
+        for (int i = 0; i < c->model_opts->n; i++) {
+            snprintf(extra[i], sizeof extra[i], "%s=%s", c->model_opts->key[i],
+                     c->model_opts->val[i]);
+            argv[argc++] = extra[i];
+        }
+    opts mo;
+    if (opts_parse(&mo, argc, argv, e)) return -1;
+    model *m = NULL;
+    int rc = model_random(&m, c->mixer, &mo, e);
+    opts_free(&mo);
+    if (rc) return err_prefix(e, "train");
+    r.m = m;
+    if (train_model_check(m, e)) goto fail;
+    r.mb = c->rows / c->seq;
+    if (r.mb < 1) r.mb = 1;
+    if (r.mb > c->batch) r.mb = c->batch;
+    if (train_pass_init(&r.pass, m, r.mb, c->seq, c->chunk, e) || train_grads_init(&r.g, m, e))
+        goto fail;
+    r.opt.m = calloc((size_t)r.g.n, sizeof(float));
+    r.opt.v = calloc((size_t)r.g.n, sizeof(float));
+    size_t rows = (size_t)r.mb * c->seq, erows = (size_t)c->eval * c->seq;
+    r.ids = malloc(rows * sizeof(int32_t)), r.tgt = malloc(rows * sizeof(int32_t));
+    r.eval_ids = malloc((erows ? erows : 1) * sizeof(int32_t));
+    r.eval_tgt = malloc((erows ? erows : 1) * sizeof(int32_t));
+    if (!r.opt.m || !r.opt.v || !r.ids || !r.tgt || !r.eval_ids || !r.eval_tgt) {
+        err_set(e, "train: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < c->eval; i++)
+        if (make_prompt(c, 1, (uint64_t)i, r.eval_ids + (size_t)i * c->seq,
+                        r.eval_tgt + (size_t)i * c->seq, e))
+            goto fail;
+    if (c->out[0]) {
+        char lp[1100];
+        snprintf(lp, sizeof lp, "%s/log.csv", c->out);
+        r.log = fopen(lp, "w");
+        if (!r.log) {
+            err_set(e, "train: %s: %s", lp, strerror(errno));
+            goto fail;
+        }
+        fprintf(r.log, "step,loss,eval_loss,accuracy,grad_norm,lr,tokens_per_s,elapsed_s\n");
+        fflush(r.log);
+    }
+    snprintf(m->source, sizeof m->source, "train %s task=%s", c->mixer, c->task);
+
+    double t0 = now_s(), t_int = t0, loss = NAN;
+    int tok_int = 0, step = 0;
+    char where[1100], note[1300];
+    for (step = 0; step < c->steps; step++) {
+        double lr = lr_at(c, step);
+        train_grads_zero(&r.g);
+        /* the batch's scored positions weigh 1/count each: the gradient of the batch mean */
+        int scored = 0;
+        int32_t *bids = malloc((size_t)c->batch * c->seq * sizeof(int32_t)),
+                *btgt = malloc((size_t)c->batch * c->seq * sizeof(int32_t));
+        if (!bids || !btgt) {
+            free(bids), free(btgt);
+            err_set(e, "train: out of memory");
+            goto fail;
+        }
+        for (int b = 0; b < c->batch; b++)
+            if (make_prompt(c, 0, (uint64_t)step * (uint64_t)c->batch + (uint64_t)b,
+                            bids + (size_t)b * c->seq, btgt + (size_t)b * c->seq, e)) {
+                free(bids), free(btgt);
+                goto fail;
+            }
+        for (size_t j = 0; j < (size_t)c->batch * c->seq; j++) scored += btgt[j] >= 0;
+        float wgt = scored ? 1.0f / (float)scored : 0.0f;
+        double l = 0;
+        for (int b0 = 0; b0 < c->batch; b0 += r.mb) {
+            int n = c->batch - b0 < r.mb ? c->batch - b0 : r.mb;
+            for (int b = 0; b < r.mb; b++) {
+                int src = b < n ? b0 + b : b0;
+                memcpy(r.ids + (size_t)b * c->seq, bids + (size_t)src * c->seq,
+                       (size_t)c->seq * sizeof(int32_t));
+                for (int t = 0; t < c->seq; t++)
+                    r.tgt[(size_t)b * c->seq + t] = b < n ? btgt[(size_t)src * c->seq + t] : -1;
+            }
+            l += train_model_pass(m, r.pass, r.ids, r.tgt, wgt, &r.g, NULL, NULL);
+        }
+        free(bids), free(btgt);
+        loss = l;
+        double gn = 0;
+        for (int64_t j = 0; j < r.g.n; j++) gn += (double)r.g.buf[j] * r.g.buf[j];
+        gn = sqrt(gn);
+        tok_int += c->batch * c->seq;
+        if (!isfinite(loss) || !isfinite(gn)) {
+            /* the weights that made it: a checkpoint for diagnose, then stop */
+            *how = TRAIN_DIVERGED;
+            if (save_step(m, c, step, loss, NAN, where, sizeof where, e)) goto fail;
+            snprintf(note, sizeof note,
+                     "step %d: the %s is not finite: the run diverged%s%s; diagnose reads the "
+                     "checkpoints",
+                     step, isfinite(loss) ? "gradient" : "loss", c->out[0] ? ", weights in " : "",
+                     c->out[0] ? where : "");
+            train_status st = {.step = step,
+                               .steps = c->steps,
+                               .loss = loss,
+                               .eval_loss = NAN,
+                               .acc = NAN,
+                               .grad_norm = gn,
+                               .lr = lr,
+                               .tok_s = NAN,
+                               .elapsed_s = now_s() - t0,
+                               .final = 1,
+                               .note = note};
+            if (r.log)
+                fprintf(r.log, "%d,%.9g,,,%.9g,%.9g,,%.3f\n", step, loss, gn, lr, st.elapsed_s),
+                    fflush(r.log);
+            if (hooks && hooks->progress) hooks->progress(hooks->ctx, &st);
+            break;
+        }
+        float gscale = c->clip > 0 && gn > c->clip ? (float)(c->clip / (gn + 1e-6)) : 1.0f;
+        adamw_step(&r.opt, m, &r.g, lr, c->wd, gscale);
+        int done = step + 1;
+        int stop = hooks && hooks->stop && hooks->stop(hooks->ctx);
+        int last = done == c->steps || stop;
+        int ckpt = c->out[0] && ((c->every > 0 && done % c->every == 0) || last);
+        int report = done % c->log_every == 0 || last;
+        double el = NAN, ea = NAN;
+        if (ckpt || report) evaluate(&r, &el, &ea);
+        if (ckpt && save_step(m, c, done, loss, ea, where, sizeof where, e)) goto fail;
+        if (ckpt || report) {
+            double t = now_s();
+            train_status st = {.step = done,
+                               .steps = c->steps,
+                               .loss = loss,
+                               .eval_loss = el,
+                               .acc = ea,
+                               .grad_norm = gn,
+                               .lr = lr,
+                               .tok_s = report ? tok_int / (t - t_int) : NAN,
+                               .elapsed_s = t - t0,
+                               .final = last,
+                               .note = NULL};
+            if (ckpt) {
+                snprintf(note, sizeof note, "checkpoint %s", where);
+                st.note = note;
+            }
+            if (report && r.log) {
+                fprintf(r.log, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.1f,%.3f\n", done, loss, el, ea, gn,
+                        lr, st.tok_s, st.elapsed_s);
+                fflush(r.log);
+            }
+            if (hooks && hooks->progress) hooks->progress(hooks->ctx, &st);
+            if (report) t_int = now_s(), tok_int = 0;
+        }
+        if (stop) {
+            *how = TRAIN_STOPPED;
+            break;
+        }
+    }
+    run_free(&r);
+    if (set_provenance(m, c, step, loss, NAN, e)) {
+        model_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+fail:
+    run_free(&r);
+    model_free(m);
+    return -1;
+}
