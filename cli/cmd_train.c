@@ -16,7 +16,7 @@
 static const char *const TRAIN_KEYS[] = {
     "task",  "layers", "hidden", "heads", "head_dim", "vocab", "pairs",     "keys",
     "steps", "batch",  "seq",    "lr",    "warmup",   "wd",    "clip",      "seed",
-    "every", "out",    "log",    "eval",  "chunk",    "rows",  "precision",
+    "every", "out",    "log",    "eval",  "chunk",    "rows",  "precision", "dump",
 };
 #define NTRAIN_KEYS (int)(sizeof TRAIN_KEYS / sizeof TRAIN_KEYS[0])
 
@@ -80,6 +80,7 @@ static int parse_cfg(session *s, train_cfg *c, int argc, char **argv, opts *o, o
     INT_OPT("eval", eval, 0, 1 << 20);
     INT_OPT("chunk", chunk, 1, 4096);
     INT_OPT("rows", rows, 1, 1 << 24);
+    INT_OPT("dump", dump, 0, 1);
     const char *prec = opts_str(o, "precision", "fp32");
     if (strcmp(prec, "fp32") && strcmp(prec, "bf16"))
         return err_set(e, "train: precision '%.20s': expected fp32 or bf16", prec);
@@ -89,6 +90,7 @@ static int parse_cfg(session *s, train_cfg *c, int argc, char **argv, opts *o, o
         return err_set(e, "train: out=%.60s...: path too long", out);
 #undef INT_OPT
 #undef FLOAT_OPT
+    if (c->dump && !c->out[0]) return err_set(e, "train: dump=1 writes into out=DIR: give it");
     if (c->every && !c->out[0])
         return err_set(e, "train: every=%d writes checkpoints: give out=DIR as well", c->every);
     if (!strcmp(task, "mqar") && (c->seq % 2 || c->seq / 2 - c->pairs < 1))
@@ -198,7 +200,10 @@ const command cmd_train = {
     "      to 0, gradient norm clipped to `clip` (0: off). Every `log` steps it prints the\n"
     "      batch loss, the accuracy and loss on `eval` held-out prompts, the gradient norm\n"
     "      before clipping, the rate and tokens/s. With out=DIR: DIR/log.csv, and a checkpoint\n"
-    "      DIR/step-NNNNNN/ every `every` steps and at the end (load, diagnose DIR read them).\n"
+    "      DIR/step-NNNNNN/ at step 0, every `every` steps and at the end (load and\n"
+    "      diagnose DIR read them); dump=1 adds DIR/batches.safetensors (every step's ids\n"
+    "      and targets) and DIR/grads-000000.safetensors (step 0's gradient) for\n"
+    "      tools/train_peer.py.\n"
     "      ^C stops after the current step and keeps a checkpoint. A non-finite loss or\n"
     "      gradient stops the run with a checkpoint of the weights that made it (the command\n"
     "      fails). Other KEY=VALUE pairs are config.json keys (use_gate=false ...). The trained\n"
@@ -208,4 +213,4 @@ const command cmd_train = {
     run_train,
     COMPLETE_MIXER,
     "task layers hidden heads head_dim steps batch seq lr warmup wd clip seed precision every "
-    "out log eval pairs keys vocab"};
+    "out log eval pairs keys vocab dump"};

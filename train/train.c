@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../core/fileio.h"
+#include "../core/safetensors.h"
 #include "../scenes/prompts.h"
 #include "model_grad.h"
 
@@ -144,6 +145,38 @@ static int save_step(model *m, const train_cfg *c, int step, double loss, double
     return 0;
 }
 
+/* OUT/NAME.safetensors from float or int32 arrays */
+static int write_tensors(const train_cfg *c, const char *name, tensor *ts, int n, err *e) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s.safetensors", c->out, name);
+    const tensor **ptr = malloc((size_t)n * sizeof *ptr);
+    if (!ptr) return err_set(e, "train: out of memory");
+    for (int i = 0; i < n; i++) ptr[i] = &ts[i];
+    int rc = st_write(path, ptr, n, NULL, e);
+    free(ptr);
+    return rc;
+}
+
+/* step 0's gradient, one tensor a slot, by the checkpoint's names */
+static int dump_grads(const model *m, const train_cfg *c, const train_grads *g, err *e) {
+    tensor *ts = calloc((size_t)m->nslots, sizeof *ts);
+    if (!ts) return err_set(e, "train: out of memory");
+    for (int i = 0; i < m->nslots; i++) {
+        const wslot *s = &m->slots[i];
+        size_t numel = 1;
+        ts[i].name = (char *)s->name;
+        ts[i].dtype = DT_F32;
+        ts[i].ndim = s->ndim;
+        for (int d = 0; d < s->ndim; d++)
+            ts[i].shape[d] = s->shape[d], numel *= (size_t)s->shape[d];
+        ts[i].data = g->of[i];
+        ts[i].nbytes = numel * sizeof(float);
+    }
+    int rc = write_tensors(c, "grads-000000", ts, m->nslots, e);
+    free(ts);
+    return rc;
+}
+
 /* ---- the run ---- */
 
 typedef struct run_state {
@@ -155,6 +188,7 @@ typedef struct run_state {
     int mb;                       /* prompts per pass */
     int32_t *ids, *tgt;           /* [mb, seq] */
     int32_t *eval_ids, *eval_tgt; /* [eval, seq] */
+    int32_t *dump_ids, *dump_tgt; /* [steps, batch, seq] when cfg->dump */
     FILE *log;
 } run_state;
 
@@ -162,8 +196,25 @@ static void run_free(run_state *r) {
     train_pass_free(r->pass);
     train_grads_free(&r->g);
     free(r->opt.m), free(r->opt.v), free(r->ids), free(r->tgt), free(r->eval_ids),
-        free(r->eval_tgt);
+        free(r->eval_tgt), free(r->dump_ids), free(r->dump_tgt);
     if (r->log) fclose(r->log);
+}
+
+static int dump_batches(const run_state *r, int steps, err *e) {
+    const train_cfg *c = r->c;
+    tensor ts[2];
+    memset(ts, 0, sizeof ts);
+    const char *names[2] = {"ids", "targets"};
+    int32_t *data[2] = {r->dump_ids, r->dump_tgt};
+    for (int i = 0; i < 2; i++) {
+        ts[i].name = (char *)names[i];
+        ts[i].dtype = DT_I32;
+        ts[i].ndim = 3;
+        ts[i].shape[0] = steps, ts[i].shape[1] = c->batch, ts[i].shape[2] = c->seq;
+        ts[i].data = data[i];
+        ts[i].nbytes = (size_t)steps * c->batch * c->seq * sizeof(int32_t);
+    }
+    return write_tensors(c, "batches", ts, 2, e);
 }
 
 /* held-out loss and accuracy, forward only */
@@ -252,11 +303,20 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
         fprintf(r.log, "step,loss,eval_loss,accuracy,grad_norm,lr,tokens_per_s,elapsed_s\n");
         fflush(r.log);
     }
+    if (c->dump && c->out[0]) {
+        size_t n = (size_t)c->steps * c->batch * c->seq;
+        r.dump_ids = malloc(n * sizeof(int32_t)), r.dump_tgt = malloc(n * sizeof(int32_t));
+        if (!r.dump_ids || !r.dump_tgt) {
+            err_set(e, "train: out of memory for dump=1 (%zu tokens)", n);
+            goto fail;
+        }
+    }
+    char where[1100], note[1300];
+    if (save_step(m, c, 0, NAN, NAN, where, sizeof where, e)) goto fail;
     snprintf(m->source, sizeof m->source, "train %s task=%s", c->mixer, c->task);
 
     double t0 = now_s(), t_int = t0, loss = NAN;
     int tok_int = 0, step = 0;
-    char where[1100], note[1300];
     for (step = 0; step < c->steps; step++) {
         double lr = lr_at(c, step);
         train_grads_zero(&r.g);
@@ -276,6 +336,11 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
                 goto fail;
             }
         for (size_t j = 0; j < (size_t)c->batch * c->seq; j++) scored += btgt[j] >= 0;
+        if (r.dump_ids) {
+            size_t bn = (size_t)c->batch * c->seq, at = (size_t)step * bn;
+            memcpy(r.dump_ids + at, bids, bn * sizeof(int32_t));
+            memcpy(r.dump_tgt + at, btgt, bn * sizeof(int32_t));
+        }
         float wgt = scored ? 1.0f / (float)scored : 0.0f;
         double l = 0;
         for (int b0 = 0; b0 < c->batch; b0 += r.mb) {
@@ -295,6 +360,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
         for (int64_t j = 0; j < r.g.n; j++) gn += (double)r.g.buf[j] * r.g.buf[j];
         gn = sqrt(gn);
         tok_int += c->batch * c->seq;
+        if (step == 0 && r.dump_ids && dump_grads(m, c, &r.g, e)) goto fail;
         if (!isfinite(loss) || !isfinite(gn)) {
             /* the weights that made it: a checkpoint for diagnose, then stop */
             *how = TRAIN_DIVERGED;
@@ -361,6 +427,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
             break;
         }
     }
+    if (r.dump_ids && dump_batches(&r, step < c->steps ? step + 1 : c->steps, e)) goto fail;
     run_free(&r);
     if (set_provenance(m, c, step, loss, NAN, e)) {
         model_free(m);

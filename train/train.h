@@ -9,7 +9,8 @@
  *   every `log` steps and at the end: the accuracy and loss on `eval` held-out prompts (fixed,
  *              drawn from a seed stream the training batches never use), one progress line and
  *              one row of OUT/log.csv.
- *   every `every` steps, at the end, on ^C and when the loss goes non-finite: a checkpoint
+ *   at the start (step-000000, the initial weights), every `every` steps, at the end, on ^C and
+ *              when the loss goes non-finite: a checkpoint
  *              OUT/step-NNNNNN/ (config.json + model.safetensors, fla's layout) whose config.json
  *              keeps the command and the step under "mixscope_train".
  *
@@ -39,6 +40,8 @@ typedef struct train_cfg {
     int chunk;      /* BPTT: states kept every `chunk` tokens */
     int rows;       /* tokens per forward/backward pass (a batch is cut into passes) */
     char out[1024]; /* checkpoint folder; "" writes nothing */
+    int dump;       /* also OUT/batches.safetensors (every step's ids and targets) and
+                     * OUT/grads-000000.safetensors (step 0's gradient): for tools/train_peer.py */
     char command[1024]; /* the command line, for config.json */
     opts *model_opts;   /* further config.json keys for model random (may be NULL) */
 } train_cfg;
