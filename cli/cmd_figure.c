@@ -25,6 +25,7 @@
 #include "../viz/demo.h"
 #include "../viz/view.h"
 #include "../viz/window.h"
+#include "../train/history.h"
 #include "../core/names.h"
 #include "command.h"
 #include "session.h"
@@ -90,6 +91,14 @@ static int parse_view_opts(opts *o, view_params *p, long *w, long *h, long *demo
     p->from = from, p->to = to, p->dim = (int)dim, p->seed = (uint64_t)seed;
     snprintf(p->probe, sizeof p->probe, "%s", opts_str(o, "probe", ""));
     return 0;
+}
+
+/* run=DIR of a history view: that run's log.csv replaces the session's training history */
+static int history_run_opt(session *s, const view *v, opts *o, err *e) {
+    const char *run = opts_str(o, "run", NULL);
+    if (!run) return 0;
+    if (!v->history) return err_set(e, "run=: only view train reads a run folder");
+    return train_history_load(&s->train_tr, run, e);
 }
 
 /* The session's trace, or an explanation of why there is nothing to draw. */
@@ -164,7 +173,10 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
     view_params p;
     long w, h, demo;
-    int rc = parse_view_opts(&o, &p, &w, &h, &demo, e) || opts_check_unused(&o, e) ? -1 : 0;
+    int rc = history_run_opt(s, v, &o, e) || parse_view_opts(&o, &p, &w, &h, &demo, e) ||
+                     opts_check_unused(&o, e)
+                 ? -1
+                 : 0;
     opts_free(&o);
     if (rc) return err_prefix(e, "export png");
     if (!demo) note_unrecorded(s, v);
@@ -178,6 +190,8 @@ static int export_png(session *s, int argc, char **argv, err *e) {
             return err_prefix(e, "export png");
         }
         tr = &dt;
+    } else if (v->history) {
+        tr = &s->train_tr;
     } else if (!(tr = session_trace_or_err(s, "export png", e))) {
         return -1;
     }
@@ -191,7 +205,10 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     rc = v->draw(&c, tr, &p, e);
     if (!rc) rc = write_png(s, argv[2], cmd, v, tr, &p, &c, e);
     char whole[4096];
-    if (!rc)
+    if (!rc && v->history)
+        fprintf(s->out, "wrote %s (view %s, %ldx%ld, %lld reports)\n",
+                session_whole_path(argv[2], whole, sizeof whole), v->name, w, h, (long long)tr->T);
+    else if (!rc)
         fprintf(s->out, "wrote %s (view %s, %ldx%ld, layer %d head %d, tokens %lld..%lld)\n",
                 session_whole_path(argv[2], whole, sizeof whole), v->name, w, h, p.layer, p.head,
                 (long long)p.shown_from, (long long)p.shown_to - 1);
@@ -297,8 +314,9 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
  * session). */
 static window_set *g_windows;
 
-static const trace *hook_trace(void *ctx) {
-    return &((session *)ctx)->eng.tr;
+static const trace *hook_trace(void *ctx, const view *v) {
+    session *s = ctx;
+    return v->history ? &s->train_tr : &s->eng.tr;
 }
 
 static int hook_step(void *ctx, err *e) {
@@ -354,7 +372,10 @@ static int run_view(session *s, int argc, char **argv, const char *rest, err *e)
     if (opts_parse(&o, argc - 2, argv + 2, e)) return -1;
     view_params p;
     long w, h, demo;
-    int rc = parse_view_opts(&o, &p, &w, &h, &demo, e) || opts_check_unused(&o, e) ? -1 : 0;
+    int rc = history_run_opt(s, v, &o, e) || parse_view_opts(&o, &p, &w, &h, &demo, e) ||
+                     opts_check_unused(&o, e)
+                 ? -1
+                 : 0;
     opts_free(&o);
     if (rc) return err_prefix(e, "view");
     if (demo)

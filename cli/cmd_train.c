@@ -8,6 +8,7 @@
 #include "../core/names.h"
 #include "../core/opts.h"
 #include "../scenes/prompts.h"
+#include "../train/history.h"
 #include "../train/train.h"
 #include "command.h"
 #include "session.h"
@@ -127,6 +128,9 @@ typedef struct progress_ctx {
 
 static void print_progress(void *ctx, const train_status *st) {
     session *s = ((progress_ctx *)ctx)->s;
+    err e = {{0}};
+    if (train_history_push(&s->train_tr, st, &e))
+        fprintf(s->out, "note: the training history for view train: %s\n", e.msg);
     if (isfinite(st->acc) || isfinite(st->tok_s)) {
         fprintf(s->out, "step %*d/%d  loss %.4f", st->steps >= 10000 ? 6 : 4, st->step, st->steps,
                 st->loss);
@@ -163,6 +167,10 @@ static int run_train(session *s, int argc, char **argv, const char *rest_text, e
             c.mixer, c.task, c.layers, c.hidden, c.heads, c.head_dim, c.steps, c.batch, c.seq, c.lr,
             c.out[0] ? ", checkpoints in " : "", c.out);
     fflush(s->out);
+    if (train_history_init(&s->train_tr, e)) {
+        opts_free(&o);
+        return -1;
+    }
     progress_ctx pc = {s};
     train_hooks hooks = {print_progress, stop_requested, &pc};
     model *m = NULL;

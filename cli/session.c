@@ -34,12 +34,14 @@ int session_init(session *s, err *e) {
     memset(s, 0, sizeof *s);
     s->out = stdout;
     if (engine_init(&s->eng, e)) return -1;
+    trace_init(&s->train_tr);
     s->eng.tick = session_tick, s->eng.tick_ctx = s;
     return 0;
 }
 
 void session_free(session *s) {
     engine_free(&s->eng);
+    trace_free(&s->train_tr);
     if (s->task) {
         task_free(s->task);
         free(s->task);

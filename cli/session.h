@@ -25,6 +25,8 @@ typedef struct session {
     /* stepping and recording (engine/engine.h): the model or raw lanes, the tokens, their
      * logits, the probe trace, the device, the probe selection */
     engine eng;
+    /* the last `train`'s reports, or a run folder's log.csv (`view train run=DIR`) */
+    trace train_tr;
 
     /* generators (scenes/) and settings. Zero (session_init's memset) means "the default". */
     struct task_prompt *task; /* the last generated prompt with its scored targets, or NULL */

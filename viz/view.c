@@ -9,11 +9,11 @@
 #include "plot.h"
 
 extern const view view_kaczmarz, view_kalman, view_kata, view_parallax, view_state, view_recall,
-    view_probes, view_precision;
+    view_probes, view_precision, view_train;
 
 const view *const view_all[] = {
     &view_kaczmarz, &view_kalman, &view_kata,   &view_parallax,
-    &view_state,    &view_recall, &view_probes, &view_precision,
+    &view_state,    &view_recall, &view_probes, &view_precision, &view_train,
 };
 const int view_count = (int)(sizeof view_all / sizeof view_all[0]);
 
@@ -93,7 +93,11 @@ box vu_header(canvas *c, const char *title, const trace *tr, const view_params *
     int layers = 0, heads = 0;
     if (tr->nseries > 0) layers = tr->series[0].layers, heads = tr->series[0].heads;
     char sel[200];
-    if (p->shown_to > p->shown_from)
+    if (tr->nseries > 0 && tr->series[0].source && !strcmp(tr->series[0].source, "train") &&
+        tr->T > 0) /* a training history (train/history.h): reports, not tokens */
+        snprintf(sel, sizeof sel, "%lld reports · steps %.0f–%.0f", (long long)tr->T,
+                 (double)*trace_at(tr, 0, 0), (double)*trace_at(tr, 0, tr->T - 1));
+    else if (p->shown_to > p->shown_from)
         snprintf(sel, sizeof sel, "layer %d/%d · head %d/%d · tokens %lld–%lld of %lld", p->layer,
                  layers, p->head, heads, (long long)p->shown_from, (long long)p->shown_to - 1,
                  (long long)tr->T);

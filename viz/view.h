@@ -36,6 +36,8 @@ typedef struct view {
      * "attn"; NULL: whatever it is asked for): the engine's probe selection is checked
      * against them when the view is shown (`set probes`). */
     const char *draws;
+    /* 1: draws the session's training history (train/history.h), not the probe trace */
+    int history;
 } view;
 
 extern const view *const view_all[];

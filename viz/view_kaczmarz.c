@@ -154,5 +154,5 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
 
 const view view_kaczmarz = {
     "kaczmarz", "delta-rule writes per token: β (Kaczmarz beside GDN), ‖k‖², ‖e‖, ‖r‖, ρ, ‖S‖", "",
-    draw,       "beta,eta,rho,k_norm,e_norm,r_norm,state_norm,forget_removed,erase_removed",
+    draw,       "beta,eta,rho,k_norm,e_norm,r_norm,state_norm,forget_removed,erase_removed",    0,
 };

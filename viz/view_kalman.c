@@ -163,4 +163,5 @@ const view view_kalman = {
     draw,
     "lambda,lambda_prior,lambda_star,write,forget,write_mean,forget_mean,yvar,innovation_z,lambda_"
     "star_gap,lambda_v",
+    0,
 };

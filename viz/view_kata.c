@@ -418,4 +418,5 @@ const view view_kata = {
     "dim=P seed=S",
     draw,
     "g",
+    0,
 };

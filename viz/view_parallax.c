@@ -283,4 +283,5 @@ const view view_parallax = {
     "",
     draw,
     "attn,cor,corr_norm,sa_norm,entropy_norm,max_weight,a_min,a_max,neg_mass,sink_p,sink_a",
+    0,
 };

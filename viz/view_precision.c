@@ -58,5 +58,5 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
 const view view_precision = {
     "precision", "precision replay: bf16 / fp16 state and bf16 inputs against fp32 over tokens",
     "",          draw,
-    NULL,
+    NULL,        0,
 };

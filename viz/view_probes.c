@@ -128,4 +128,5 @@ const view view_probes = {
     "probe=NAME index=I",
     draw,
     NULL,
+    0,
 };

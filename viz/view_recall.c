@@ -105,5 +105,5 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
 const view view_recall = {
     "recall", "t × i heatmap of how well the state after token t reads back the value of key i",
     "",       draw,
-    "recall",
+    "recall", 0,
 };

@@ -121,4 +121,5 @@ const view view_state = {
     "",
     draw,
     "state",
+    0,
 };

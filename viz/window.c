@@ -97,9 +97,9 @@ int window_count(const window_set *ws) {
     return ws ? ws->n : 0;
 }
 
-static const trace *current_trace(window_set *ws) {
+static const trace *current_trace(window_set *ws, const view *v) {
     static const trace empty; /* read-only: a view of nothing */
-    const trace *tr = ws->hooks.trace ? ws->hooks.trace(ws->hooks.ctx) : NULL;
+    const trace *tr = ws->hooks.trace ? ws->hooks.trace(ws->hooks.ctx, v) : NULL;
     return tr ? tr : &empty;
 }
 
@@ -119,7 +119,7 @@ static void set_title(vwin *w) {
 
 /* Draws the view into the canvas (a failed draw shows its message instead) and presents it. */
 static void redraw(window_set *ws, vwin *w) {
-    const trace *tr = current_trace(ws);
+    const trace *tr = current_trace(ws, w->v);
     err e = {{0}};
     view_params p = w->p;
     if (w->v->draw(&w->cv, tr, &p, &e)) {
@@ -258,9 +258,9 @@ int window_pump(window_set *ws, int wait_ms) {
             break;
         }
     }
-    const trace *tr = current_trace(ws);
     for (int i = 0; i < ws->n; i++) {
         vwin *w = &ws->w[i];
+        const trace *tr = current_trace(ws, w->v);
         if (w->dirty || w->last_tr != tr || w->last_T != tr->T || w->last_nseries != tr->nseries ||
             w->last_snap_t != snap_t(tr))
             redraw(ws, w);

@@ -21,8 +21,8 @@
 
 typedef struct window_hooks {
     void *ctx;
-    /* The trace to draw; asked before every redraw (the caller may move or grow it). */
-    const trace *(*trace)(void *ctx);
+    /* The trace view v draws; asked before every redraw (the caller may move or grow it). */
+    const trace *(*trace)(void *ctx, const view *v);
     /* Space: advance one token. NULL: space does nothing. */
     int (*step)(void *ctx, err *e);
     /* s: write the canvas as a PNG, its path into `path`. NULL: a plain PNG in the working
