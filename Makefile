@@ -141,7 +141,14 @@ $(BUILD)/tests/gpu/test_lanes_gpu: tests/gpu/test_lanes_gpu.c $(GPU_ENGINE_OBJ) 
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
 
-test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu
+# the trainer on the GPU against the trainer on the CPU
+GPU_TRAIN_OBJ := $(GPU_TEST_OBJ) $(filter $(BUILD)/train/model_grad.o $(BUILD)/train/ops_f.o $(BUILD)/train/ops_d.o $(BUILD)/train/train.o $(BUILD)/train/train_gpu.o $(BUILD)/scenes/prompts.o,$(LIB_OBJ))
+$(BUILD)/tests/gpu/test_train_gpu: tests/gpu/test_train_gpu.c $(GPU_TRAIN_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu $(BUILD)/tests/gpu/test_train_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 # regenerate tests/golden/*.png on purpose (after a deliberate change to a view or a mixer)

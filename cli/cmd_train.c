@@ -118,7 +118,7 @@ static int parse_cfg(session *s, train_cfg *c, int argc, char **argv, opts *o, o
     size_t n = 0;
     for (int i = 0; i < argc && n < sizeof c->command - 1; i++)
         n += (size_t)snprintf(c->command + n, sizeof c->command - n, "%s%s", i ? " " : "", argv[i]);
-    (void)s;
+    c->gpu = s->eng.device == ENGINE_GPU;
     return 0;
 }
 

@@ -280,3 +280,41 @@ int gm_recall_held(const gm_model *g) {
     (void)g;
     return 0;
 }
+
+/* ---- the trainer (gpu_train.h) ---- */
+#include "gpu_train.h"
+
+int gpu_train_init(gpu_train **out, const gpu_train_desc *d, int B, int T, int chunk, err *e) {
+    (void)d, (void)B, (void)T, (void)chunk;
+    *out = NULL;
+    return err_set(e, "%s", NO_CUDA);
+}
+void gpu_train_free(gpu_train *g) {
+    (void)g;
+}
+int gpu_train_pass(gpu_train *g, const int32_t *ids, const int32_t *target, float wgt, int backward,
+                   double *loss, int *correct, float *logits, err *e) {
+    (void)g, (void)ids, (void)target, (void)wgt, (void)backward, (void)loss, (void)correct;
+    (void)logits;
+    return err_set(e, "%s", NO_CUDA);
+}
+int gpu_train_zero_grads(gpu_train *g, err *e) {
+    (void)g;
+    return err_set(e, "%s", NO_CUDA);
+}
+int gpu_train_grad_norm(gpu_train *g, double *norm, err *e) {
+    (void)g, (void)norm;
+    return err_set(e, "%s", NO_CUDA);
+}
+int gpu_train_adamw(gpu_train *g, double lr, double wd, float gscale, int t, err *e) {
+    (void)g, (void)lr, (void)wd, (void)gscale, (void)t;
+    return err_set(e, "%s", NO_CUDA);
+}
+int gpu_train_download(gpu_train *g, err *e) {
+    (void)g;
+    return err_set(e, "%s", NO_CUDA);
+}
+int gpu_train_download_grads(gpu_train *g, float *buf, err *e) {
+    (void)g, (void)buf;
+    return err_set(e, "%s", NO_CUDA);
+}

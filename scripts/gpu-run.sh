@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train]
+#   train: builds mixscope and runs tools/train_peer.py (carry .fla too: the pinned
+#          flash-linear-attention snapshot, `git archive` of the fetched repo plus a COMMIT file)
 #   step: make test-gpu (both binaries, the engine's gpu paths included) and the step rows of
 #         bench-gpu (the GPU-resident model stepper)
 #   attn: scripts/wgmma-probe.cu, the attention lines of test-gpu, and the attention rows of
@@ -50,6 +52,22 @@ if [ "$what" = tune ]; then
             --section MemoryWorkloadAnalysis build/gpu/bench/gpu/bench_gpu >"${OUT:-/tmp}/ncu.txt" 2>&1
         grep -E 'delta_tc|Duration|Throughput|Stall|Achieved Occupancy|Theoretical Occupancy|Block Limit|Issued' "${OUT:-/tmp}/ncu.txt" | head -90
     fi
+    exit 0
+fi
+if [ "$what" = train ]; then
+    # the GPU trainer against the CPU one, then `train` on the GPU timed, then the peer replay
+    make -j16 BUILD=build/gpu CUDA=1 build/gpu/mixscope build/gpu/tests/gpu/test_train_gpu 2>&1 |
+        grep -v '^CC \|^NVCC \|^LINK '
+    build/gpu/tests/gpu/test_train_gpu 2>&1 | tee "${OUT:-/tmp}/test-train-gpu.txt" || exit 1
+    for m in ${TRAIN_MIXERS:-gdn}; do
+        echo "== device gpu; train $m ${TRAIN_ARGS:-steps=300 lr=3e-3}"
+        ( time build/gpu/mixscope -c "device gpu; train $m ${TRAIN_ARGS:-steps=300 lr=3e-3} log=25 out=/tmp/run-$m" ) 2>&1 |
+            tee "${OUT:-/tmp}/train-gpu-$m.txt"
+        cp /tmp/run-$m/log.csv "${OUT:-/tmp}/log-gpu-$m.csv" 2>/dev/null
+    done
+    [ -n "$PEER" ] || exit 0
+    python3 tools/train_peer.py --mixscope build/gpu/mixscope --fla .fla --mixer "${MIXER:-gdn}" \
+        --steps "${STEPS:-50}" 2>&1 | tee "${OUT:-/tmp}/train-peer-${MIXER:-gdn}.txt"
     exit 0
 fi
 if [ "$what" = step ]; then

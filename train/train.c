@@ -14,6 +14,7 @@
 #include "../core/safetensors.h"
 #include "../scenes/prompts.h"
 #include "model_grad.h"
+#include "train_gpu.h"
 
 void train_cfg_default(train_cfg *c) {
     memset(c, 0, sizeof *c);
@@ -190,9 +191,46 @@ typedef struct run_state {
     int32_t *eval_ids, *eval_tgt; /* [eval, seq] */
     int32_t *dump_ids, *dump_tgt; /* [steps, batch, seq] when cfg->dump */
     FILE *log;
+    /* device gpu: the weights, gradients and moments live on the GPU (kernels/gpu_train.h);
+     * the model's slots are brought up to date before a checkpoint */
+    gpu_train *gpu;
+    train_gpu_desc gdesc;
 } run_state;
 
+/* ---- the pass, the gradients and the optimiser, on the CPU or the GPU ---- */
+
+static int run_pass(run_state *r, float wgt, int backward, double *loss, int *correct, err *e) {
+    if (r->gpu)
+        return gpu_train_pass(r->gpu, r->ids, r->tgt, wgt, backward, loss, correct, NULL, e);
+    *loss = train_model_pass(r->m, r->pass, r->ids, r->tgt, wgt, backward ? &r->g : NULL, correct,
+                             NULL);
+    return 0;
+}
+
+static int run_zero_grads(run_state *r, err *e) {
+    if (r->gpu) return gpu_train_zero_grads(r->gpu, e);
+    train_grads_zero(&r->g);
+    return 0;
+}
+
+static int run_grad_norm(run_state *r, double *gn, err *e) {
+    if (r->gpu) return gpu_train_grad_norm(r->gpu, gn, e);
+    double s = 0;
+    for (int64_t j = 0; j < r->g.n; j++) s += (double)r->g.buf[j] * r->g.buf[j];
+    *gn = sqrt(s);
+    return 0;
+}
+
+/* the model's slots (and, for dump=1, r->g) as the device has them */
+static int run_sync_host(run_state *r, int grads, err *e) {
+    if (!r->gpu) return 0;
+    if (grads) return gpu_train_download_grads(r->gpu, r->g.buf, e);
+    return gpu_train_download(r->gpu, e);
+}
+
 static void run_free(run_state *r) {
+    gpu_train_free(r->gpu);
+    train_gpu_desc_free(&r->gdesc);
     train_pass_free(r->pass);
     train_grads_free(&r->g);
     free(r->opt.m), free(r->opt.v), free(r->ids), free(r->tgt), free(r->eval_ids),
@@ -218,7 +256,7 @@ static int dump_batches(const run_state *r, int steps, err *e) {
 }
 
 /* held-out loss and accuracy, forward only */
-static void evaluate(run_state *r, double *loss, double *acc) {
+static int evaluate(run_state *r, double *loss, double *acc, err *e) {
     const train_cfg *c = r->c;
     int correct = 0, scored = 0;
     double l = 0;
@@ -233,10 +271,13 @@ static void evaluate(run_state *r, double *loss, double *acc) {
                 r->tgt[(size_t)b * c->seq + t] = b < n ? r->eval_tgt[(size_t)src * c->seq + t] : -1;
         }
         for (int j = 0; j < r->mb * c->seq; j++) scored += r->tgt[j] >= 0;
-        l += train_model_pass(r->m, r->pass, r->ids, r->tgt, 1.0f, NULL, &correct, NULL);
+        double pl;
+        if (run_pass(r, 1.0f, 0, &pl, &correct, e)) return -1;
+        l += pl;
     }
     *loss = scored ? l / scored : NAN;
     *acc = scored ? (double)correct / scored : NAN;
+    return 0;
 }
 
 int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_end *how, err *e) {
@@ -276,8 +317,14 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     r.mb = c->rows / c->seq;
     if (r.mb < 1) r.mb = 1;
     if (r.mb > c->batch) r.mb = c->batch;
-    if (train_pass_init(&r.pass, m, r.mb, c->seq, c->chunk, e) || train_grads_init(&r.g, m, e))
+    if (train_grads_init(&r.g, m, e)) goto fail;
+    if (c->gpu) {
+        if (train_gpu_desc_init(&r.gdesc, m, e) ||
+            gpu_train_init(&r.gpu, &r.gdesc.d, r.mb, c->seq, c->chunk, e))
+            goto fail;
+    } else if (train_pass_init(&r.pass, m, r.mb, c->seq, c->chunk, e)) {
         goto fail;
+    }
     r.opt.m = calloc((size_t)r.g.n, sizeof(float));
     r.opt.v = calloc((size_t)r.g.n, sizeof(float));
     size_t rows = (size_t)r.mb * c->seq, erows = (size_t)c->eval * c->seq;
@@ -319,7 +366,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     int tok_int = 0, step = 0;
     for (step = 0; step < c->steps; step++) {
         double lr = lr_at(c, step);
-        train_grads_zero(&r.g);
+        if (run_zero_grads(&r, e)) goto fail;
         /* the batch's scored positions weigh 1/count each: the gradient of the batch mean */
         int scored = 0;
         int32_t *bids = malloc((size_t)c->batch * c->seq * sizeof(int32_t)),
@@ -352,19 +399,25 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
                 for (int t = 0; t < c->seq; t++)
                     r.tgt[(size_t)b * c->seq + t] = b < n ? btgt[(size_t)src * c->seq + t] : -1;
             }
-            l += train_model_pass(m, r.pass, r.ids, r.tgt, wgt, &r.g, NULL, NULL);
+            double pl;
+            if (run_pass(&r, wgt, 1, &pl, NULL, e)) {
+                free(bids), free(btgt);
+                goto fail;
+            }
+            l += pl;
         }
         free(bids), free(btgt);
         loss = l;
-        double gn = 0;
-        for (int64_t j = 0; j < r.g.n; j++) gn += (double)r.g.buf[j] * r.g.buf[j];
-        gn = sqrt(gn);
+        double gn;
+        if (run_grad_norm(&r, &gn, e)) goto fail;
         tok_int += c->batch * c->seq;
-        if (step == 0 && r.dump_ids && dump_grads(m, c, &r.g, e)) goto fail;
+        if (step == 0 && r.dump_ids && (run_sync_host(&r, 1, e) || dump_grads(m, c, &r.g, e)))
+            goto fail;
         if (!isfinite(loss) || !isfinite(gn)) {
             /* the weights that made it: a checkpoint for diagnose, then stop */
             *how = TRAIN_DIVERGED;
-            if (save_step(m, c, step, loss, NAN, where, sizeof where, e)) goto fail;
+            if (run_sync_host(&r, 0, e) || save_step(m, c, step, loss, NAN, where, sizeof where, e))
+                goto fail;
             snprintf(note, sizeof note,
                      "step %d: the %s is not finite: the run diverged%s%s; diagnose reads the "
                      "checkpoints",
@@ -388,15 +441,21 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
             break;
         }
         float gscale = c->clip > 0 && gn > c->clip ? (float)(c->clip / (gn + 1e-6)) : 1.0f;
-        adamw_step(&r.opt, m, &r.g, lr, c->wd, gscale);
+        if (r.gpu) {
+            if (gpu_train_adamw(r.gpu, lr, c->wd, gscale, step + 1, e)) goto fail;
+        } else {
+            adamw_step(&r.opt, m, &r.g, lr, c->wd, gscale);
+        }
         int done = step + 1;
         int stop = hooks && hooks->stop && hooks->stop(hooks->ctx);
         int last = done == c->steps || stop;
         int ckpt = c->out[0] && ((c->every > 0 && done % c->every == 0) || last);
         int report = done % c->log_every == 0 || last;
         double el = NAN, ea = NAN;
-        if (ckpt || report) evaluate(&r, &el, &ea);
-        if (ckpt && save_step(m, c, done, loss, ea, where, sizeof where, e)) goto fail;
+        if ((ckpt || report) && evaluate(&r, &el, &ea, e)) goto fail;
+        if (ckpt &&
+            (run_sync_host(&r, 0, e) || save_step(m, c, done, loss, ea, where, sizeof where, e)))
+            goto fail;
         if (ckpt || report) {
             double t = now_s();
             train_status st = {.step = done,
@@ -428,6 +487,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
         }
     }
     if (r.dump_ids && dump_batches(&r, step < c->steps ? step + 1 : c->steps, e)) goto fail;
+    if (*how != TRAIN_DIVERGED && run_sync_host(&r, 0, e)) goto fail;
     run_free(&r);
     if (set_provenance(m, c, step, loss, NAN, e)) {
         model_free(m);

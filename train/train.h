@@ -34,6 +34,7 @@ typedef struct train_cfg {
     double lr, wd, clip;
     uint64_t seed;
     int bf16;       /* precision=bf16: dense products on bf16-rounded inputs, fp32 accumulation */
+    int gpu;        /* device gpu: the passes and the optimiser on the GPU (kernels/gpu_train.h) */
     int every;      /* checkpoint interval in steps (0: at the end only) */
     int log_every;  /* progress and held-out accuracy interval */
     int eval;       /* held-out prompts */
