@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer targets (clang); make fuzz-run fuzzes each for FUZZ_SECONDS
 #   make bench      CPU benchmarks (printed tables of medians)
 #   make bench-step the engine stepping models and raw lanes with probes: tokens/s against the floor
+#   make bench-train `train gdn` timed against its FLOP floor (TRAIN_STEPS=300, TRAIN_ARGS=...)
 #   make run        the guided tour
 #   make format     clang-format every source file
 
@@ -66,7 +67,8 @@ TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # test-bins: built by `make test`
-.PHONY: all test test-bins check test-gpu bench bench-step bench-gpu fuzz fuzz-run run clean format golden deps
+TRAIN_STEPS ?= 300
+.PHONY: all test test-bins check test-gpu bench bench-step bench-train bench-gpu fuzz fuzz-run run clean format golden deps
 
 all: mixscope
 
@@ -147,6 +149,15 @@ $(BUILD)/tests/gpu/test_train_gpu: tests/gpu/test_train_gpu.c $(GPU_TRAIN_OBJ) $
 	@mkdir -p $(dir $@)
 	@echo LINK $@
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+# `train` timed beside its FLOP floor; links no SDL, ncurses or readline (builds on the GPU machine)
+$(BUILD)/bench/train/bench_train: bench/train/bench_train.c $(GPU_TRAIN_OBJ) $(BUILD)/train/cfg.o $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(BUILD)/train/cfg.o $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+bench-train: $(BUILD)/bench/train/bench_train
+	@$(BUILD)/bench/train/bench_train gdn steps=$(TRAIN_STEPS) $(TRAIN_ARGS)
 
 test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu $(BUILD)/tests/gpu/test_train_gpu
 	@sh tests/gpu/run.sh $(BUILD)

@@ -167,7 +167,8 @@ def rel(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mixscope", default="./mixscope")
+    ap.add_argument("--mixscope", default="./mixscope",
+                    help="mixscope, or build/.../bench_train (the same -c syntax, no SDL needed)")
     ap.add_argument("--fla", default=".fla", help="the pinned flash-linear-attention snapshot")
     ap.add_argument("--mixer", default="gdn")
     ap.add_argument("--steps", type=int, default=50)

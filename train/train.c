@@ -33,6 +33,20 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+void train_status_print(FILE *out, const train_status *st) {
+    if (isfinite(st->acc) || isfinite(st->tok_s)) {
+        fprintf(out, "step %*d/%d  loss %.4f", st->steps >= 10000 ? 6 : 4, st->step, st->steps,
+                st->loss);
+        if (isfinite(st->acc))
+            fprintf(out, "  held-out %5.1f%% (loss %.4f)", 100 * st->acc, st->eval_loss);
+        fprintf(out, "  grad %.3g  lr %.2e", st->grad_norm, st->lr);
+        if (isfinite(st->tok_s)) fprintf(out, "  %.1fk tok/s", st->tok_s / 1000);
+        fprintf(out, "  %.0f s\n", st->elapsed_s);
+    }
+    if (st->note) fprintf(out, "  %s\n", st->note);
+    fflush(out);
+}
+
 /* ---- data ---- */
 
 static uint64_t mix64(uint64_t z) {

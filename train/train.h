@@ -19,6 +19,7 @@
 #define MIXSCOPE_TRAIN_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../core/err.h"
 #include "../core/opts.h"
@@ -51,6 +52,12 @@ typedef struct train_cfg {
  * 256 tokens, lr 3e-3, warmup 30, wd 0.1, clip 1, seed 0, fp32, log every 25, 256 held-out. */
 void train_cfg_default(train_cfg *c);
 
+/* Reads train's options (task= layers= ... precision= every= out= ...; the command's help lists
+ * them) from o on top of the defaults. Keys it does not know are config.json keys for model
+ * random: they go to *rest (pointing into o) and c->model_opts = rest, unless one is a near miss
+ * of an option ("step=" for steps=), which is refused. c->command and c->gpu are the caller's. */
+int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e);
+
 /* One progress report. */
 typedef struct train_status {
     int step, steps;         /* steps done, of */
@@ -61,6 +68,9 @@ typedef struct train_status {
     int final;               /* the last report of the run */
     const char *note;        /* a line to print (a checkpoint written, divergence), or NULL */
 } train_status;
+
+/* The progress line of a report ("step 25/300  loss 4.8123  held-out 1.2% ...") and its note. */
+void train_status_print(FILE *out, const train_status *st);
 
 typedef struct train_hooks {
     void (*progress)(void *ctx, const train_status *st);
