@@ -1,5 +1,6 @@
 /* session.c: the session's lifetime and what several commands share: the tokens, the arithmetic
  * and device settings that act on the engine, provenance, lane labels, progress and ^C. */
+#include "../core/fileio.h"
 #include "session.h"
 
 #include <errno.h>
@@ -138,18 +139,5 @@ int session_tick(void *ctx, long done, long total) {
 }
 
 int session_make_dirs(const char *path, err *e) {
-    char buf[512];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return err_set(e, "path too long: %.60s...", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return err_set(e, "cannot create folder '%s': %s", buf, strerror(errno));
-            *p = c;
-            if (!c) break;
-        }
-    }
-    return 0;
+    return path_make_dirs(path, e);
 }

@@ -234,3 +234,20 @@ int file_read_all(const char *path, size_t max_size, char **out, size_t *size, e
     if (size) *size = n;
     return 0;
 }
+
+int path_make_dirs(const char *path, err *e) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return err_set(e, "path too long: %.60s...", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return err_set(e, "cannot create folder '%s': %s", buf, strerror(errno));
+            *p = c;
+            if (!c) break;
+        }
+    }
+    return 0;
+}

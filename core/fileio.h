@@ -36,6 +36,9 @@ FILE *file_open_regular(const char *path, err *e);
  * files (file_open_regular). */
 int file_read_all(const char *path, size_t max_size, char **out, size_t *size, err *e);
 
+/* mkdir -p: every missing folder of path (at most 4095 bytes), 0777 before the umask. */
+int path_make_dirs(const char *path, err *e);
+
 /* Joins a folder and a name with one '/', into a malloc'd string. */
 char *path_join(const char *dir, const char *name);
 /* The file `name` in the folder that holds path (malloc'd; "." when path has no '/'). */

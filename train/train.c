@@ -353,6 +353,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
         if (make_prompt(c, 1, (uint64_t)i, r.eval_ids + (size_t)i * c->seq,
                         r.eval_tgt + (size_t)i * c->seq, e))
             goto fail;
+    if (c->out[0] && path_make_dirs(c->out, e)) goto fail;
     if (c->out[0]) {
         char lp[1100];
         snprintf(lp, sizeof lp, "%s/log.csv", c->out);
