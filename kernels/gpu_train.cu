@@ -790,7 +790,7 @@ extern "C" int gpu_train_pass(gpu_train *g, const int32_t *ids, const int32_t *t
             return -1;
         unsigned wr = (unsigned)((N * H + 7) / 8);
         k_l2norm_fwd<<<wr, 256, 0, st>>>(a.q, a.qinv, a.qs, N * H, dk, 1e-6f);
-        if (L.core == 2)
+        if (L.raw_k)
             CUDA_TRY(cudaMemcpyAsync(a.k, a.ks, (size_t)N * Kd * 4, cudaMemcpyDeviceToDevice, st),
                      "gpu train: copy");
         else
@@ -934,7 +934,7 @@ extern "C" int gpu_train_pass(gpu_train *g, const int32_t *ids, const int32_t *t
                            g->s[3], g->s[4], e))
                 return -1;
             const float *dks = g->s[1];
-            if (L.core != 2) {
+            if (!L.raw_k) {
                 k_l2norm_bwd<<<wr, 256, 0, st>>>(g->s[5], g->s[1], a.k, a.kinv, N * H, dk);
                 dks = g->s[5];
             }

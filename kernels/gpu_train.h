@@ -25,7 +25,8 @@ typedef struct gpu_train_layer {
     int64_t attn_norm, q_proj, k_proj, v_proj, a_proj, b_proj, b_bias, A_log, dt_bias;
     int64_t q_conv, k_conv, v_conv, q_conv_b, k_conv_b, v_conv_b, g_proj, o_norm, o_proj;
     int64_t mlp_norm, gate_proj, up_proj, down_proj;
-    int core; /* 0 gdn, 1 deltanet, 2 kaczmarz */
+    int core;  /* 0 gdn, 1 deltanet, 2 kaczmarz */
+    int raw_k; /* keys reach the core unnormalised (kaczmarz, or l2norm_keys=false) */
     float scale, kacz_eps;
 } gpu_train_layer;
 

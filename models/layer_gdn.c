@@ -85,6 +85,11 @@ static int parse(model_config *c, const config *cfg, err *e) {
                            cfg->path, c->Hv, c->H);
         c->dv = (int)dv, c->key_dim = c->H * c->dk, c->value_dim = c->Hv * c->dv;
         c->has_decay = 1, c->use_beta = 1, c->qk_act = ACT_SILU;
+        /* ours, not fla's: the keys as Kaczmarz reads them (raw), with GDN's beta = sigmoid:
+         * the comparison the Kaczmarz paper makes (rho = beta |k|^2 is then unbounded) */
+        int l2k;
+        if (config_bool(cfg, "l2norm_keys", 1, &l2k, e)) return -1;
+        c->raw_keys = !l2k;
     }
     if (config_bool(cfg, "use_short_conv", 1, &c->use_conv, e) ||
         cfg_int_in(cfg, "conv_size", 4, 1, 64, &c->conv_size, e) ||
@@ -205,7 +210,8 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
             if (!kacz) blk_sumnorm(kh, dk);
         } else {
             blk_l2norm(qh, dk, 1e-6f);
-            if (!kacz) blk_l2norm(kh, dk, 1e-6f); /* Kaczmarz keeps the raw key (§8.2) */
+            /* Kaczmarz keeps the raw key (§8.2); so does l2norm_keys=false */
+            if (!kacz && !c->raw_keys) blk_l2norm(kh, dk, 1e-6f);
         }
     }
     for (int hv = 0; hv < Hv; hv++) {

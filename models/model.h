@@ -67,6 +67,7 @@ typedef struct model_config {
     int use_conv, conv_size, conv_bias;
     /* GDN family */
     int use_gate, allow_neg, has_decay, use_beta, b_bias, qk_act, qk_sum_norm;
+    int raw_keys; /* gated_deltanet "l2norm_keys": false (ours): keys reach the core unnormalised */
     float kacz_eps;
     /* GLA */
     int gk_rank, use_output_gate, gate_named_fused, feature_map, has_clamp;

@@ -82,6 +82,7 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
             return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
     }
     char dev[256];
+    if (c->raw_keys) return say(why, n, "l2norm_keys=false (the GPU stepper normalises keys)");
     if (!gpu_available(dev, sizeof dev)) return say(why, n, "%s", dev);
     say(why, n, "%s", dev);
     return 1;

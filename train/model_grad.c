@@ -306,8 +306,8 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
         stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
         train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
-        if (kind == 2)
-            memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float)); /* Kaczmarz: the raw key */
+        if (kind == 2 || c->raw_keys) /* Kaczmarz (or l2norm_keys=false): the raw key */
+            memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float));
         else
             train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, dk, 1e-6f);
         if (kind != 1 && c->has_decay) {
@@ -408,7 +408,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
                    a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
         const float *dks = p->s[1];
-        if (kind != 2) {
+        if (kind != 2 && !c->raw_keys) {
             memset(p->s[5], 0, nk * sizeof(float));
             train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
             dks = p->s[5];

@@ -53,6 +53,7 @@ int train_gpu_desc_init(train_gpu_desc *t, model *m, err *e) {
         const char *core = L->mx->name;
         o->core = !strcmp(core, "deltanet") ? 1 : !strcmp(core, "kaczmarz") ? 2 : 0;
         o->scale = L->mc.scale, o->kacz_eps = o->core == 2 ? L->mc.eps : 0.0f;
+        o->raw_k = o->core == 2 || c->raw_keys;
     }
     gpu_train_desc *d = &t->d;
     d->layers = c->layers, d->C = c->hidden, d->H = c->Hv, d->dk = c->dk, d->dv = c->dv;
