@@ -30,7 +30,8 @@ BUILD    ?= build/release
 OPT      ?= -O2 -fvect-cost-model=dynamic
 WARN      = -Wall -Wextra -Werror -Wno-format-truncation
 CFLAGS   ?=
-CPPFLAGS += -D_DEFAULT_SOURCE -I.
+CPPFLAGS += -D_DEFAULT_SOURCE -I. -DMIXSCOPE_SOURCE_DIR='"$(CURDIR)"'
+
 SANITIZE ?=
 
 # Debian packages found through pkg-config (scripts/deps.sh installs them).

@@ -280,6 +280,15 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
             : chunked ? "prefill as fla's chunk mode under arith=tf32, no probes"
                       : "step",
             engine_mean_nll(&s->eng, m->pos));
+    /* a task prompt: its score at the positions it scores (info says the same) */
+    if (s->task && s->task->n == s->eng.ntokens && s->eng.logits &&
+        !memcmp(s->task->ids, s->eng.tokens, (size_t)s->eng.ntokens * sizeof *s->eng.tokens)) {
+        int c, n;
+        double acc = task_accuracy(s->task, s->eng.logits, m->c.vocab, m->pos, &c, &n);
+        if (n > 0)
+            fprintf(s->out, "%s accuracy: %d/%d (%.3f) at its scored positions\n", s->task->name, c,
+                    n, acc);
+    }
     return 0;
 }
 

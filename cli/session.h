@@ -35,6 +35,7 @@ typedef struct session {
     long set_seed;            /* `set seed`: the seed generators use when seed= is not given */
     double set_blowup;        /* `set blowup`: state norm that counts as blown up, 0 = 1e3 */
     char set_outdir[256];     /* `set outdir`: where scenes write figures ($outdir), "" = default */
+    char set_models[1024];    /* `set models`: the shipped checkpoints ($models), "" = default */
     int set_arith;            /* `set arith`: 1 tf32, fla's GPU arithmetic on models (arith.h) */
     double progress_t0, progress_last; /* progress lines on long runs (seconds, monotonic) */
 } session;

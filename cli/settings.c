@@ -168,6 +168,29 @@ static int set_threads(session *s, const char *v, err *e) {
     return engine_set_threads((int)x, e);
 }
 
+/* The checkpoints the repo ships (scenes/models: models `train` made, with the command in their
+ * config.json). The tour and the scenes load them from $models: MIXSCOPE_MODELS when set, else
+ * the source tree the binary was built from (MIXSCOPE_SOURCE_DIR, set by the Makefile), else
+ * scenes/models under the working folder. */
+static const char *show_models(const session *s, char *b, size_t n) {
+    if (s->set_models[0]) return s->set_models;
+    const char *env = getenv("MIXSCOPE_MODELS");
+    if (env && *env) return env;
+#ifdef MIXSCOPE_SOURCE_DIR
+    snprintf(b, n, "%s/scenes/models", MIXSCOPE_SOURCE_DIR);
+    return b;
+#else
+    (void)b, (void)n;
+    return "scenes/models";
+#endif
+}
+static int set_models(session *s, const char *v, err *e) {
+    if (strlen(v) >= sizeof s->set_models) return err_set(e, "set models: path too long");
+    if (!*v) return err_set(e, "set models: empty path");
+    snprintf(s->set_models, sizeof s->set_models, "%s", v);
+    return 0;
+}
+
 typedef struct setting {
     const char *key, *meaning;
     const char *(*show)(const session *s, char *buf, size_t n);
@@ -177,6 +200,8 @@ typedef struct setting {
 static const setting SETTINGS[] = {
     {"outdir", "folder scenes write figures to ($outdir; created when set)", show_outdir,
      set_outdir},
+    {"models", "folder of the trained checkpoints the repo ships ($models; scenes/models)",
+     show_models, set_models},
     {"seed", "seed of prompt and stream generators when seed= is not given", show_seed, set_seed},
     {"rows", "most token rows show and run print (a number, or all)", show_rows, set_rows},
     {"chunk", "prefill chunk (16, 32, 64) of raw mixers without chunk=, or default", show_chunk,

@@ -108,7 +108,7 @@ static void test_set_and_expansion(void **state) {
     expect_has(out, "seed 9");
     free(out);
     assert_int_equal(mx(&out, "set bogus 1"), 1);
-    expect_has(out, "unknown key 'bogus' (outdir seed rows chunk blowup progress device");
+    expect_has(out, "unknown key 'bogus' (outdir models seed rows chunk blowup progress device");
     free(out);
     assert_int_equal(mx(&out, "set rows -3"), 1);
     expect_has(out, "set rows: expected an integer");

@@ -189,7 +189,36 @@ static void release(dlayer *L, int n) {
     }
 }
 
+/* A training history (train/history.h's series): a run that sits at chance, then learns. */
+static int demo_train(trace *tr, int T, err *e) {
+    static const char *const NAMES[] = {"train_step",     "train_loss",      "train_eval_loss",
+                                        "train_accuracy", "train_grad_norm", "train_lr"};
+    trace_init(tr);
+    for (int i = 0; i < 6; i++)
+        if (trace_add_series(tr, NAMES[i], "demo training history", "train", 1, 1, 1, e) < 0)
+            return -1;
+    for (int t = 0; t < T; t++) {
+        if (trace_push_token(tr, e) < 0) return -1;
+        double x = (t + 1.0) / T, learned = 1.0 / (1.0 + exp(-14.0 * (x - 0.45)));
+        double loss = (4.85 * (1 - learned) + 0.02) * (1 + 0.05 * sin(7.0 * t));
+        float v[6] = {
+            (float)(10 * (t + 1)),
+            (float)loss,
+            (float)(loss * 1.01),
+            (float)(0.008 + 0.99 * learned),
+            (float)(0.3 + 1.2 * learned * (1 - learned)),
+            (float)(3e-3 * (x < 0.1 ? x / 0.1 : 0.5 * (1 + cos(M_PI * (x - 0.1) / 0.9))))};
+        for (int i = 0; i < 6; i++) *trace_at(tr, i, t) = v[i];
+    }
+    return 0;
+}
+
 int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
+    if (!strcmp(view, "train")) {
+        if (T < 1 || T > 100000) return err_set(e, "demo: T=%d out of range (1..100000)", T);
+        (void)seed;
+        return demo_train(tr, T, e);
+    }
     int kind = KIND_DELTA;
     if (!strcmp(view, "kalman"))
         kind = KIND_KALMAN;

@@ -60,10 +60,11 @@ static void panel(canvas *c, box b, const char *title, const char *ylabel, const
 
 static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     int sx = vu_series(tr, "train_step");
-    if (sx < 0 || tr->T == 0)
+    if (sx < 0)
         return err_set(e, "view train: no training history (run `train MIXER ...` first, or give "
                           "run=DIR, a folder `train out=DIR` wrote)");
     p->shown_from = 0, p->shown_to = tr->T;
+    p->layer = 0, p->head = 0, p->index = 0; /* one run: nothing to select */
     snprintf(p->mixer, sizeof p->mixer, "train");
     box area = vu_header(c, "training: loss, held-out accuracy, gradient norm", tr, p);
     box b0 = vu_cell(area, 3, 1, 0, 0), b1 = vu_cell(area, 3, 1, 1, 0),
