@@ -68,7 +68,7 @@ static int run_train(session *s, int argc, char **argv, const char *rest_text, e
     int rc = train_run(&c, &hooks, &m, &how, e);
     opts_free(&o);
     if (rc) return -1;
-    if (how == TRAIN_DIVERGED) {
+    if (how == TRAIN_DIVERGED && !c.diverge_ok) {
         model_free(m);
         return err_set(e, "train: the run diverged%s%s", c.out[0] ? "; diagnose " : "",
                        c.out[0] ? c.out : " (give out=DIR to keep its checkpoints)");
@@ -79,8 +79,14 @@ static int run_train(session *s, int argc, char **argv, const char *rest_text, e
         return -1;
     }
     if (note[0]) fprintf(s->out, "%s\n", note);
-    fprintf(s->out, "%s: the trained model is the session's model (%lld parameters)\n",
-            how == TRAIN_STOPPED ? "stopped" : "done", (long long)model_param_count(m));
+    if (how == TRAIN_DIVERGED)
+        fprintf(s->out,
+                "diverged (diverge=ok): the weights that made the non-finite step are the "
+                "session's model (%lld parameters)\n",
+                (long long)model_param_count(m));
+    else
+        fprintf(s->out, "%s: the trained model is the session's model (%lld parameters)\n",
+                how == TRAIN_STOPPED ? "stopped" : "done", (long long)model_param_count(m));
     return 0;
 }
 
@@ -104,11 +110,13 @@ const command cmd_train = {
     "      tools/train_peer.py.\n"
     "      ^C stops after the current step and keeps a checkpoint. A non-finite loss or\n"
     "      gradient stops the run with a checkpoint of the weights that made it (the command\n"
-    "      fails). Other KEY=VALUE pairs are config.json keys (use_gate=false ...). The trained\n"
+    "      fails; with diverge=ok it does not, and those weights become the session's model).\n"
+    "      Other KEY=VALUE pairs are config.json keys (use_gate=false, qk_norm=sum for\n"
+    "      deltanet, l2norm_keys=false for gdn: GDN's beta on raw keys ...). The trained\n"
     "      model becomes the session's model.",
     1,
     -1,
     run_train,
     COMPLETE_MIXER,
     "task layers hidden heads head_dim steps batch seq lr warmup wd clip seed precision every "
-    "out log eval pairs keys vocab dump"};
+    "out log eval pairs keys vocab dump diverge"};

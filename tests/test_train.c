@@ -33,6 +33,10 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=7", "conv_bias=true",
       "allow_neg_eigval=true"},
      8},
+    /* DeltaNet's sum-normalised keys and queries (fla's qk_norm='sum') */
+    {"deltanet",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=13", "seed=9", "qk_norm=sum"},
+     7},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -130,14 +134,17 @@ static void test_gradient_directions(void **st) {
             memcpy(keep, s->data, (size_t)n * sizeof *keep);
             double wn = 0;
             for (int64_t j = 0; j < n; j++) wn += (double)keep[j] * keep[j];
-            /* Three step sizes, 1e-2, 1e-3 and 1e-4 of the tensor's own size, each with Richardson's
-             * (4 D(h/2) - D(h)) / 3, which cancels the h^2 term of central differences: the
-             * larger steps lose to the curvature of L2 norms of near-zero queries, the smaller
-             * to the float loss's rounding on small tensors (biases); a wrong gradient fails
-             * them all. */
+            /* Three step sizes, 1e-2, 1e-3 and 1e-4 of the tensor's own size, each with
+             * Richardson's (4 D(h/2) - D(h)) / 3, which cancels the h^2 term of central
+             * differences: the larger steps lose to the curvature of L2 norms of near-zero queries,
+             * the smaller to the float loss's rounding on small tensors (biases); a wrong gradient
+             * fails them all. */
             double err = INFINITY, fd = 0;
             for (int si = 0; si < 3; si++) {
-                double h = (si == 0 ? 1e-2 : si == 1 ? 1e-3 : 1e-4) * sqrt(wn / n) / sqrt(dn / n),
+                double h = (si == 0   ? 1e-2
+                            : si == 1 ? 1e-3
+                                      : 1e-4) *
+                           sqrt(wn / n) / sqrt(dn / n),
                        d2[2];
                 for (int k = 0; k < 2; k++) {
                     double hk = k ? h / 2 : h;

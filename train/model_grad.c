@@ -98,8 +98,9 @@ int train_model_check(const model *m, err *e) {
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
                        c->Hv, c->H);
-    if (c->qk_act != ACT_SILU || c->qk_sum_norm)
-        return err_set(e, "train: DeltaNet's qk_activation must be silu and qk_norm l2");
+    if (c->qk_act != ACT_SILU)
+        return err_set(e,
+                       "train: DeltaNet's qk_activation must be silu (the trainer's feature map)");
     for (int li = 0; li < c->layers; li++)
         if (core_kind(&m->layers[li]) < 0)
             return err_set(e, "train: layer %d runs the %s core, which has no backward pass", li,
@@ -305,9 +306,15 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs);
         stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
         stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
-        train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
+        /* qinv / kinv keep the inverse norms (L2) or the sums (qk_norm=sum) */
+        if (c->qk_sum_norm)
+            train_sumnorm_fwd_f(a->q, a->qinv, a->qs, N * H, dk);
+        else
+            train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
         if (kind == 2 || c->raw_keys) /* Kaczmarz (or l2norm_keys=false): the raw key */
             memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float));
+        else if (c->qk_sum_norm)
+            train_sumnorm_fwd_f(a->k, a->kinv, a->ks, N * H, dk);
         else
             train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, dk, 1e-6f);
         if (kind != 1 && c->has_decay) {
@@ -404,13 +411,19 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
                    a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4]);
         /* q: L2 norm backward into s[5], then the stream */
         memset(p->s[5], 0, nk * sizeof(float));
-        train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
+        if (c->qk_sum_norm)
+            train_sumnorm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
+        else
+            train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
         stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
                    a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
         const float *dks = p->s[1];
         if (kind != 2 && !c->raw_keys) {
             memset(p->s[5], 0, nk * sizeof(float));
-            train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+            if (c->qk_sum_norm)
+                train_sumnorm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+            else
+                train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
             dks = p->s[5];
         }
         stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd,

@@ -67,6 +67,9 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     /* L2 normalisation of rows of n (eps inside the root, fla l2norm): Y = X inv, inv[N] saved */ \
     void train_l2norm_fwd##S(R *Y, R *inv, const R *X, int N, int n, R eps);                       \
     void train_l2norm_bwd##S(R *dX, const R *dY, const R *Y, const R *inv, int N, int n);          \
+    /* DeltaNet's sum normalisation of rows of n: Y = X / sum(X), the sums saved in sum[N] */      \
+    void train_sumnorm_fwd##S(R *Y, R *sum, const R *X, int N, int n);                             \
+    void train_sumnorm_bwd##S(R *dX, const R *dY, const R *Y, const R *sum, int N, int n);         \
     /* GDN decay: G[t, h] = -exp(A_log[h]) softplus(Xa[t, h] + dt_bias[h]) */                      \
     void train_decay_fwd##S(R *G, const R *Xa, const R *A_log, const R *dt_bias, int N, int H);    \
     void train_decay_bwd##S(R *dXa, R *dA_log, R *ddt_bias, const R *dG, const R *G, const R *Xa,  \

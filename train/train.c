@@ -332,6 +332,10 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     if (r.mb < 1) r.mb = 1;
     if (r.mb > c->batch) r.mb = c->batch;
     if (train_grads_init(&r.g, m, e)) goto fail;
+    if (c->gpu && m->c.qk_sum_norm) {
+        err_set(e, "train: qk_norm=sum trains on the CPU only for now (device cpu)");
+        goto fail;
+    }
     if (c->gpu) {
         if (train_gpu_desc_init(&r.gdesc, m, e) ||
             gpu_train_init(&r.gpu, &r.gdesc.d, r.mb, c->seq, c->chunk, e))
