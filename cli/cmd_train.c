@@ -108,6 +108,7 @@ const command cmd_train = {
     "      diagnose DIR read them); dump=1 adds DIR/batches.safetensors (every step's ids\n"
     "      and targets) and DIR/grads-000000.safetensors (step 0's gradient) for\n"
     "      tools/train_peer.py.\n"
+    "      target=A stops at the first report whose held-out accuracy reaches A (0..1).\n"
     "      ^C stops after the current step and keeps a checkpoint. A non-finite loss or\n"
     "      gradient stops the run with a checkpoint of the weights that made it (the command\n"
     "      fails; with diverge=ok it does not, and those weights become the session's model).\n"
@@ -119,4 +120,4 @@ const command cmd_train = {
     run_train,
     COMPLETE_MIXER,
     "task layers hidden heads head_dim steps batch seq lr warmup wd clip seed precision every "
-    "out log eval pairs keys vocab dump diverge"};
+    "out log eval pairs keys vocab dump diverge target"};

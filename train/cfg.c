@@ -9,9 +9,9 @@
 
 /* The options train reads itself; any other key=value is a config.json key of the model. */
 static const char *const TRAIN_KEYS[] = {
-    "task",  "layers", "hidden", "heads",  "head_dim",  "vocab", "pairs",   "keys",  "steps",
-    "batch", "seq",    "lr",     "warmup", "wd",        "clip",  "seed",    "every", "out",
-    "log",   "eval",   "chunk",  "rows",   "precision", "dump",  "diverge",
+    "task",  "layers", "hidden", "heads",  "head_dim",  "vocab", "pairs",   "keys",   "steps",
+    "batch", "seq",    "lr",     "warmup", "wd",        "clip",  "seed",    "every",  "out",
+    "log",   "eval",   "chunk",  "rows",   "precision", "dump",  "diverge", "target",
 };
 #define NTRAIN_KEYS (int)(sizeof TRAIN_KEYS / sizeof TRAIN_KEYS[0])
 
@@ -75,6 +75,7 @@ int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e
     INT_OPT("chunk", chunk, 1, 4096);
     INT_OPT("rows", rows, 1, 1 << 24);
     INT_OPT("dump", dump, 0, 1);
+    FLOAT_OPT("target", target, 0, 1);
     const char *dv = opts_str(o, "diverge", "fail");
     if (strcmp(dv, "fail") && strcmp(dv, "ok"))
         return err_set(e, "train: diverge='%.20s': expected fail or ok", dv);

@@ -504,6 +504,31 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
             *how = TRAIN_STOPPED;
             break;
         }
+        if (c->target > 0 && report && ea >= c->target && done < c->steps) {
+            /* target=: the held-out accuracy is there; the last state is kept as it is */
+            if (c->out[0] && !ckpt &&
+                (run_sync_host(&r, 0, e) ||
+                 save_step(m, c, done, loss, ea, where, sizeof where, e)))
+                goto fail;
+            if (hooks && hooks->progress) {
+                snprintf(note, sizeof note, "held-out accuracy %.1f%% reached target=%g at step %d",
+                         100 * ea, c->target, done);
+                train_status st = {.step = done,
+                                   .steps = c->steps,
+                                   .loss = loss,
+                                   .eval_loss = NAN,
+                                   .acc = NAN,
+                                   .grad_norm = gn,
+                                   .lr = lr,
+                                   .tok_s = NAN,
+                                   .elapsed_s = now_s() - t0,
+                                   .final = 1,
+                                   .note = note};
+                hooks->progress(hooks->ctx, &st);
+            }
+            step++;
+            break;
+        }
     }
     if (r.dump_ids && dump_batches(&r, step < c->steps ? step + 1 : c->steps, e)) goto fail;
     if (*how != TRAIN_DIVERGED && run_sync_host(&r, 0, e)) goto fail;

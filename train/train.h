@@ -40,6 +40,7 @@ typedef struct train_cfg {
     int log_every;  /* progress and held-out accuracy interval */
     int eval;       /* held-out prompts */
     int diverge_ok; /* diverge=ok: a run that diverges is a finding, not a failed command */
+    double target;  /* target=A: stop at the first report whose held-out accuracy reaches A */
     int chunk;      /* BPTT: states kept every `chunk` tokens */
     int rows;       /* tokens per forward/backward pass (a batch is cut into passes) */
     char out[1024]; /* checkpoint folder; "" writes nothing */
