@@ -52,10 +52,10 @@ static int run_train(session *s, int argc, char **argv, const char *rest_text, e
         return err_prefix(e, "train: out=");
     }
     fprintf(s->out,
-            "training %s on %s: %d layers, hidden %d, %d heads of %d; %d steps of %d x %d "
+            "training %s on %s (%s): %d layers, hidden %d, %d heads of %d; %d steps of %d x %d "
             "tokens, lr %g%s%s\n",
-            c.mixer, c.task, c.layers, c.hidden, c.heads, c.head_dim, c.steps, c.batch, c.seq, c.lr,
-            c.out[0] ? ", checkpoints in " : "", c.out);
+            c.mixer, c.task, c.gpu ? "gpu" : "cpu", c.layers, c.hidden, c.heads, c.head_dim,
+            c.steps, c.batch, c.seq, c.lr, c.out[0] ? ", checkpoints in " : "", c.out);
     fflush(s->out);
     if (train_history_init(&s->train_tr, e)) {
         opts_free(&o);
