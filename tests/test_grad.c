@@ -3,7 +3,8 @@
  * products, RMSNorm, the gated output norm, the short convolution, SiLU, the L2 norm, the GDN
  * decay, the write strength, SwiGLU, the cross-entropy, and the delta-rule core (gdn, deltanet,
  * kaczmarz with tiny, unit and large keys) over T = 11 tokens with checkpoints every 4 (T not a
- * multiple of the chunk), a non-zero initial state and a gradient arriving at the final state. */
+ * multiple of the chunk), a non-zero initial state and a gradient arriving at the final state;
+ * causal softmax attention with RoPE (the rotation's transpose is its backward). */
 #include "tests/testutil.h"
 
 #include "train/ops.h"
@@ -37,6 +38,7 @@ int main(void) {
         cmocka_unit_test(test_delta_d),     cmocka_unit_test(test_linear_f),
         cmocka_unit_test(test_norms_f),     cmocka_unit_test(test_conv_f),
         cmocka_unit_test(test_pointwise_f), cmocka_unit_test(test_delta_f),
+        cmocka_unit_test(test_attention_d), cmocka_unit_test(test_attention_f),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

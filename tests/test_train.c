@@ -37,6 +37,12 @@ static const tcase CASES[] = {
     {"deltanet",
      {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=13", "seed=9", "qk_norm=sum"},
      7},
+    /* softmax attention (transformer): RoPE, then with per-head q/k norms and biases */
+    {"softmax", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=10"}, 6},
+    {"softmax",
+     {"layers=1", "hidden=16", "heads=4", "head_dim=4", "vocab=13", "seed=11", "qk_norm=true",
+      "qkv_bias=true"},
+     8},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},

@@ -90,10 +90,23 @@ static int core_kind(const layer *L) {
 
 int train_model_check(const model *m, err *e) {
     const model_config *c = &m->c;
+    if (c->kind == MK_TRANSFORMER) {
+        if (c->Hkv != c->H)
+            return err_set(e,
+                           "train: num_kv_heads (%d) different from num_heads (%d) is not "
+                           "supported",
+                           c->Hkv, c->H);
+        for (int li = 0; li < c->layers; li++)
+            if (strcmp(m->layers[li].mx->name, "softmax") || m->layers[li].mc.window)
+                return err_set(e, "train: layer %d runs %s%s, which has no backward pass", li,
+                               m->layers[li].mx->name,
+                               m->layers[li].mc.window ? " with a window" : "");
+        return 0;
+    }
     if (c->family != FAM_GDN)
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
-                       "gated_deltanet, delta_net and kaczmarz_deltanet)",
+                       "gated_deltanet, delta_net, kaczmarz_deltanet and transformer)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -121,6 +134,7 @@ typedef struct lacts {
     float *o, *rso, *on;        /* core output [N, Vd], its norm's rstd [N Hv], normed [N, Vd] */
     float *ckpt;                /* [B Hv, nck, dk, dv] */
     float *x_mid, *xn2, *rs2;   /* after the mixer residual; MLP norm */
+    float *P;                   /* attention: the probabilities [B H, T, T] */
     float *h1, *h2, *act;       /* [N, I] */
 } lacts;
 
@@ -177,6 +191,7 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
             TAKE(a->ckpt, (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
+            if (c->kind == MK_TRANSFORMER) (void)TAKE(a->P, (int64_t)B * c->H * T * T);
         }
         TAKE(p->x_out, N * C), TAKE(p->xf, N * C), TAKE(p->rsf, N), TAKE(p->logits, N * V);
         TAKE(p->dx, N * C), TAKE(p->dxn, N * C), TAKE(p->dlog, N * V);
@@ -286,6 +301,89 @@ static void stream_bwd(const model *m, const train_pass *p, const float *xn, con
     train_linear_bwd_f(dxn, gW, NULL, dP, xn, W, p->N, D, c->hidden);
 }
 
+/* ---- softmax attention layers (transformer): one task per sequence and head ---- */
+
+typedef struct attn_job {
+    const model *m;
+    train_pass *p;
+    lacts *a;
+    int bwd;
+} attn_job;
+
+static void attn_tasks(void *ctx, int lo, int hi) {
+    const attn_job *j = ctx;
+    const model_config *c = &j->m->c;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    int H = c->H, d = c->dk, T = p->T, C = c->hidden;
+    float scale = j->m->layers[0].mc.scale;
+    float *work = j->bwd ? malloc((size_t)T * sizeof *work) : NULL;
+    if (j->bwd && !work) abort();
+    for (int t = lo; t < hi; t++) {
+        int b = t / H, h = t % H;
+        size_t off = (size_t)b * T * C + (size_t)h * d;
+        float *P = a->P + (size_t)t * T * T;
+        if (!j->bwd)
+            train_attn_fwd_f(a->q + off, a->k + off, a->v + off, T, d, C, scale, P, a->on + off);
+        else
+            train_attn_bwd_f(a->q + off, a->k + off, a->v + off, T, d, C, scale, P, p->s[4] + off,
+                             p->s[0] + off, p->s[1] + off, p->s[2] + off, work);
+    }
+    free(work);
+}
+
+/* q, k, v projections (+ biases), per-head RMSNorm (qk_norm), RoPE, attention into a->on */
+static void attn_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
+    const model_config *c = &m->c;
+    int N = p->N, C = c->hidden, H = c->H, d = c->dk;
+    size_t nc = (size_t)N * C;
+    train_linear_fwd_f(a->qp, a->xn, L->q_proj, L->q_bias, N, C, C);
+    train_linear_fwd_f(a->kp, a->xn, L->k_proj, L->k_bias, N, C, C);
+    train_linear_fwd_f(a->v, a->xn, L->v_proj, L->v_bias, N, C, C);
+    const float *q = a->qp, *k = a->kp;
+    if (c->qk_norm) {
+        train_rmsnorm_fwd_f(a->qs, a->qinv, a->qp, L->q_norm, N * H, d, 1e-5f);
+        train_rmsnorm_fwd_f(a->ks, a->kinv, a->kp, L->k_norm, N * H, d, 1e-5f);
+        q = a->qs, k = a->ks;
+    }
+    memcpy(a->q, q, nc * sizeof(float));
+    memcpy(a->k, k, nc * sizeof(float));
+    if (c->rope)
+        for (int b = 0; b < p->B; b++) {
+            train_rope_f(a->q + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 0);
+            train_rope_f(a->k + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 0);
+        }
+    attn_job j = {m, p, a, 0};
+    pool_for(p->B * H, attn_tasks, &j);
+}
+
+/* from d_on = p->s[4] (the attention output's gradient) to dxn */
+static void attn_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lacts *a,
+                     float *dxn) {
+    const model_config *c = &m->c;
+    int N = p->N, C = c->hidden, H = c->H, d = c->dk;
+    size_t nc = (size_t)N * C;
+    for (int i = 0; i < 3; i++) memset(p->s[i], 0, nc * sizeof(float));
+    attn_job j = {m, p, a, 1};
+    pool_for(p->B * H, attn_tasks, &j);
+    if (c->rope)
+        for (int b = 0; b < p->B; b++) { /* the rotation's transpose */
+            train_rope_f(p->s[0] + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 1);
+            train_rope_f(p->s[1] + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 1);
+        }
+    float *dq = p->s[0], *dk = p->s[1];
+    if (c->qk_norm) {
+        memset(p->s[3], 0, nc * sizeof(float));
+        memset(p->s[5], 0, nc * sizeof(float));
+        train_rmsnorm_bwd_f(p->s[3], GL->q_norm, p->s[0], a->qp, a->qinv, L->q_norm, N * H, d);
+        train_rmsnorm_bwd_f(p->s[5], GL->k_norm, p->s[1], a->kp, a->kinv, L->k_norm, N * H, d);
+        dq = p->s[3], dk = p->s[5];
+    }
+    train_linear_bwd_f(dxn, GL->q_proj, GL->q_bias, dq, a->xn, L->q_proj, N, C, C);
+    train_linear_bwd_f(dxn, GL->k_proj, GL->k_bias, dk, a->xn, L->k_proj, N, C, C);
+    train_linear_bwd_f(dxn, GL->v_proj, GL->v_bias, p->s[2], a->xn, L->v_proj, N, C, C);
+}
+
 double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const int32_t *target,
                         float wgt, train_grads *G, int *correct, float *logits_out) {
     const model_config *c = &m->c;
@@ -303,36 +401,40 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         int kind = core_kind(L);
         float *x_out = li + 1 < c->layers ? p->la[li + 1].x_in : p->x_out;
         train_rmsnorm_fwd_f(a->xn, a->rs1, a->x_in, L->attn_norm, N, C, eps);
-        stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs);
-        stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
-        stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
-        /* qinv / kinv keep the inverse norms (L2) or the sums (qk_norm=sum) */
-        if (c->qk_sum_norm)
-            train_sumnorm_fwd_f(a->q, a->qinv, a->qs, N * H, dk);
-        else
-            train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
-        if (kind == 2 || c->raw_keys) /* Kaczmarz (or l2norm_keys=false): the raw key */
-            memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float));
-        else if (c->qk_sum_norm)
-            train_sumnorm_fwd_f(a->k, a->kinv, a->ks, N * H, dk);
-        else
-            train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, dk, 1e-6f);
-        if (kind != 1 && c->has_decay) {
-            train_linear_fwd_f(a->ga, a->xn, L->a_proj, NULL, N, Hv, C);
-            train_decay_fwd_f(a->g, a->ga, L->A_log, L->dt_bias, N, Hv);
-        }
-        if (c->use_beta) {
-            train_linear_fwd_f(a->bb, a->xn, L->b_proj, L->b_bias, N, Hv, C);
-            train_sigmoid_fwd_f(a->beta, a->bb, (int64_t)N * Hv,
-                                kind != 2 && c->allow_neg ? 2.0f : 1.0f);
+        if (c->kind == MK_TRANSFORMER) {
+            attn_fwd(m, p, L, a);
         } else {
-            for (int64_t i = 0; i < (int64_t)N * Hv; i++) a->beta[i] = 1.0f;
+            stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs);
+            stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
+            stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
+            /* qinv / kinv keep the inverse norms (L2) or the sums (qk_norm=sum) */
+            if (c->qk_sum_norm)
+                train_sumnorm_fwd_f(a->q, a->qinv, a->qs, N * H, dk);
+            else
+                train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, dk, 1e-6f);
+            if (kind == 2 || c->raw_keys) /* Kaczmarz (or l2norm_keys=false): the raw key */
+                memcpy(a->k, a->ks, (size_t)N * Kd * sizeof(float));
+            else if (c->qk_sum_norm)
+                train_sumnorm_fwd_f(a->k, a->kinv, a->ks, N * H, dk);
+            else
+                train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, dk, 1e-6f);
+            if (kind != 1 && c->has_decay) {
+                train_linear_fwd_f(a->ga, a->xn, L->a_proj, NULL, N, Hv, C);
+                train_decay_fwd_f(a->g, a->ga, L->A_log, L->dt_bias, N, Hv);
+            }
+            if (c->use_beta) {
+                train_linear_fwd_f(a->bb, a->xn, L->b_proj, L->b_bias, N, Hv, C);
+                train_sigmoid_fwd_f(a->beta, a->bb, (int64_t)N * Hv,
+                                    kind != 2 && c->allow_neg ? 2.0f : 1.0f);
+            } else {
+                for (int64_t i = 0; i < (int64_t)N * Hv; i++) a->beta[i] = 1.0f;
+            }
+            if (c->use_gate) train_linear_fwd_f(a->z, a->xn, L->g_proj, NULL, N, Vd, C);
+            core_job cj = {m, L, p, a, 0};
+            pool_for(p->B * Hv, core_tasks, &cj);
+            train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_gate ? a->z : NULL, L->o_norm, N * Hv, dv,
+                              eps);
         }
-        if (c->use_gate) train_linear_fwd_f(a->z, a->xn, L->g_proj, NULL, N, Vd, C);
-        core_job cj = {m, L, p, a, 0};
-        pool_for(p->B * Hv, core_tasks, &cj);
-        train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_gate ? a->z : NULL, L->o_norm, N * Hv, dv,
-                          eps);
         train_linear_fwd_f(a->x_mid, a->on, L->o_proj, NULL, N, C, Vd);
         for (size_t i = 0; i < NC; i++) a->x_mid[i] += a->x_in[i];
         if (I) {
@@ -380,54 +482,60 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         float *d_on = p->s[4], *d_o = p->s[3], *dz = p->s[5];
         memset(d_on, 0, nv * sizeof(float));
         train_linear_bwd_f(d_on, GL->o_proj, NULL, dx, a->on, L->o_proj, N, C, Vd);
-        memset(d_o, 0, nv * sizeof(float));
-        if (c->use_gate) memset(dz, 0, nv * sizeof(float));
-        train_gnorm_bwd_f(d_o, c->use_gate ? dz : NULL, GL->o_norm, d_on, a->o,
-                          c->use_gate ? a->z : NULL, a->rso, L->o_norm, N * Hv, dv);
-        memset(dxn, 0, NC * sizeof(float));
-        if (c->use_gate) train_linear_bwd_f(dxn, GL->g_proj, NULL, dz, a->xn, L->g_proj, N, Vd, C);
-        /* the core: dq, dk, dv into s[0..2], dg, dbeta */
-        memset(p->s[0], 0, nk * sizeof(float));
-        memset(p->s[1], 0, nk * sizeof(float));
-        memset(p->s[2], 0, nv * sizeof(float));
-        memset(p->dg, 0, (size_t)N * Hv * sizeof(float));
-        memset(p->dbeta, 0, (size_t)N * Hv * sizeof(float));
-        core_job cj = {m, L, p, a, 1};
-        pool_for(p->B * Hv, core_tasks, &cj);
-        if (c->use_beta) {
-            memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
-            train_sigmoid_bwd_f(p->dga, p->dbeta, a->beta, (int64_t)N * Hv,
-                                kind != 2 && c->allow_neg ? 2.0f : 1.0f);
-            train_linear_bwd_f(dxn, GL->b_proj, GL->b_bias, p->dga, a->xn, L->b_proj, N, Hv, C);
-        }
-        if (kind != 1 && c->has_decay) {
-            memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
-            train_decay_bwd_f(p->dga, GL->A_log, GL->dt_bias, p->dg, a->g, a->ga, L->A_log,
-                              L->dt_bias, N, Hv);
-            train_linear_bwd_f(dxn, GL->a_proj, NULL, p->dga, a->xn, L->a_proj, N, Hv, C);
-        }
-        /* v: s[2] is dv; s[3], s[4] scratch (d_o and d_on are done with) */
-        stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, GL->v_conv_b, Vd,
-                   a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4]);
-        /* q: L2 norm backward into s[5], then the stream */
-        memset(p->s[5], 0, nk * sizeof(float));
-        if (c->qk_sum_norm)
-            train_sumnorm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
-        else
-            train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
-        stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
-                   a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
-        const float *dks = p->s[1];
-        if (kind != 2 && !c->raw_keys) {
+        if (c->kind == MK_TRANSFORMER) {
+            memset(dxn, 0, NC * sizeof(float));
+            attn_bwd(m, p, L, GL, a, dxn);
+        } else {
+            memset(d_o, 0, nv * sizeof(float));
+            if (c->use_gate) memset(dz, 0, nv * sizeof(float));
+            train_gnorm_bwd_f(d_o, c->use_gate ? dz : NULL, GL->o_norm, d_on, a->o,
+                              c->use_gate ? a->z : NULL, a->rso, L->o_norm, N * Hv, dv);
+            memset(dxn, 0, NC * sizeof(float));
+            if (c->use_gate)
+                train_linear_bwd_f(dxn, GL->g_proj, NULL, dz, a->xn, L->g_proj, N, Vd, C);
+            /* the core: dq, dk, dv into s[0..2], dg, dbeta */
+            memset(p->s[0], 0, nk * sizeof(float));
+            memset(p->s[1], 0, nk * sizeof(float));
+            memset(p->s[2], 0, nv * sizeof(float));
+            memset(p->dg, 0, (size_t)N * Hv * sizeof(float));
+            memset(p->dbeta, 0, (size_t)N * Hv * sizeof(float));
+            core_job cj = {m, L, p, a, 1};
+            pool_for(p->B * Hv, core_tasks, &cj);
+            if (c->use_beta) {
+                memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
+                train_sigmoid_bwd_f(p->dga, p->dbeta, a->beta, (int64_t)N * Hv,
+                                    kind != 2 && c->allow_neg ? 2.0f : 1.0f);
+                train_linear_bwd_f(dxn, GL->b_proj, GL->b_bias, p->dga, a->xn, L->b_proj, N, Hv, C);
+            }
+            if (kind != 1 && c->has_decay) {
+                memset(p->dga, 0, (size_t)N * Hv * sizeof(float));
+                train_decay_bwd_f(p->dga, GL->A_log, GL->dt_bias, p->dg, a->g, a->ga, L->A_log,
+                                  L->dt_bias, N, Hv);
+                train_linear_bwd_f(dxn, GL->a_proj, NULL, p->dga, a->xn, L->a_proj, N, Hv, C);
+            }
+            /* v: s[2] is dv; s[3], s[4] scratch (d_o and d_on are done with) */
+            stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, GL->v_conv_b, Vd,
+                       a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4]);
+            /* q: L2 norm backward into s[5], then the stream */
             memset(p->s[5], 0, nk * sizeof(float));
             if (c->qk_sum_norm)
-                train_sumnorm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+                train_sumnorm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
             else
-                train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
-            dks = p->s[5];
+                train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
+            stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
+                       a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
+            const float *dks = p->s[1];
+            if (kind != 2 && !c->raw_keys) {
+                memset(p->s[5], 0, nk * sizeof(float));
+                if (c->qk_sum_norm)
+                    train_sumnorm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+                else
+                    train_l2norm_bwd_f(p->s[5], p->s[1], a->k, a->kinv, N * H, dk);
+                dks = p->s[5];
+            }
+            stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd,
+                       a->kp, a->kc, dks, dxn, p->s[3], p->s[4]);
         }
-        stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd,
-                   a->kp, a->kc, dks, dxn, p->s[3], p->s[4]);
         train_rmsnorm_bwd_f(dx, GL->attn_norm, dxn, a->x_in, a->rs1, L->attn_norm, N, C);
     }
     for (int r = 0; r < N; r++) {

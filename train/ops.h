@@ -85,6 +85,16 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
      * (softmax - onehot) on scored rows, 0 elsewhere; correct counts argmax hits (may be NULL) */ \
     double train_xent##S(R *dLogits, const R *logits, const int32_t *target, int N, int V, R wgt,  \
                          int *correct);                                                            \
+    /* RoPE, rotate-half (models/blocks.h blk_rope), on T rows of H heads of width d at positions  \
+     * pos0.. pos0 + T - 1, in place; inverse rotates back (the backward: the transpose) */        \
+    void train_rope##S(R *X, int T, int H, int d, int ld, int pos0, float base, int inverse);      \
+    /* causal softmax attention of one head over T tokens: o_t = sum_{j<=t} p_tj v_j,              \
+     * p_t = softmax_j(scale q_t . k_j); rows ld apart; P [T, T] keeps the probabilities */        \
+    void train_attn_fwd##S(const R *q, const R *k, const R *v, int T, int d, int ld, R scale,      \
+                           R *P, R *o);                                                            \
+    /* dq, dk, dv += ; work [T] */                                                                 \
+    void train_attn_bwd##S(const R *q, const R *k, const R *v, int T, int d, int ld, R scale,      \
+                           const R *P, const R *dO, R *dq, R *dk, R *dv, R *work);                 \
     void train_delta_fwd##S(DELTA_FWD_ARGS(R));                                                    \
     void train_delta_bwd##S(DELTA_BWD_ARGS(R));
 

@@ -332,8 +332,9 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     if (r.mb < 1) r.mb = 1;
     if (r.mb > c->batch) r.mb = c->batch;
     if (train_grads_init(&r.g, m, e)) goto fail;
-    if (c->gpu && m->c.qk_sum_norm) {
-        err_set(e, "train: qk_norm=sum trains on the CPU only for now (device cpu)");
+    if (c->gpu && (m->c.qk_sum_norm || m->c.family != FAM_GDN)) {
+        err_set(e, "train: %s trains on the CPU only for now (device cpu)",
+                m->c.qk_sum_norm ? "qk_norm=sum" : "softmax attention");
         goto fail;
     }
     if (c->gpu) {
