@@ -27,11 +27,13 @@ static double now_s(void) {
 }
 
 typedef struct last {
-    train_status st;
+    train_status st;   /* the last report */
+    train_status eval; /* the last report with a held-out evaluation */
 } last;
 
 static void progress(void *ctx, const train_status *st) {
     ((last *)ctx)->st = *st;
+    if (isfinite(st->acc)) ((last *)ctx)->eval = *st;
     train_status_print(stdout, st);
 }
 
@@ -105,7 +107,7 @@ int main(int argc, char **argv) {
     printf("\n%-10s %-6s %6s %9s %12s %9s %14s\n", "mixer", "device", "steps", "wall s", "tokens/s",
            "held-out", gpu ? "floor s" : "GFLOP/s");
     printf("%-10s %-6s %6d %9.1f %12.0f %8.1f%% %14.3g\n", c.mixer, gpu ? "gpu" : "cpu", l.st.step,
-           wall, tokens / train_s, 100 * l.st.acc, gpu ? flops / 67e12 : flops / train_s / 1e9);
+           wall, tokens / train_s, 100 * l.eval.acc, gpu ? flops / 67e12 : flops / train_s / 1e9);
     printf("(%.3g FLOPs a token, %.3g in all; %s)\n", per_tok, flops,
            how == TRAIN_DIVERGED ? "the run diverged" : "held-out accuracy at the last report");
     model_free(m);
