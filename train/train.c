@@ -294,6 +294,24 @@ static int evaluate(run_state *r, double *loss, double *acc, err *e) {
     return 0;
 }
 
+/* a final report that is a note (divergence, a target reached): no held-out figures */
+static void report_note(const train_hooks *h, const train_cfg *c, int step, double loss, double gn,
+                        double lr, double elapsed, const char *note) {
+    if (!h || !h->progress) return;
+    train_status st = {.step = step,
+                       .steps = c->steps,
+                       .loss = loss,
+                       .eval_loss = NAN,
+                       .acc = NAN,
+                       .grad_norm = gn,
+                       .lr = lr,
+                       .tok_s = NAN,
+                       .elapsed_s = elapsed,
+                       .final = 1,
+                       .note = note};
+    h->progress(h->ctx, &st);
+}
+
 int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_end *how, err *e) {
     *out = NULL;
     *how = TRAIN_DONE;
@@ -443,21 +461,11 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
                      "checkpoints",
                      step, isfinite(loss) ? "gradient" : "loss", c->out[0] ? ", weights in " : "",
                      c->out[0] ? where : "");
-            train_status st = {.step = step,
-                               .steps = c->steps,
-                               .loss = loss,
-                               .eval_loss = NAN,
-                               .acc = NAN,
-                               .grad_norm = gn,
-                               .lr = lr,
-                               .tok_s = NAN,
-                               .elapsed_s = now_s() - t0,
-                               .final = 1,
-                               .note = note};
+            double el = now_s() - t0;
             if (r.log)
-                fprintf(r.log, "%d,%.9g,,,%.9g,%.9g,,%.3f\n", step, loss, gn, lr, st.elapsed_s),
+                fprintf(r.log, "%d,%.9g,,,%.9g,%.9g,,%.3f\n", step, loss, gn, lr, el),
                     fflush(r.log);
-            if (hooks && hooks->progress) hooks->progress(hooks->ctx, &st);
+            report_note(hooks, c, step, loss, gn, lr, el, note);
             break;
         }
         float gscale = c->clip > 0 && gn > c->clip ? (float)(c->clip / (gn + 1e-6)) : 1.0f;
@@ -511,22 +519,9 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
                 (run_sync_host(&r, 0, e) ||
                  save_step(m, c, done, loss, ea, where, sizeof where, e)))
                 goto fail;
-            if (hooks && hooks->progress) {
-                snprintf(note, sizeof note, "held-out accuracy %.1f%% reached target=%g at step %d",
-                         100 * ea, c->target, done);
-                train_status st = {.step = done,
-                                   .steps = c->steps,
-                                   .loss = loss,
-                                   .eval_loss = NAN,
-                                   .acc = NAN,
-                                   .grad_norm = gn,
-                                   .lr = lr,
-                                   .tok_s = NAN,
-                                   .elapsed_s = now_s() - t0,
-                                   .final = 1,
-                                   .note = note};
-                hooks->progress(hooks->ctx, &st);
-            }
+            snprintf(note, sizeof note, "held-out accuracy %.1f%% reached target=%g at step %d",
+                     100 * ea, c->target, done);
+            report_note(hooks, c, done, loss, gn, lr, now_s() - t0, note);
             step++;
             break;
         }
