@@ -17,7 +17,7 @@ static double uniform(void) {
 
 typedef struct tcase {
     const char *mixer;
-    const char *kv[8];
+    const char *kv[10];
     int n;
 } tcase;
 
@@ -43,6 +43,13 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=16", "heads=4", "head_dim=4", "vocab=13", "seed=11", "qk_norm=true",
       "qkv_bias=true"},
      8},
+    /* GLA: SiLU convolutions, the low-rank gate, the gated output norm; then without them and
+     * with the gate clamped */
+    {"gla", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=12"}, 6},
+    {"gla",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=13",
+      "use_short_conv=false", "use_output_gate=false", "clamp_min=-0.05"},
+     9},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -184,10 +191,10 @@ static void test_gradient_directions(void **st) {
 static void test_refusals(void **st) {
     (void)st;
     const char *kv[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
-    model *m = random_model("gla", kv, 5);
+    model *m = random_model("mamba2", kv, 5);
     err e = {{0}};
     assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "gla models have no backward pass yet");
+    expect_has(e.msg, "mamba2 models have no backward pass yet");
     model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};

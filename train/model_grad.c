@@ -103,10 +103,24 @@ int train_model_check(const model *m, err *e) {
                                m->layers[li].mc.window ? " with a window" : "");
         return 0;
     }
+    if (c->kind == MK_GLA) {
+        if (c->Hkv != c->H)
+            return err_set(e,
+                           "train: num_kv_heads (%d) different from num_heads (%d) is not "
+                           "supported",
+                           c->Hkv, c->H);
+        if (c->feature_map != ACT_NONE)
+            return err_set(e, "train: GLA's feature_map must be none (the trainer's choice)");
+        for (int li = 0; li < c->layers; li++)
+            if (strcmp(m->layers[li].mx->name, "gla"))
+                return err_set(e, "train: layer %d runs %s, which has no backward pass", li,
+                               m->layers[li].mx->name);
+        return 0;
+    }
     if (c->family != FAM_GDN)
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
-                       "gated_deltanet, delta_net, kaczmarz_deltanet and transformer)",
+                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla and transformer)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -135,6 +149,7 @@ typedef struct lacts {
     float *ckpt;                /* [B Hv, nck, dk, dv] */
     float *x_mid, *xn2, *rs2;   /* after the mixer residual; MLP norm */
     float *P;                   /* attention: the probabilities [B H, T, T] */
+    float *glr, *gkr, *gk;      /* GLA: low-rank gate [N, rank], its logits and gk [N, Kd] */
     float *h1, *h2, *act;       /* [N, I] */
 } lacts;
 
@@ -144,7 +159,8 @@ struct train_pass {
     float *x_out, *xf, *rsf, *logits; /* [N, C], [N, C], [N], [N, V] */
     /* backward scratch */
     float *dx, *dxn, *dlog, *s[6], *dh1, *dh2, *dact, *dg, *dbeta, *dga;
-    float *all; /* one allocation behind every array above */
+    float *dgk, *dlr; /* GLA: gk's and the low-rank gate's gradients */
+    float *all;       /* one allocation behind every array above */
 };
 
 /* the next n floats of one allocation (all NULL: counting) */
@@ -186,18 +202,21 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
             TAKE(a->q, N * Kd), TAKE(a->k, N * Kd), TAKE(a->qinv, N * c->H),
                 TAKE(a->kinv, N * c->H);
             TAKE(a->ga, N * Hv), TAKE(a->g, N * Hv), TAKE(a->bb, N * Hv), TAKE(a->beta, N * Hv);
-            if (c->use_gate) (void)TAKE(a->z, N * Vd);
+            if (c->use_gate || c->use_output_gate) (void)TAKE(a->z, N * Vd);
             TAKE(a->o, N * Vd), TAKE(a->rso, N * Hv), TAKE(a->on, N * Vd);
             TAKE(a->ckpt, (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
             if (c->kind == MK_TRANSFORMER) (void)TAKE(a->P, (int64_t)B * c->H * T * T);
+            if (c->kind == MK_GLA)
+                (void)(TAKE(a->glr, N * c->gk_rank), TAKE(a->gkr, N * Kd), TAKE(a->gk, N * Kd));
         }
         TAKE(p->x_out, N * C), TAKE(p->xf, N * C), TAKE(p->rsf, N), TAKE(p->logits, N * V);
         TAKE(p->dx, N * C), TAKE(p->dxn, N * C), TAKE(p->dlog, N * V);
         for (int i = 0; i < 6; i++) (void)TAKE(p->s[i], N * KV);
         if (I) (void)(TAKE(p->dh1, N * I), TAKE(p->dh2, N * I), TAKE(p->dact, N * I));
         TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
+        if (c->kind == MK_GLA) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * c->gk_rank));
 #undef TAKE
         if (!pass) {
             if (off > ((int64_t)1 << 36) / 4) {
@@ -271,25 +290,34 @@ static void core_tasks(void *ctx, int lo, int hi) {
 
 /* one projected stream: P = X W^T, then per sequence the causal conv, then SiLU into Y */
 static void stream_fwd(const model *m, const train_pass *p, const float *xn, const float *W,
-                       const float *cw, const float *cb, int D, float *P, float *Cv, float *Y) {
+                       const float *cw, const float *cb, int D, float *P, float *Cv, float *Y,
+                       int silu) {
     const model_config *c = &m->c;
     train_linear_fwd_f(P, xn, W, NULL, p->N, D, c->hidden);
     if (c->use_conv)
         for (int b = 0; b < p->B; b++)
             train_conv_fwd_f(Cv + (size_t)b * p->T * D, P + (size_t)b * p->T * D, cw, cb, p->T, D,
                              c->conv_size);
-    train_silu_fwd_f(Y, Cv, (int64_t)p->N * D);
+    if (silu)
+        train_silu_fwd_f(Y, Cv, (int64_t)p->N * D);
+    else
+        memcpy(Y, Cv, (size_t)p->N * D * sizeof(float));
 }
 
 /* its backward: dY (SiLU output) -> dxn, the projection's and the conv's gradients. d1, d2 are
  * scratch [N, D] */
 static void stream_bwd(const model *m, const train_pass *p, const float *xn, const float *W,
                        const float *cw, float *gW, float *gcw, float *gcb, int D, const float *P,
-                       const float *Cv, const float *dY, float *dxn, float *d1, float *d2) {
+                       const float *Cv, const float *dY, float *dxn, float *d1, float *d2,
+                       int silu) {
     const model_config *c = &m->c;
     size_t n = (size_t)p->N * D;
-    memset(d1, 0, n * sizeof *d1);
-    train_silu_bwd_f(d1, dY, Cv, (int64_t)n);
+    if (silu) {
+        memset(d1, 0, n * sizeof *d1);
+        train_silu_bwd_f(d1, dY, Cv, (int64_t)n);
+    } else {
+        memcpy(d1, dY, n * sizeof *d1);
+    }
     float *dP = d1;
     if (c->use_conv) {
         memset(d2, 0, n * sizeof *d2);
@@ -299,6 +327,95 @@ static void stream_bwd(const model *m, const train_pass *p, const float *xn, con
         dP = d2;
     }
     train_linear_bwd_f(dxn, gW, NULL, dP, xn, W, p->N, D, c->hidden);
+}
+
+/* ---- GLA layers: projections (SiLU convs when use_short_conv), the low-rank gate, the core ----
+ */
+
+typedef struct gla_job {
+    const model *m;
+    train_pass *p;
+    lacts *a;
+    int bwd;
+} gla_job;
+
+static void gla_tasks(void *ctx, int lo, int hi) {
+    const gla_job *j = ctx;
+    const model_config *c = &j->m->c;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    int H = c->H, dk = c->dk, dv = c->dv, T = p->T, Kd = c->key_dim, Vd = c->value_dim;
+    float scale = j->m->layers[0].mc.scale;
+    size_t ss = (size_t)dk * dv;
+    float *S = malloc(ss * sizeof *S);
+    float *work = j->bwd ? malloc((size_t)train_delta_work(dk, dv, p->chunk) * sizeof *work) : NULL;
+    if (!S || (j->bwd && !work)) abort();
+    for (int t = lo; t < hi; t++) {
+        int b = t / H, h = t % H;
+        size_t ok = (size_t)b * T * Kd + (size_t)h * dk, ov = (size_t)b * T * Vd + (size_t)h * dv;
+        float *ck = a->ckpt + (size_t)t * p->nck * ss;
+        memset(S, 0, ss * sizeof *S);
+        if (!j->bwd)
+            train_gla_fwd_f(S, a->q + ok, a->k + ok, a->v + ov, a->gk + ok, T, dk, dv, Kd, Vd,
+                            scale, a->o + ov, ck, p->chunk);
+        else
+            train_gla_bwd_f(a->q + ok, a->k + ok, a->v + ov, a->gk + ok, T, dk, dv, Kd, Vd, scale,
+                            ck, p->chunk, p->s[3] + ov, S, p->s[0] + ok, p->s[1] + ok, p->s[2] + ov,
+                            p->dgk + ok, work);
+    }
+    free(S), free(work);
+}
+
+static void gla_layer_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
+    const model_config *c = &m->c;
+    int N = p->N, C = c->hidden, H = c->H, Kd = c->key_dim, Vd = c->value_dim, R = c->gk_rank;
+    int silu = c->use_conv; /* fla's GLA: SiLU inside the convolutions, no activation without */
+    stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->q, silu);
+    stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->k, silu);
+    stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v, silu);
+    train_linear_fwd_f(a->glr, a->xn, L->gk0, NULL, N, R, C);
+    train_linear_fwd_f(a->gkr, a->glr, L->gk1, L->gk1_b, N, Kd, R);
+    train_gla_gate_fwd_f(a->gk, a->gkr, (int64_t)N * Kd, c->gate_norm, c->has_clamp, c->clamp_min);
+    if (c->use_output_gate) train_linear_fwd_f(a->z, a->xn, L->g_proj, NULL, N, Vd, C);
+    gla_job j = {m, p, a, 0};
+    pool_for(p->B * H, gla_tasks, &j);
+    train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_output_gate ? a->z : NULL, L->o_norm, N * H,
+                      c->dv, c->norm_eps);
+}
+
+/* from d_on = p->s[4] to dxn */
+static void gla_layer_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lacts *a,
+                          float *dxn) {
+    const model_config *c = &m->c;
+    int N = p->N, C = c->hidden, H = c->H, Kd = c->key_dim, Vd = c->value_dim, R = c->gk_rank;
+    size_t nv = (size_t)N * Vd, nk = (size_t)N * Kd;
+    int gate = c->use_output_gate, silu = c->use_conv;
+    float *d_o = p->s[3], *dz = p->s[5];
+    memset(d_o, 0, nv * sizeof(float));
+    if (gate) memset(dz, 0, nv * sizeof(float));
+    train_gnorm_bwd_f(d_o, gate ? dz : NULL, GL->o_norm, p->s[4], a->o, gate ? a->z : NULL, a->rso,
+                      L->o_norm, N * H, c->dv);
+    if (gate) train_linear_bwd_f(dxn, GL->g_proj, NULL, dz, a->xn, L->g_proj, N, Vd, C);
+    memset(p->s[0], 0, nk * sizeof(float));
+    memset(p->s[1], 0, nk * sizeof(float));
+    memset(p->s[2], 0, nv * sizeof(float));
+    memset(p->dgk, 0, nk * sizeof(float));
+    gla_job j = {m, p, a, 1};
+    pool_for(p->B * H, gla_tasks, &j);
+    /* the gate: gk = clamp(logsigmoid(gk1 (gk0 x) + b) / norm) */
+    memset(p->s[5], 0, nk * sizeof(float));
+    train_gla_gate_bwd_f(p->s[5], p->dgk, a->gkr, (int64_t)nk, c->gate_norm, c->has_clamp,
+                         c->clamp_min);
+    memset(p->dlr, 0, (size_t)N * R * sizeof(float));
+    train_linear_bwd_f(p->dlr, GL->gk1, GL->gk1_b, p->s[5], a->glr, L->gk1, N, Kd, R);
+    train_linear_bwd_f(dxn, GL->gk0, NULL, p->dlr, a->xn, L->gk0, N, R, C);
+    /* the streams (s[3], s[4] are free again) */
+    stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, GL->v_conv_b, Vd, a->vp,
+               a->vc, p->s[2], dxn, p->s[3], p->s[4], silu);
+    stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd, a->qp,
+               a->qc, p->s[0], dxn, p->s[3], p->s[4], silu);
+    stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd, a->kp,
+               a->kc, p->s[1], dxn, p->s[3], p->s[4], silu);
 }
 
 /* ---- softmax attention layers (transformer): one task per sequence and head ---- */
@@ -403,10 +520,12 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         train_rmsnorm_fwd_f(a->xn, a->rs1, a->x_in, L->attn_norm, N, C, eps);
         if (c->kind == MK_TRANSFORMER) {
             attn_fwd(m, p, L, a);
+        } else if (c->kind == MK_GLA) {
+            gla_layer_fwd(m, p, L, a);
         } else {
-            stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs);
-            stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks);
-            stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v);
+            stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs, 1);
+            stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks, 1);
+            stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, L->v_conv_b, Vd, a->vp, a->vc, a->v, 1);
             /* qinv / kinv keep the inverse norms (L2) or the sums (qk_norm=sum) */
             if (c->qk_sum_norm)
                 train_sumnorm_fwd_f(a->q, a->qinv, a->qs, N * H, dk);
@@ -485,6 +604,9 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         if (c->kind == MK_TRANSFORMER) {
             memset(dxn, 0, NC * sizeof(float));
             attn_bwd(m, p, L, GL, a, dxn);
+        } else if (c->kind == MK_GLA) {
+            memset(dxn, 0, NC * sizeof(float));
+            gla_layer_bwd(m, p, L, GL, a, dxn);
         } else {
             memset(d_o, 0, nv * sizeof(float));
             if (c->use_gate) memset(dz, 0, nv * sizeof(float));
@@ -515,7 +637,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             }
             /* v: s[2] is dv; s[3], s[4] scratch (d_o and d_on are done with) */
             stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, GL->v_conv_b, Vd,
-                       a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4]);
+                       a->vp, a->vc, p->s[2], dxn, p->s[3], p->s[4], 1);
             /* q: L2 norm backward into s[5], then the stream */
             memset(p->s[5], 0, nk * sizeof(float));
             if (c->qk_sum_norm)
@@ -523,7 +645,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             else
                 train_l2norm_bwd_f(p->s[5], p->s[0], a->q, a->qinv, N * H, dk);
             stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, GL->q_conv_b, Kd,
-                       a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4]);
+                       a->qp, a->qc, p->s[5], dxn, p->s[3], p->s[4], 1);
             const float *dks = p->s[1];
             if (kind != 2 && !c->raw_keys) {
                 memset(p->s[5], 0, nk * sizeof(float));
@@ -534,7 +656,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
                 dks = p->s[5];
             }
             stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, GL->k_conv_b, Kd,
-                       a->kp, a->kc, dks, dxn, p->s[3], p->s[4]);
+                       a->kp, a->kc, dks, dxn, p->s[3], p->s[4], 1);
         }
         train_rmsnorm_bwd_f(dx, GL->attn_norm, dxn, a->x_in, a->rs1, L->attn_norm, N, C);
     }

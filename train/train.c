@@ -352,7 +352,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     if (train_grads_init(&r.g, m, e)) goto fail;
     if (c->gpu && (m->c.qk_sum_norm || m->c.family != FAM_GDN)) {
         err_set(e, "train: %s trains on the CPU only for now (device cpu)",
-                m->c.qk_sum_norm ? "qk_norm=sum" : "softmax attention");
+                m->c.qk_sum_norm ? "qk_norm=sum" : model_kind_name(m->c.kind));
         goto fail;
     }
     if (c->gpu) {
