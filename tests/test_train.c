@@ -50,6 +50,13 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=13",
       "use_short_conv=false", "use_output_gate=false", "clamp_min=-0.05"},
      9},
+    /* Mamba2: in_proj, the xBC convolution, dt, the scalar-decay core, D, the gated norm; then
+     * with biases, a per-channel D and two groups of B and C */
+    {"mamba2", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=14"}, 6},
+    {"mamba2",
+     {"layers=1", "hidden=16", "heads=4", "head_dim=8", "vocab=13", "seed=15", "use_bias=true",
+      "D_has_hdim=true", "n_groups=2"},
+     9},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -191,10 +198,10 @@ static void test_gradient_directions(void **st) {
 static void test_refusals(void **st) {
     (void)st;
     const char *kv[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
-    model *m = random_model("mamba2", kv, 5);
+    model *m = random_model("parallax", kv, 5);
     err e = {{0}};
     assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "mamba2 models have no backward pass yet");
+    expect_has(e.msg, "parallax models have no backward pass yet");
     model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};

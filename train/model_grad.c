@@ -103,6 +103,18 @@ int train_model_check(const model *m, err *e) {
                                m->layers[li].mc.window ? " with a window" : "");
         return 0;
     }
+    if (c->kind == MK_MAMBA2) {
+        if (c->norm_group != c->d_inner)
+            return err_set(e,
+                           "train: Mamba2's norm in groups (norm_group %d of %d) is not "
+                           "supported",
+                           c->norm_group, c->d_inner);
+        for (int li = 0; li < c->layers; li++)
+            if (strcmp(m->layers[li].mx->name, "mamba2"))
+                return err_set(e, "train: layer %d runs %s, which has no backward pass", li,
+                               m->layers[li].mx->name);
+        return 0;
+    }
     if (c->kind == MK_GLA) {
         if (c->Hkv != c->H)
             return err_set(e,
@@ -120,7 +132,7 @@ int train_model_check(const model *m, err *e) {
     if (c->family != FAM_GDN)
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
-                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla and transformer)",
+                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2 and transformer)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -137,6 +149,22 @@ int train_model_check(const model *m, err *e) {
 
 /* ---- activations ---- */
 
+typedef struct m2_bufs {
+    float *zx;         /* [N, Dtot]: z | xBC | dt_raw, the in-projection */
+    float *xc;         /* [N, cd]: xBC after the convolution, before SiLU */
+    float *xs;         /* [N, cd]: after SiLU: x | B | C */
+    float *dt;         /* [N, H] */
+    float *q, *k, *gk; /* [N, H N]: C and B read by each head, dt A broadcast over N */
+    float *v;          /* [N, d_inner]: dt x */
+    float *y;          /* [N, d_inner]: o + D x */
+    float *gu;         /* [N, d_inner]: y silu(z) */
+    float *rs;         /* [N]: the gated norm's rstd */
+} m2_bufs;
+
+static int m2_dtot(const model_config *c) {
+    return 2 * c->d_inner + 2 * c->n_groups * c->d_state + c->H;
+}
+
 typedef struct lacts {
     float *x_in, *xn, *rs1;     /* [N, C], [N, C], [N] */
     float *qp, *kp, *vp;        /* projections (conv inputs) [N, Kd], [N, Kd], [N, Vd] */
@@ -151,6 +179,7 @@ typedef struct lacts {
     float *P;                   /* attention: the probabilities [B H, T, T] */
     float *glr, *gkr, *gk;      /* GLA: low-rank gate [N, rank], its logits and gk [N, Kd] */
     float *h1, *h2, *act;       /* [N, I] */
+    m2_bufs m2;                 /* Mamba2 */
 } lacts;
 
 struct train_pass {
@@ -189,6 +218,14 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
     }
     int64_t N = p->N, C = c->hidden, Kd = c->key_dim, Vd = c->value_dim, Hv = c->Hv,
             I = c->inter > 0 ? c->inter : 0, V = c->vocab, KV = Kd > Vd ? Kd : Vd;
+    int64_t Dt = 0, cd = 0;
+    if (c->kind == MK_MAMBA2) { /* heads read N state channels; the scratch holds xBC rows too */
+        Kd = (int64_t)c->H * c->d_state, Vd = c->d_inner;
+        cd = c->d_inner + 2 * (int64_t)c->n_groups * c->d_state, Dt = m2_dtot(c);
+        KV = Kd > Vd ? Kd : Vd;
+        if (cd > KV) KV = cd;
+        if (Dt > KV) KV = Dt;
+    }
     /* two passes: count, then carve the one allocation */
     for (int pass = 0; pass < 2; pass++) {
         int64_t off = 0;
@@ -210,6 +247,13 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
             if (c->kind == MK_TRANSFORMER) (void)TAKE(a->P, (int64_t)B * c->H * T * T);
             if (c->kind == MK_GLA)
                 (void)(TAKE(a->glr, N * c->gk_rank), TAKE(a->gkr, N * Kd), TAKE(a->gk, N * Kd));
+            if (c->kind == MK_MAMBA2) {
+                m2_bufs *b2 = &a->m2;
+                (void)(TAKE(b2->zx, N * Dt), TAKE(b2->xc, N * cd), TAKE(b2->xs, N * cd));
+                (void)(TAKE(b2->dt, N * c->H), TAKE(b2->q, N * Kd), TAKE(b2->k, N * Kd));
+                (void)(TAKE(b2->gk, N * Kd), TAKE(b2->v, N * Vd), TAKE(b2->y, N * Vd));
+                (void)(TAKE(b2->gu, N * Vd), TAKE(b2->rs, N));
+            }
         }
         TAKE(p->x_out, N * C), TAKE(p->xf, N * C), TAKE(p->rsf, N), TAKE(p->logits, N * V);
         TAKE(p->dx, N * C), TAKE(p->dxn, N * C), TAKE(p->dlog, N * V);
@@ -217,6 +261,7 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
         if (I) (void)(TAKE(p->dh1, N * I), TAKE(p->dh2, N * I), TAKE(p->dact, N * I));
         TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
         if (c->kind == MK_GLA) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * c->gk_rank));
+        if (c->kind == MK_MAMBA2) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * Dt));
 #undef TAKE
         if (!pass) {
             if (off > ((int64_t)1 << 36) / 4) {
@@ -418,6 +463,172 @@ static void gla_layer_bwd(const model *m, train_pass *p, const layer *L, layer *
                a->kc, p->s[1], dxn, p->s[3], p->s[4], silu);
 }
 
+/* ---- Mamba2 layers (models/layer_mamba2.c): in_proj, the SiLU convolution over xBC, dt, the
+ * scalar-decay core (the GLA core with one decay for every key channel), the D skip, the gated
+ * RMSNorm, out_proj; no MLP ---- */
+
+static void m2_tasks(void *ctx, int lo, int hi) {
+    const gla_job *j = ctx;
+    const model_config *c = &j->m->c;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    const m2_bufs *b2 = &a->m2;
+    int H = c->H, dk = c->d_state, dv = c->dv, T = p->T, Kd = H * dk, Vd = c->d_inner;
+    float scale = j->m->layers[0].mc.scale;
+    size_t ss = (size_t)dk * dv;
+    float *S = malloc(ss * sizeof *S);
+    float *work = j->bwd ? malloc((size_t)train_delta_work(dk, dv, p->chunk) * sizeof *work) : NULL;
+    if (!S || (j->bwd && !work)) abort();
+    for (int t = lo; t < hi; t++) {
+        int b = t / H, h = t % H;
+        size_t ok = (size_t)b * T * Kd + (size_t)h * dk, ov = (size_t)b * T * Vd + (size_t)h * dv;
+        float *ck = a->ckpt + (size_t)t * p->nck * ss;
+        memset(S, 0, ss * sizeof *S);
+        if (!j->bwd)
+            train_gla_fwd_f(S, b2->q + ok, b2->k + ok, b2->v + ov, b2->gk + ok, T, dk, dv, Kd, Vd,
+                            scale, a->o + ov, ck, p->chunk);
+        else
+            train_gla_bwd_f(b2->q + ok, b2->k + ok, b2->v + ov, b2->gk + ok, T, dk, dv, Kd, Vd,
+                            scale, ck, p->chunk, p->s[3] + ov, S, p->s[0] + ok, p->s[1] + ok,
+                            p->s[2] + ov, p->dgk + ok, work);
+    }
+    free(S), free(work);
+}
+
+static void m2_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
+    const model_config *c = &m->c;
+    m2_bufs *b2 = &a->m2;
+    int N = p->N, C = c->hidden, H = c->H, di = c->d_inner, GN = c->n_groups * c->d_state;
+    int Ns = c->d_state, P = c->dv, cd = di + 2 * GN, Dt = m2_dtot(c), per = H / c->n_groups;
+    train_linear_fwd_f(b2->zx, a->xn, L->in_proj, L->in_proj_b, N, Dt, C);
+    /* the convolution reads the xBC columns of zx: copy them out to rows of cd */
+    float *xr = p->s[5];
+    for (int r = 0; r < N; r++)
+        memcpy(xr + (size_t)r * cd, b2->zx + (size_t)r * Dt + di, (size_t)cd * sizeof(float));
+    for (int b = 0; b < p->B; b++)
+        train_conv_fwd_f(b2->xc + (size_t)b * p->T * cd, xr + (size_t)b * p->T * cd, L->conv_w,
+                         L->conv_b, p->T, cd, c->conv_size);
+    train_silu_fwd_f(b2->xs, b2->xc, (int64_t)N * cd);
+    for (int r = 0; r < N; r++) {
+        const float *xs = b2->xs + (size_t)r * cd, *Bm = xs + di, *Cm = xs + di + GN;
+        const float *dtr = b2->zx + (size_t)r * Dt + di + cd;
+        for (int h = 0; h < H; h++) {
+            float dt = blk_softplus(dtr[h] + L->dt_bias[h]);
+            dt = dt < c->dt_lo ? c->dt_lo : dt > c->dt_hi ? c->dt_hi : dt;
+            float A = -expf(L->A_log[h]), g = dt * A;
+            int gi = h / per;
+            size_t qo = (size_t)r * H * Ns + (size_t)h * Ns;
+            b2->dt[(size_t)r * H + h] = dt;
+            memcpy(b2->q + qo, Cm + (size_t)gi * Ns, (size_t)Ns * sizeof(float));
+            memcpy(b2->k + qo, Bm + (size_t)gi * Ns, (size_t)Ns * sizeof(float));
+            for (int i = 0; i < Ns; i++) b2->gk[qo + i] = g;
+            for (int i = 0; i < P; i++)
+                b2->v[(size_t)r * di + (size_t)h * P + i] = dt * xs[(size_t)h * P + i];
+        }
+    }
+    gla_job j = {m, p, a, 0};
+    pool_for(p->B * H, m2_tasks, &j);
+    for (int r = 0; r < N; r++) {
+        const float *xs = b2->xs + (size_t)r * cd, *z = b2->zx + (size_t)r * Dt;
+        float *y = b2->y + (size_t)r * di, *gu = b2->gu + (size_t)r * di;
+        const float *o = a->o + (size_t)r * di;
+        for (int i = 0; i < di; i++) {
+            y[i] = o[i] + (c->D_has_hdim ? L->D[i] : L->D[i / P]) * xs[i];
+            gu[i] = y[i] * blk_silu(z[i]);
+        }
+    }
+    train_rmsnorm_fwd_f(a->on, b2->rs, b2->gu, L->norm_w, N, di, c->norm_eps);
+}
+
+/* from d_on = p->s[4] to dxn */
+static void m2_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lacts *a, float *dxn) {
+    const model_config *c = &m->c;
+    m2_bufs *b2 = &a->m2;
+    int N = p->N, C = c->hidden, H = c->H, di = c->d_inner, GN = c->n_groups * c->d_state;
+    int Ns = c->d_state, P = c->dv, cd = di + 2 * GN, Dt = m2_dtot(c), per = H / c->n_groups;
+    size_t nd = (size_t)N * di;
+    /* the gated norm: gu = y silu(z), out = RMSNorm_w(gu) */
+    float *dgu = p->s[3];
+    memset(dgu, 0, nd * sizeof(float));
+    train_rmsnorm_bwd_f(dgu, GL->norm_w, p->s[4], b2->gu, b2->rs, L->norm_w, N, di);
+    float *dzx = p->dlr; /* [N, Dt] */
+    memset(dzx, 0, (size_t)N * Dt * sizeof(float));
+    float *dxs = p->s[5]; /* [N, cd]: x | B | C after SiLU */
+    memset(dxs, 0, (size_t)N * cd * sizeof(float));
+    float *dy = dgu; /* dy = dgu silu(z), in place */
+    for (int r = 0; r < N; r++) {
+        const float *z = b2->zx + (size_t)r * Dt, *y = b2->y + (size_t)r * di;
+        const float *xs = b2->xs + (size_t)r * cd;
+        float *dz = dzx + (size_t)r * Dt, *d = dy + (size_t)r * di, *dx = dxs + (size_t)r * cd;
+        for (int i = 0; i < di; i++) {
+            float s = blk_sigmoid(z[i]), g = d[i];
+            dz[i] += g * y[i] * s * (1 + z[i] * (1 - s));
+            d[i] = g * z[i] * s;
+            /* y = o + D x */
+            float Di = c->D_has_hdim ? L->D[i] : L->D[i / P];
+            dx[i] += Di * d[i];
+            GL->D[c->D_has_hdim ? i : i / P] += d[i] * xs[i];
+        }
+    }
+    /* the core, with do = dy */
+    /* the core reads do from s[3]: dy is there */
+    size_t nk = (size_t)N * H * Ns;
+    memset(p->s[0], 0, nk * sizeof(float));
+    memset(p->s[1], 0, nk * sizeof(float));
+    memset(p->s[2], 0, nd * sizeof(float));
+    memset(p->dgk, 0, nk * sizeof(float));
+    gla_job j = {m, p, a, 1};
+    pool_for(p->B * H, m2_tasks, &j);
+    /* v = dt x, g = dt A, q = C, k = B (summed over the heads of a group), dt's chain */
+    for (int r = 0; r < N; r++) {
+        const float *xs = b2->xs + (size_t)r * cd, *dtr = b2->zx + (size_t)r * Dt + di + cd;
+        float *dx = dxs + (size_t)r * cd, *dB = dx + di, *dC = dx + di + GN;
+        float *ddtr = dzx + (size_t)r * Dt + di + cd;
+        for (int h = 0; h < H; h++) {
+            size_t qo = (size_t)r * H * Ns + (size_t)h * Ns, vo = (size_t)r * di + (size_t)h * P;
+            float dt = b2->dt[(size_t)r * H + h], A = -expf(L->A_log[h]);
+            double ddt = 0, dg = 0;
+            for (int i = 0; i < P; i++) {
+                dx[(size_t)h * P + i] += dt * p->s[2][vo + i];
+                ddt += (double)xs[(size_t)h * P + i] * p->s[2][vo + i];
+            }
+            for (int i = 0; i < Ns; i++) dg += p->dgk[qo + i];
+            ddt += dg * A;
+            GL->A_log[h] += (float)(dg * dt * A); /* A = -exp(A_log): dA/dA_log = A */
+            int gi = h / per;
+            for (int i = 0; i < Ns; i++) {
+                dC[(size_t)gi * Ns + i] += p->s[0][qo + i];
+                dB[(size_t)gi * Ns + i] += p->s[1][qo + i];
+            }
+            float u = dtr[h] + L->dt_bias[h], sp = blk_softplus(u);
+            if (sp >= c->dt_lo && sp <= c->dt_hi) { /* no gradient where the clamp holds */
+                float dd = (float)ddt * (u > 20.0f ? 1.0f : blk_sigmoid(u));
+                ddtr[h] += dd;
+                GL->dt_bias[h] += dd;
+            }
+        }
+    }
+    /* SiLU, the convolution, back into the xBC columns of dzx */
+    float *dxc = p->s[0], *dxr = p->s[1];
+    size_t ncd = (size_t)N * cd;
+    memset(dxc, 0, ncd * sizeof(float));
+    train_silu_bwd_f(dxc, dxs, b2->xc, (int64_t)ncd);
+    memset(dxr, 0, ncd * sizeof(float));
+    float *xr = p->s[2]; /* the conv's input again */
+    for (int r = 0; r < N; r++)
+        memcpy(xr + (size_t)r * cd, b2->zx + (size_t)r * Dt + di, (size_t)cd * sizeof(float));
+    for (int b = 0; b < p->B; b++)
+        train_conv_bwd_f(dxr + (size_t)b * p->T * cd, GL->conv_w, GL->conv_b,
+                         dxc + (size_t)b * p->T * cd, xr + (size_t)b * p->T * cd, L->conv_w, p->T,
+                         cd, c->conv_size);
+    for (int r = 0; r < N; r++) {
+        float *d = dzx + (size_t)r * Dt + di;
+        const float *s = dxr + (size_t)r * cd;
+        for (int i = 0; i < cd; i++) d[i] += s[i];
+    }
+    train_linear_bwd_f(dxn, GL->in_proj, GL->in_proj_b, dzx, a->xn, L->in_proj, N, Dt, C);
+}
+
 /* ---- softmax attention layers (transformer): one task per sequence and head ---- */
 
 typedef struct attn_job {
@@ -506,6 +717,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
     const model_config *c = &m->c;
     int N = p->N, C = c->hidden, H = c->H, Hv = c->Hv, dk = c->dk, dv = c->dv, Kd = c->key_dim,
         Vd = c->value_dim, I = c->inter > 0 ? c->inter : 0, V = c->vocab;
+    if (c->kind == MK_MAMBA2) Vd = c->d_inner; /* the out-projection's input */
     float eps = c->norm_eps;
     size_t NC = (size_t)N * C;
     /* ---- forward ---- */
@@ -522,6 +734,8 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             attn_fwd(m, p, L, a);
         } else if (c->kind == MK_GLA) {
             gla_layer_fwd(m, p, L, a);
+        } else if (c->kind == MK_MAMBA2) {
+            m2_fwd(m, p, L, a);
         } else {
             stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs, 1);
             stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks, 1);
@@ -554,7 +768,11 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_gate ? a->z : NULL, L->o_norm, N * Hv, dv,
                               eps);
         }
-        train_linear_fwd_f(a->x_mid, a->on, L->o_proj, NULL, N, C, Vd);
+        /* the out-projection (Mamba2: out_proj with its optional bias) */
+        if (c->kind == MK_MAMBA2)
+            train_linear_fwd_f(a->x_mid, a->on, L->out_proj, L->out_proj_b, N, C, Vd);
+        else
+            train_linear_fwd_f(a->x_mid, a->on, L->o_proj, NULL, N, C, Vd);
         for (size_t i = 0; i < NC; i++) a->x_mid[i] += a->x_in[i];
         if (I) {
             train_rmsnorm_fwd_f(a->xn2, a->rs2, a->x_mid, L->mlp_norm, N, C, eps);
@@ -600,13 +818,20 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         size_t nv = (size_t)N * Vd, nk = (size_t)N * Kd;
         float *d_on = p->s[4], *d_o = p->s[3], *dz = p->s[5];
         memset(d_on, 0, nv * sizeof(float));
-        train_linear_bwd_f(d_on, GL->o_proj, NULL, dx, a->on, L->o_proj, N, C, Vd);
+        if (c->kind == MK_MAMBA2)
+            train_linear_bwd_f(d_on, GL->out_proj, GL->out_proj_b, dx, a->on, L->out_proj, N, C,
+                               Vd);
+        else
+            train_linear_bwd_f(d_on, GL->o_proj, NULL, dx, a->on, L->o_proj, N, C, Vd);
         if (c->kind == MK_TRANSFORMER) {
             memset(dxn, 0, NC * sizeof(float));
             attn_bwd(m, p, L, GL, a, dxn);
         } else if (c->kind == MK_GLA) {
             memset(dxn, 0, NC * sizeof(float));
             gla_layer_bwd(m, p, L, GL, a, dxn);
+        } else if (c->kind == MK_MAMBA2) {
+            memset(dxn, 0, NC * sizeof(float));
+            m2_bwd(m, p, L, GL, a, dxn);
         } else {
             memset(d_o, 0, nv * sizeof(float));
             if (c->use_gate) memset(dz, 0, nv * sizeof(float));
