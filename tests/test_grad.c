@@ -40,6 +40,7 @@ int main(void) {
         cmocka_unit_test(test_pointwise_f), cmocka_unit_test(test_delta_f),
         cmocka_unit_test(test_attention_d), cmocka_unit_test(test_attention_f),
         cmocka_unit_test(test_gla_d),       cmocka_unit_test(test_gla_f),
+        cmocka_unit_test(test_parallax_d),  cmocka_unit_test(test_parallax_f),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,12 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=16", "heads=4", "head_dim=8", "vocab=13", "seed=15", "use_bias=true",
       "D_has_hdim=true", "n_groups=2"},
      9},
+    /* Parallax: r with q's rotation; then with q/k/r norms and biases */
+    {"parallax", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=16"}, 6},
+    {"parallax",
+     {"layers=1", "hidden=16", "heads=4", "head_dim=4", "vocab=13", "seed=17", "qk_norm=true",
+      "qkv_bias=true"},
+     8},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -198,10 +204,11 @@ static void test_gradient_directions(void **st) {
 static void test_refusals(void **st) {
     (void)st;
     const char *kv[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
-    model *m = random_model("parallax", kv, 5);
+    const char *kvk[] = {"layers=1", "hidden=16", "vocab=11"};
+    model *m = random_model("kalman", kvk, 3);
     err e = {{0}};
     assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "parallax models have no backward pass yet");
+    expect_has(e.msg, "kalman models have no backward pass yet");
     model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};

@@ -141,8 +141,9 @@ static void test_refusals(void **st) {
         {"train gdn step=5", "unknown option 'step' (did you mean 'steps'?)"},
         {"train gdn task=mqr", "task 'mqr' is not one of mqar, niah, overwrite, a5"},
         {"train gdn every=5", "every=5 writes checkpoints: give out=DIR as well"},
-        {"train parallax",
-         "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2 and softmax"},
+        {"train kata",
+         "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2, softmax and "
+         "parallax"},
         {"train gdn precision=bf16", "precision=bf16 is not implemented yet"},
         {"train gdn steps=0", "option 'steps'"},
         {"train gdn pairs=200", "mqar with pairs=200 needs an even seq"},

@@ -90,14 +90,15 @@ static int core_kind(const layer *L) {
 
 int train_model_check(const model *m, err *e) {
     const model_config *c = &m->c;
-    if (c->kind == MK_TRANSFORMER) {
+    if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX) {
+        const char *core = c->kind == MK_PARALLAX ? "parallax" : "softmax";
         if (c->Hkv != c->H)
             return err_set(e,
                            "train: num_kv_heads (%d) different from num_heads (%d) is not "
                            "supported",
                            c->Hkv, c->H);
         for (int li = 0; li < c->layers; li++)
-            if (strcmp(m->layers[li].mx->name, "softmax") || m->layers[li].mc.window)
+            if (strcmp(m->layers[li].mx->name, core) || m->layers[li].mc.window)
                 return err_set(e, "train: layer %d runs %s%s, which has no backward pass", li,
                                m->layers[li].mx->name,
                                m->layers[li].mc.window ? " with a window" : "");
@@ -132,7 +133,8 @@ int train_model_check(const model *m, err *e) {
     if (c->family != FAM_GDN)
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
-                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2 and transformer)",
+                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2, transformer and "
+                       "parallax)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -166,20 +168,22 @@ static int m2_dtot(const model_config *c) {
 }
 
 typedef struct lacts {
-    float *x_in, *xn, *rs1;     /* [N, C], [N, C], [N] */
-    float *qp, *kp, *vp;        /* projections (conv inputs) [N, Kd], [N, Kd], [N, Vd] */
-    float *qc, *kc, *vc;        /* after the conv, before SiLU (= qp.. without conv) */
-    float *qs, *ks, *v;         /* after SiLU */
-    float *q, *k, *qinv, *kinv; /* after the L2 norm [N, Kd], inverse norms [N, H] */
-    float *ga, *g, *bb, *beta;  /* [N, Hv] each */
-    float *z;                   /* output gate [N, Vd] (use_gate) */
-    float *o, *rso, *on;        /* core output [N, Vd], its norm's rstd [N Hv], normed [N, Vd] */
-    float *ckpt;                /* [B Hv, nck, dk, dv] */
-    float *x_mid, *xn2, *rs2;   /* after the mixer residual; MLP norm */
-    float *P;                   /* attention: the probabilities [B H, T, T] */
-    float *glr, *gkr, *gk;      /* GLA: low-rank gate [N, rank], its logits and gk [N, Kd] */
-    float *h1, *h2, *act;       /* [N, I] */
-    m2_bufs m2;                 /* Mamba2 */
+    float *x_in, *xn, *rs1;        /* [N, C], [N, C], [N] */
+    float *qp, *kp, *vp;           /* projections (conv inputs) [N, Kd], [N, Kd], [N, Vd] */
+    float *qc, *kc, *vc;           /* after the conv, before SiLU (= qp.. without conv) */
+    float *qs, *ks, *v;            /* after SiLU */
+    float *q, *k, *qinv, *kinv;    /* after the L2 norm [N, Kd], inverse norms [N, H] */
+    float *ga, *g, *bb, *beta;     /* [N, Hv] each */
+    float *z;                      /* output gate [N, Vd] (use_gate) */
+    float *o, *rso, *on;           /* core output [N, Vd], its norm's rstd [N Hv], normed [N, Vd] */
+    float *ckpt;                   /* [B Hv, nck, dk, dv] */
+    float *x_mid, *xn2, *rs2;      /* after the mixer residual; MLP norm */
+    float *P;                      /* attention: the probabilities [B H, T, T] */
+    float *glr, *gkr, *gk;         /* GLA: low-rank gate [N, rank], its logits and gk [N, Kd] */
+    float *h1, *h2, *act;          /* [N, I] */
+    m2_bufs m2;                    /* Mamba2 */
+    float *U, *rp, *rn, *r, *rinv; /* Parallax: u = r.k [B H, T, T]; r before and after its norm
+                                    * and after RoPE [N, C]; the norm's rstd [N H] */
 } lacts;
 
 struct train_pass {
@@ -244,7 +248,11 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
             TAKE(a->ckpt, (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
-            if (c->kind == MK_TRANSFORMER) (void)TAKE(a->P, (int64_t)B * c->H * T * T);
+            if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)
+                (void)TAKE(a->P, (int64_t)B * c->H * T * T);
+            if (c->kind == MK_PARALLAX)
+                (void)(TAKE(a->U, (int64_t)B * c->H * T * T), TAKE(a->rp, N * C),
+                       TAKE(a->rn, N * C), TAKE(a->r, N * C), TAKE(a->rinv, N * c->H));
             if (c->kind == MK_GLA)
                 (void)(TAKE(a->glr, N * c->gk_rank), TAKE(a->gkr, N * Kd), TAKE(a->gk, N * Kd));
             if (c->kind == MK_MAMBA2) {
@@ -262,6 +270,7 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
         TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
         if (c->kind == MK_GLA) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * c->gk_rank));
         if (c->kind == MK_MAMBA2) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * Dt));
+        if (c->kind == MK_PARALLAX) (void)(TAKE(p->dgk, N * C), TAKE(p->dlr, N * C));
 #undef TAKE
         if (!pass) {
             if (off > ((int64_t)1 << 36) / 4) {
@@ -645,13 +654,21 @@ static void attn_tasks(void *ctx, int lo, int hi) {
     lacts *a = j->a;
     int H = c->H, d = c->dk, T = p->T, C = c->hidden;
     float scale = j->m->layers[0].mc.scale;
-    float *work = j->bwd ? malloc((size_t)T * sizeof *work) : NULL;
+    int plx = c->kind == MK_PARALLAX;
+    float *work = j->bwd ? malloc(2 * (size_t)T * sizeof *work) : NULL;
     if (j->bwd && !work) abort();
     for (int t = lo; t < hi; t++) {
         int b = t / H, h = t % H;
         size_t off = (size_t)b * T * C + (size_t)h * d;
         float *P = a->P + (size_t)t * T * T;
-        if (!j->bwd)
+        if (plx && !j->bwd)
+            train_plx_fwd_f(a->q + off, a->r + off, a->k + off, a->v + off, T, d, C, scale, P,
+                            a->U + (size_t)t * T * T, a->on + off);
+        else if (plx)
+            train_plx_bwd_f(a->q + off, a->r + off, a->k + off, a->v + off, T, d, C, scale, P,
+                            a->U + (size_t)t * T * T, p->s[4] + off, p->s[0] + off, p->dgk + off,
+                            p->s[1] + off, p->s[2] + off, work);
+        else if (!j->bwd)
             train_attn_fwd_f(a->q + off, a->k + off, a->v + off, T, d, C, scale, P, a->on + off);
         else
             train_attn_bwd_f(a->q + off, a->k + off, a->v + off, T, d, C, scale, P, p->s[4] + off,
@@ -676,6 +693,14 @@ static void attn_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
     }
     memcpy(a->q, q, nc * sizeof(float));
     memcpy(a->k, k, nc * sizeof(float));
+    if (c->kind == MK_PARALLAX) { /* r: its projection, norm and q's rotation (spec B.2) */
+        train_linear_fwd_f(a->rp, a->xn, L->r_proj, L->r_bias, N, C, C);
+        if (c->qk_norm) train_rmsnorm_fwd_f(a->rn, a->rinv, a->rp, L->r_norm, N * H, d, 1e-5f);
+        memcpy(a->r, c->qk_norm ? a->rn : a->rp, nc * sizeof(float));
+        if (c->rope)
+            for (int b = 0; b < p->B; b++)
+                train_rope_f(a->r + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 0);
+    }
     if (c->rope)
         for (int b = 0; b < p->B; b++) {
             train_rope_f(a->q + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 0);
@@ -692,6 +717,8 @@ static void attn_bwd(const model *m, train_pass *p, const layer *L, layer *GL, l
     int N = p->N, C = c->hidden, H = c->H, d = c->dk;
     size_t nc = (size_t)N * C;
     for (int i = 0; i < 3; i++) memset(p->s[i], 0, nc * sizeof(float));
+    int plx = c->kind == MK_PARALLAX;
+    if (plx) memset(p->dgk, 0, nc * sizeof(float)); /* dr */
     attn_job j = {m, p, a, 1};
     pool_for(p->B * H, attn_tasks, &j);
     if (c->rope)
@@ -710,6 +737,18 @@ static void attn_bwd(const model *m, train_pass *p, const layer *L, layer *GL, l
     train_linear_bwd_f(dxn, GL->q_proj, GL->q_bias, dq, a->xn, L->q_proj, N, C, C);
     train_linear_bwd_f(dxn, GL->k_proj, GL->k_bias, dk, a->xn, L->k_proj, N, C, C);
     train_linear_bwd_f(dxn, GL->v_proj, GL->v_bias, p->s[2], a->xn, L->v_proj, N, C, C);
+    if (plx) {
+        float *dr = p->dgk;
+        if (c->rope)
+            for (int b = 0; b < p->B; b++)
+                train_rope_f(dr + (size_t)b * p->T * C, p->T, H, d, C, 0, c->rope_theta, 1);
+        if (c->qk_norm) {
+            memset(p->dlr, 0, nc * sizeof(float));
+            train_rmsnorm_bwd_f(p->dlr, GL->r_norm, dr, a->rp, a->rinv, L->r_norm, N * H, d);
+            dr = p->dlr;
+        }
+        train_linear_bwd_f(dxn, GL->r_proj, GL->r_bias, dr, a->xn, L->r_proj, N, C, C);
+    }
 }
 
 double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const int32_t *target,
@@ -730,7 +769,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         int kind = core_kind(L);
         float *x_out = li + 1 < c->layers ? p->la[li + 1].x_in : p->x_out;
         train_rmsnorm_fwd_f(a->xn, a->rs1, a->x_in, L->attn_norm, N, C, eps);
-        if (c->kind == MK_TRANSFORMER) {
+        if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX) {
             attn_fwd(m, p, L, a);
         } else if (c->kind == MK_GLA) {
             gla_layer_fwd(m, p, L, a);
@@ -823,7 +862,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
                                Vd);
         else
             train_linear_bwd_f(d_on, GL->o_proj, NULL, dx, a->on, L->o_proj, N, C, Vd);
-        if (c->kind == MK_TRANSFORMER) {
+        if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX) {
             memset(dxn, 0, NC * sizeof(float));
             attn_bwd(m, p, L, GL, a, dxn);
         } else if (c->kind == MK_GLA) {

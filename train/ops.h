@@ -95,6 +95,14 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     /* dq, dk, dv += ; work [T] */                                                                 \
     void train_attn_bwd##S(const R *q, const R *k, const R *v, int T, int d, int ld, R scale,      \
                            const R *P, const R *dO, R *dq, R *dk, R *dv, R *work);                 \
+    /* Parallax (mixers/parallax.c) of one head: o_t = sum_j a_tj v_j, a_tj = p_tj (1 + ubar_t    \
+     * - u_tj), u_tj = r_t . k_j, ubar_t = sum_j p_tj u_tj, p as train_attn; P and U [T, T] kept */ \
+    void train_plx_fwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,   \
+                          R scale, R *P, R *U, R *o);                                              \
+    /* dq, dr, dk, dv += ; work [2 T] */                                                           \
+    void train_plx_bwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,   \
+                          R scale, const R *P, const R *U, const R *dO, R *dq, R *dr, R *dk,       \
+                          R *dv, R *work);                                                         \
     /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */               \
     void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);      \
     void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,  \
