@@ -203,7 +203,6 @@ static void test_gradient_directions(void **st) {
 
 static void test_refusals(void **st) {
     (void)st;
-    const char *kv[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
     const char *kvk[] = {"layers=1", "hidden=16", "vocab=11"};
     model *m = random_model("kalman", kvk, 3);
     err e = {{0}};
