@@ -8,6 +8,7 @@
 #include "tests/tmodel.h"
 
 #include "train/model_grad.h"
+#include "train/ops.h"
 
 static uint64_t g_rng = 88172645463325252ull;
 static double uniform(void) {
@@ -201,6 +202,30 @@ static void test_gradient_directions(void **st) {
     }
 }
 
+/* precision=bf16: the products' operands and outputs are bf16 values (low 16 bits zero), near the
+ * fp32 product; off again, the product is fp32's */
+static void test_bf16_products(void **st) {
+    (void)st;
+    const int N = 7, out = 9, in = 33;
+    float X[7 * 33], W[9 * 33], Y[7 * 9], Yf[7 * 9];
+    for (int i = 0; i < N * in; i++) X[i] = (float)(uniform() - 0.5);
+    for (int i = 0; i < out * in; i++) W[i] = (float)(uniform() - 0.5);
+    train_linear_fwd_f(Yf, X, W, NULL, N, out, in);
+    train_set_bf16(1);
+    train_linear_fwd_f(Y, X, W, NULL, N, out, in);
+    train_set_bf16(0);
+    for (int i = 0; i < N * out; i++) {
+        uint32_t u;
+        memcpy(&u, &Y[i], 4);
+        assert_int_equal(u & 0xffffu, 0);
+    }
+    double r = rel_err(Y, Yf, (size_t)N * out);
+    print_message("  bf16 product against fp32: rel err %.2e\n", r);
+    assert_true(r > 1e-5 && r < 2e-2);
+    train_linear_fwd_f(Y, X, W, NULL, N, out, in);
+    assert_memory_equal(Y, Yf, sizeof Y);
+}
+
 static void test_refusals(void **st) {
     (void)st;
     const char *kvk[] = {"layers=1", "hidden=16", "vocab=11"};
@@ -221,6 +246,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits_match_prefill),
         cmocka_unit_test(test_gradient_directions),
+        cmocka_unit_test(test_bf16_products),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -49,6 +49,11 @@ static void test_short_run(void **st) {
     expect_has(out, "checkpoint ");
     expect_has(out, "done: the trained model is the session's model");
     expect_has(out, "mqar accuracy: ");
+    free(out);
+    /* precision=bf16 on the same run: another loss at step 3 (the products round), same shape */
+    rc = run_mixscope(&out, "-c 'train gdn " SMALL " steps=6 log=3 precision=bf16'");
+    if (rc) fail_msg("exit %d: %s", rc, out);
+    expect_has(out, "step    3/6  loss ");
     char p[1024];
     snprintf(p, sizeof p, "%s/run/log.csv", g_dir);
     char *log = slurp(p);
@@ -144,7 +149,7 @@ static void test_refusals(void **st) {
         {"train kata",
          "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2, softmax and "
          "parallax"},
-        {"train gdn precision=bf16", "precision=bf16 is not implemented yet"},
+        {"train gdn precision=fp16", "precision 'fp16': expected fp32 or bf16"},
         {"train gdn steps=0", "option 'steps'"},
         {"train gdn pairs=200", "mqar with pairs=200 needs an even seq"},
         {"train gdn diverge=maybe", "diverge='maybe': expected fail or ok"},

@@ -95,29 +95,33 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     /* dq, dk, dv += ; work [T] */                                                                 \
     void train_attn_bwd##S(const R *q, const R *k, const R *v, int T, int d, int ld, R scale,      \
                            const R *P, const R *dO, R *dq, R *dk, R *dv, R *work);                 \
-    /* Parallax (mixers/parallax.c) of one head: o_t = sum_j a_tj v_j, a_tj = p_tj (1 + ubar_t    \
-     * - u_tj), u_tj = r_t . k_j, ubar_t = sum_j p_tj u_tj, p as train_attn; P and U [T, T] kept */ \
-    void train_plx_fwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,   \
+    /* Parallax (mixers/parallax.c) of one head: o_t = sum_j a_tj v_j, a_tj = p_tj (1 + ubar_t     \
+     * - u_tj), u_tj = r_t . k_j, ubar_t = sum_j p_tj u_tj, p as train_attn; P and U [T, T] kept   \
+     */                                                                                            \
+    void train_plx_fwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,    \
                           R scale, R *P, R *U, R *o);                                              \
     /* dq, dr, dk, dv += ; work [2 T] */                                                           \
-    void train_plx_bwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,   \
+    void train_plx_bwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,    \
                           R scale, const R *P, const R *U, const R *dO, R *dq, R *dr, R *dk,       \
                           R *dv, R *work);                                                         \
-    /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */               \
-    void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);      \
-    void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,  \
+    /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */                 \
+    void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);       \
+    void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,   \
                                R clamp);                                                           \
-    /* the GLA core of one head (mixers/gla.c): S_t = diag(exp(gk_t)) S_{t-1} + k_t v_t^T,        \
+    /* the GLA core of one head (mixers/gla.c): S_t = diag(exp(gk_t)) S_{t-1} + k_t v_t^T,         \
      * o_t = S_t^T (scale q_t); q, k, gk rows ldk apart, v, o ldv; BPTT as the delta rule's */     \
-    void train_gla_fwd##S(R *S, const R *q, const R *k, const R *v, const R *gk, int T, int dk,   \
+    void train_gla_fwd##S(R *S, const R *q, const R *k, const R *v, const R *gk, int T, int dk,    \
                           int dv, int ldk, int ldv, R scale, R *o, R *ckpt, int chunk);            \
-    void train_gla_bwd##S(const R *q, const R *k, const R *v, const R *gk, int T, int dk, int dv, \
+    void train_gla_bwd##S(const R *q, const R *k, const R *v, const R *gk, int T, int dk, int dv,  \
                           int ldk, int ldv, R scale, const R *ckpt, int chunk, const R *dO, R *dS, \
                           R *dq, R *dk_, R *dv_, R *dgk, R *work);                                 \
     void train_delta_fwd##S(DELTA_FWD_ARGS(R));                                                    \
     void train_delta_bwd##S(DELTA_BWD_ARGS(R));
 
 TRAIN_OPS_DECLARE(float, _f)
+
+/* precision=bf16 for the float products (ops_f.c says what is rounded); off by default */
+void train_set_bf16(int on);
 TRAIN_OPS_DECLARE(double, _d)
 
 #endif

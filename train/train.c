@@ -14,6 +14,7 @@
 #include "../core/safetensors.h"
 #include "../scenes/prompts.h"
 #include "model_grad.h"
+#include "ops.h"
 #include "train_gpu.h"
 
 void train_cfg_default(train_cfg *c) {
@@ -315,8 +316,8 @@ static void report_note(const train_hooks *h, const train_cfg *c, int step, doub
 int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_end *how, err *e) {
     *out = NULL;
     *how = TRAIN_DONE;
-    if (c->bf16)
-        return err_set(e, "train: precision=bf16 is not implemented yet; use precision=fp32");
+    if (c->bf16 && c->gpu)
+        return err_set(e, "train: precision=bf16 trains on the CPU only for now (device cpu)");
     run_state r;
     memset(&r, 0, sizeof r);
     r.c = c;
@@ -399,6 +400,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     char where[1100], note[1300];
     if (save_step(m, c, 0, NAN, NAN, where, sizeof where, e)) goto fail;
     snprintf(m->source, sizeof m->source, "train %s task=%s", c->mixer, c->task);
+    train_set_bf16(c->bf16);
 
     double t0 = now_s(), t_int = t0, loss = NAN;
     int tok_int = 0, step = 0;
@@ -526,6 +528,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
             break;
         }
     }
+    train_set_bf16(0);
     if (r.dump_ids && dump_batches(&r, step < c->steps ? step + 1 : c->steps, e)) goto fail;
     if (*how != TRAIN_DIVERGED && run_sync_host(&r, 0, e)) goto fail;
     run_free(&r);
@@ -536,6 +539,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     *out = m;
     return 0;
 fail:
+    train_set_bf16(0);
     run_free(&r);
     model_free(m);
     return -1;
