@@ -8,6 +8,54 @@
 #include "command.h"
 #include "session.h"
 
+/* The command list's lines, cut to `width` columns at spaces (each command's own help text is
+ * laid out by hand). Prints text with every line cut to `width` columns at spaces. A continuation
+ * line hangs under the line's second column when it has one (text after a run of two or more
+ * spaces: the command list's summaries, the options' meanings), else under the line's own
+ * indentation; a word longer than the line is left whole. */
+static void print_wrapped(FILE *out, const char *text, int width) {
+    while (*text) {
+        const char *nl = strchr(text, '\n');
+        int len = nl ? (int)(nl - text) : (int)strlen(text);
+        if (len <= width) {
+            fprintf(out, "%.*s\n", len, text);
+        } else {
+            int lead = 0, hang;
+            while (lead < len && text[lead] == ' ') lead++;
+            hang = lead;
+            for (int i = lead; i + 2 < len && i < width - 20; i++)
+                if (text[i] != ' ' && text[i + 1] == ' ' && text[i + 2] == ' ') {
+                    int j = i + 1;
+                    while (j < len && text[j] == ' ') j++;
+                    if (j < width - 20) hang = j;
+                    break;
+                }
+            int pos = 0, col = 0;
+            while (pos < len) {
+                int room = width - col, end = pos + room;
+                if (len - pos <= room) {
+                    fprintf(out, "%.*s\n", len - pos, text + pos);
+                    break;
+                }
+                int cut = end;
+                while (cut > pos && text[cut] != ' ') cut--;
+                if (cut == pos) { /* one long word: up to the next space */
+                    cut = end;
+                    while (cut < len && text[cut] != ' ') cut++;
+                }
+                fprintf(out, "%.*s\n", cut - pos, text + pos);
+                pos = cut;
+                while (pos < len && text[pos] == ' ') pos++;
+                if (pos < len) fprintf(out, "%*s", hang, ""), col = hang;
+            }
+        }
+        if (!nl) break;
+        text = nl + 1;
+    }
+}
+
+#define HELP_WIDTH 80
+
 static int run_help(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     if (argc == 2) {
@@ -25,12 +73,16 @@ static int run_help(session *s, int argc, char **argv, const char *rest, err *e)
     for (int i = 0; i < command_table_size; i++) {
         const command *c = command_table[i];
         if (!c) continue;
-        char head[96];
+        char head[160], line[512];
         snprintf(head, sizeof head, "%s %s", c->name, c->args ? c->args : "");
-        if (strlen(head) > 44)
-            fprintf(s->out, "  %s\n  %-44s %s\n", head, "", c->summary);
-        else
-            fprintf(s->out, "  %-44s %s\n", head, c->summary);
+        if (strlen(head) > 30) {
+            snprintf(line, sizeof line, "  %s", head);
+            print_wrapped(s->out, line, HELP_WIDTH);
+            snprintf(line, sizeof line, "  %-30s  %s", "", c->summary);
+        } else {
+            snprintf(line, sizeof line, "  %-30s  %s", head, c->summary);
+        }
+        print_wrapped(s->out, line, HELP_WIDTH);
     }
     return 0;
 }
