@@ -36,6 +36,11 @@
         R *dS /* [dk, dv] in: dL/dS_T (or zeros), out: dL/dS_0 */, R *dq, R *dk_, R *dv_,          \
         R *dg /* may be NULL when g is */, R *dbeta, R *work /* train_delta_work floats */
 
+/* Scratch floats kalman_bwd needs: the chunk's states (lam, eta). */
+static inline int64_t train_kalman_work(int M, int S, int chunk) {
+    return ((int64_t)chunk + 1) * 2 * M * S;
+}
+
 /* Scratch floats delta_bwd needs: the chunk's states and a few vectors. */
 static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     return ((int64_t)chunk + 2) * dk * dv + 4 * (int64_t)(dk + dv);
@@ -104,6 +109,19 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     void train_plx_bwd##S(const R *q, const R *r, const R *k, const R *v, int T, int d, int ld,    \
                           R scale, const R *P, const R *U, const R *dO, R *dq, R *dr, R *dk,       \
                           R *dv, R *work);                                                         \
+    /* the Kalman core (mixers/kalman.c, one head) on the M x S lanes over T tokens: lam, eta      \
+     * [M S] in: the prior, out: after the last token; q, k [T rows of ldk], v, lv, o [T rows of   \
+     * ldv]; a [M S] the decay (a^2 and p floored at 1e-12 as the core does) */                    \
+    void train_kalman_fwd##S(R *lam, R *eta, const R *q, const R *k, const R *v, const R *lv,      \
+                             const R *a, const R *p, int T, int M, int Sn, int ldk, int ldv,       \
+                             R scale, R *o, R *ckpt /* [(T + chunk - 1) / chunk, 2 M S] */,        \
+                             int chunk);                                                           \
+    /* dq, dk, dv, dlv, da, dp += ; dlam, deta [M S] in: the gradient at the end (or zeros), out:  \
+     * at the prior; work train_kalman_work floats */                                              \
+    void train_kalman_bwd##S(const R *q, const R *k, const R *v, const R *lv, const R *a,          \
+                             const R *p, int T, int M, int Sn, int ldk, int ldv, R scale,          \
+                             const R *ckpt, int chunk, const R *dO, R *dlam, R *deta, R *dq,       \
+                             R *dk, R *dv, R *dlv, R *da, R *dp, R *work);                         \
     /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */                 \
     void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);       \
     void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,   \
