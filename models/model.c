@@ -803,3 +803,14 @@ void family_stream(const model *m, layer *L, int s, const float *x, const float 
         blk_act_apply(out, D, plain_act);
     }
 }
+
+int model_refresh(model *m, err *e) {
+    const family_ops *f = family_of(m->c.family);
+    if (!f->finish) return 0;
+    for (int li = 0; li < m->c.layers; li++) {
+        layer *L = &m->layers[li];
+        if (f->finish(m, L, e)) return -1;
+        if (f->tune) f->tune(m, L, NULL); /* the core's parameters point at the new arrays */
+    }
+    return 0;
+}

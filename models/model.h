@@ -243,6 +243,10 @@ int model_probe_name_known(const char *name);
 /* Registers every layer's probes (and the state snapshot) in a trace. */
 int model_register_probes(const model *m, trace *tr, err *e);
 
+/* Recomputes what the layers derive from their weights (Kalman's discrete a and p) after the
+ * weights changed in place (train). */
+int model_refresh(model *m, err *e);
+
 /* A few lines: type, sizes, each layer's mixer, parameter count. */
 void model_print_info(const model *m, FILE *out);
 /* Parameters (floats in the slot list). */

@@ -64,6 +64,13 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=16", "heads=4", "head_dim=4", "vocab=13", "seed=17", "qk_norm=true",
       "qkv_bias=true"},
      8},
+    /* Kalman: the static dynamics from delta, lambda_log, process_noise; then without the
+     * convolution, the gate and the q/k norms */
+    {"kalman", {"layers=2", "hidden=8", "head_dim=3", "vocab=17", "seed=18"}, 5},
+    {"kalman",
+     {"layers=1", "hidden=8", "head_dim=4", "vocab=13", "seed=19", "use_conv=false",
+      "use_gating=false", "qk_norm=false"},
+     8},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -83,6 +90,8 @@ static model *case_model(const tcase *k) {
         for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
         for (int64_t j = 0; j < n; j++) s->data[j] += (float)(0.5 * (uniform() - 0.5));
     }
+    err e = {{0}};
+    if (model_refresh(m, &e)) fail_msg("%s", e.msg); /* Kalman's a, p from the moved weights */
     return m;
 }
 
@@ -228,11 +237,11 @@ static void test_bf16_products(void **st) {
 
 static void test_refusals(void **st) {
     (void)st;
-    const char *kvk[] = {"layers=1", "hidden=16", "vocab=11"};
-    model *m = random_model("kalman", kvk, 3);
+    const char *kvk[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
+    model *m = random_model("kata", kvk, 5);
     err e = {{0}};
     assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "kalman models have no backward pass yet");
+    expect_has(e.msg, "kata models have no backward pass yet");
     model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};

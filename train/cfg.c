@@ -20,10 +20,10 @@ int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e
     if (snprintf(c->mixer, sizeof c->mixer, "%s", mixer) >= (int)sizeof c->mixer ||
         (strcmp(c->mixer, "gdn") && strcmp(c->mixer, "deltanet") && strcmp(c->mixer, "kaczmarz") &&
          strcmp(c->mixer, "softmax") && strcmp(c->mixer, "gla") && strcmp(c->mixer, "mamba2") &&
-         strcmp(c->mixer, "parallax")))
+         strcmp(c->mixer, "parallax") && strcmp(c->mixer, "kalman")))
         return err_set(e,
                        "train: MIXER '%.40s': the trainer has backward passes for gdn, deltanet, "
-                       "kaczmarz, gla, mamba2, softmax and parallax",
+                       "kaczmarz, gla, mamba2, softmax, parallax and kalman",
                        mixer);
     const char *task = opts_str(o, "task", "mqar");
     int ti = -1;
@@ -53,8 +53,10 @@ int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e
     } while (0)
     INT_OPT("layers", layers, 1, 64);
     INT_OPT("hidden", hidden, 1, 4096);
+    if (!strcmp(c->mixer, "kalman")) c->heads = 1, c->head_dim = 16; /* one head; 16 states */
     INT_OPT("heads", heads, 1, 256);
-    c->head_dim = c->hidden / c->heads > 0 ? c->hidden / c->heads : 1;
+    if (strcmp(c->mixer, "kalman"))
+        c->head_dim = c->hidden / c->heads > 0 ? c->hidden / c->heads : 1;
     INT_OPT("head_dim", head_dim, 1, 1024);
     if (a5) c->vocab = 60;
     INT_OPT("vocab", vocab, 4, 1 << 16);

@@ -104,6 +104,14 @@ int train_model_check(const model *m, err *e) {
                                m->layers[li].mc.window ? " with a window" : "");
         return 0;
     }
+    if (c->kind == MK_KALMAN) {
+        for (int li = 0; li < c->layers; li++)
+            if (strcmp(m->layers[li].mx->name, "kalman") || m->layers[li].mc.variant)
+                return err_set(e, "train: layer %d runs %s%s, which has no backward pass", li,
+                               m->layers[li].mx->name,
+                               m->layers[li].mc.variant ? " with its scan or prior options" : "");
+        return 0;
+    }
     if (c->kind == MK_MAMBA2) {
         if (c->norm_group != c->d_inner)
             return err_set(e,
@@ -133,8 +141,8 @@ int train_model_check(const model *m, err *e) {
     if (c->family != FAM_GDN)
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
-                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2, transformer and "
-                       "parallax)",
+                       "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2, transformer, "
+                       "parallax and kalman)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -167,6 +175,17 @@ static int m2_dtot(const model_config *c) {
     return 2 * c->d_inner + 2 * c->n_groups * c->d_state + c->H;
 }
 
+/* a Kalman layer's activations */
+typedef struct kal_bufs {
+    float *h;       /* [N, 2M]: z' | g', the in-projection */
+    float *zc, *z;  /* [N, M]: z' after the convolution, before and after SiLU */
+    float *sens;    /* [N, 2M + 2S]: v | u | k | q from sensor_proj */
+    float *kn, *qn; /* [N]: the norms k and q were divided by (qk_norm) */
+    float *lv;      /* [N, M]: lambda_v */
+    float *y0;      /* [N, M]: o + skip z, before the gate */
+    float *ka, *kp; /* [M, S]: the static a, p of this pass */
+} kal_bufs;
+
 typedef struct lacts {
     float *x_in, *xn, *rs1;        /* [N, C], [N, C], [N] */
     float *qp, *kp, *vp;           /* projections (conv inputs) [N, Kd], [N, Kd], [N, Vd] */
@@ -182,6 +201,7 @@ typedef struct lacts {
     float *glr, *gkr, *gk;         /* GLA: low-rank gate [N, rank], its logits and gk [N, Kd] */
     float *h1, *h2, *act;          /* [N, I] */
     m2_bufs m2;                    /* Mamba2 */
+    kal_bufs kal;                  /* Kalman */
     float *U, *rp, *rn, *r, *rinv; /* Parallax: u = r.k [B H, T, T]; r before and after its norm
                                     * and after RoPE [N, C]; the norm's rstd [N H] */
 } lacts;
@@ -193,7 +213,8 @@ struct train_pass {
     /* backward scratch */
     float *dx, *dxn, *dlog, *s[6], *dh1, *dh2, *dact, *dg, *dbeta, *dga;
     float *dgk, *dlr; /* GLA: gk's and the low-rank gate's gradients */
-    float *all;       /* one allocation behind every array above */
+    float *kal_dh, *kal_dz, *kal_dlv, *kal_da, *kal_dp, *kal_dsens; /* Kalman */
+    float *all; /* one allocation behind every array above */
 };
 
 /* the next n floats of one allocation (all NULL: counting) */
@@ -223,6 +244,8 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
     int64_t N = p->N, C = c->hidden, Kd = c->key_dim, Vd = c->value_dim, Hv = c->Hv,
             I = c->inter > 0 ? c->inter : 0, V = c->vocab, KV = Kd > Vd ? Kd : Vd;
     int64_t Dt = 0, cd = 0;
+    if (c->kind == MK_KALMAN) /* one head: S key channels, M value channels */
+        Kd = c->d_state, Vd = c->d_inner, KV = Kd > Vd ? Kd : Vd;
     if (c->kind == MK_MAMBA2) { /* heads read N state channels; the scratch holds xBC rows too */
         Kd = (int64_t)c->H * c->d_state, Vd = c->d_inner;
         cd = c->d_inner + 2 * (int64_t)c->n_groups * c->d_state, Dt = m2_dtot(c);
@@ -245,7 +268,8 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
             TAKE(a->ga, N * Hv), TAKE(a->g, N * Hv), TAKE(a->bb, N * Hv), TAKE(a->beta, N * Hv);
             if (c->use_gate || c->use_output_gate) (void)TAKE(a->z, N * Vd);
             TAKE(a->o, N * Vd), TAKE(a->rso, N * Hv), TAKE(a->on, N * Vd);
-            TAKE(a->ckpt, (int64_t)B * Hv * p->nck * c->dk * c->dv);
+            TAKE(a->ckpt,
+                 (c->kind == MK_KALMAN ? 2 : 1) * (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
             if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)
@@ -255,6 +279,14 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
                        TAKE(a->rn, N * C), TAKE(a->r, N * C), TAKE(a->rinv, N * c->H));
             if (c->kind == MK_GLA)
                 (void)(TAKE(a->glr, N * c->gk_rank), TAKE(a->gkr, N * Kd), TAKE(a->gk, N * Kd));
+            if (c->kind == MK_KALMAN) {
+                kal_bufs *k = &a->kal;
+                int64_t M = c->d_inner, S = c->d_state;
+                (void)(TAKE(k->h, N * 2 * M), TAKE(k->zc, N * M), TAKE(k->z, N * M));
+                (void)(TAKE(k->sens, N * (2 * M + 2 * S)), TAKE(k->kn, N), TAKE(k->qn, N));
+                (void)(TAKE(k->lv, N * M), TAKE(k->y0, N * M), TAKE(k->ka, M * S),
+                       TAKE(k->kp, M * S));
+            }
             if (c->kind == MK_MAMBA2) {
                 m2_bufs *b2 = &a->m2;
                 (void)(TAKE(b2->zx, N * Dt), TAKE(b2->xc, N * cd), TAKE(b2->xs, N * cd));
@@ -270,6 +302,12 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
         TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
         if (c->kind == MK_GLA) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * c->gk_rank));
         if (c->kind == MK_MAMBA2) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * Dt));
+        if (c->kind == MK_KALMAN) {
+            int64_t M = c->d_inner, S = c->d_state;
+            (void)(TAKE(p->kal_dh, N * 2 * M), TAKE(p->kal_dz, N * M), TAKE(p->kal_dlv, N * M));
+            (void)(TAKE(p->kal_da, B * M * S), TAKE(p->kal_dp, B * M * S));
+            (void)TAKE(p->kal_dsens, N * (2 * M + 2 * S));
+        }
         if (c->kind == MK_PARALLAX) (void)(TAKE(p->dgk, N * C), TAKE(p->dlr, N * C));
 #undef TAKE
         if (!pass) {
@@ -638,6 +676,224 @@ static void m2_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lac
     train_linear_bwd_f(dxn, GL->in_proj, GL->in_proj_b, dzx, a->xn, L->in_proj, N, Dt, C);
 }
 
+/* ---- Kalman layers (models/layer_kalman.c): in_proj, the SiLU convolution, sensor_proj, the
+ * q/k normalisation, lambda_v, the core with its static dynamics, skip, gating, out_proj ---- */
+
+/* a and p of every lane [M, S] from delta, lambda_log, process_noise, as the layer's finish()
+ * computes them (double, then float) */
+static void kal_static(const model_config *c, const layer *L, float *a, float *p) {
+    size_t n = (size_t)c->d_inner * c->d_state;
+    for (size_t i = 0; i < n; i++) {
+        double d = L->delta[i], dt = (d > 20 ? d : log1p(exp(d))) + 1e-7;
+        double ac = exp((double)L->lambda_log[i]);
+        if (ac < 1e-8) ac = 1e-8;
+        double pc = L->process_noise[i] > 1e-7f ? (double)L->process_noise[i] : 1e-7;
+        a[i] = (float)exp(-ac * dt);
+        p[i] = (float)(pc / (2 * ac) * -expm1(-2 * ac * dt));
+    }
+}
+
+/* dL/da, dL/dp per lane -> the raw parameters' gradients */
+static void kal_static_bwd(const model_config *c, const layer *L, layer *GL, const double *da,
+                           const double *dp) {
+    size_t n = (size_t)c->d_inner * c->d_state;
+    for (size_t i = 0; i < n; i++) {
+        double d = L->delta[i], dt = (d > 20 ? d : log1p(exp(d))) + 1e-7;
+        double e = exp((double)L->lambda_log[i]), ac = e < 1e-8 ? 1e-8 : e;
+        int pfl = !(L->process_noise[i] > 1e-7f);
+        double pc = pfl ? 1e-7 : (double)L->process_noise[i];
+        double a = exp(-ac * dt), E = -expm1(-2 * ac * dt), x = exp(-2 * ac * dt);
+        /* a = exp(-ac dt); p = pc / (2 ac) E, E = 1 - exp(-2 ac dt) */
+        double dac = da[i] * (-dt * a) + dp[i] * (-pc / (2 * ac * ac) * E + pc / ac * dt * x);
+        double ddt = da[i] * (-ac * a) + dp[i] * (pc * x);
+        double dpc = dp[i] * E / (2 * ac);
+        if (e >= 1e-8) GL->lambda_log[i] += (float)(dac * e);
+        GL->delta[i] += (float)(ddt * (d > 20 ? 1.0 : 1.0 / (1.0 + exp(-d))));
+        if (!pfl) GL->process_noise[i] += (float)dpc;
+    }
+}
+
+typedef struct kal_job {
+    const model *m;
+    train_pass *p;
+    lacts *a;
+    const float *ka, *kp; /* static a, p [M, S] */
+    int bwd;
+} kal_job;
+
+static void kal_tasks(void *ctx, int lo, int hi) {
+    const kal_job *j = ctx;
+    const model_config *c = &j->m->c;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    int M = c->d_inner, S = c->d_state, T = p->T;
+    size_t L = (size_t)M * S;
+    float scale = j->m->layers[0].mc.scale;
+    float *lam = malloc(2 * L * sizeof *lam);
+    float *work = j->bwd ? malloc((size_t)train_kalman_work(M, S, p->chunk) * sizeof *work) : NULL;
+    if (!lam || (j->bwd && !work)) abort();
+    for (int b = lo; b < hi; b++) {
+        size_t rs = (size_t)b * T;
+        float *ck = a->ckpt + (size_t)b * p->nck * 2 * L;
+        if (!j->bwd) {
+            for (size_t i = 0; i < L; i++) lam[i] = 1.0f, lam[L + i] = 0.0f; /* the prior */
+            train_kalman_fwd_f(lam, lam + L, a->q + rs * S, a->k + rs * S, a->v + rs * M,
+                               a->kal.lv + rs * M, j->ka, j->kp, T, M, S, S, M, scale,
+                               a->o + rs * M, ck, p->chunk);
+        } else {
+            memset(lam, 0, 2 * L * sizeof *lam);
+            train_kalman_bwd_f(a->q + rs * S, a->k + rs * S, a->v + rs * M, a->kal.lv + rs * M,
+                               j->ka, j->kp, T, M, S, S, M, scale, ck, p->chunk, p->s[3] + rs * M,
+                               lam, lam + L, p->s[0] + rs * S, p->s[1] + rs * S, p->s[2] + rs * M,
+                               p->kal_dlv + rs * M, p->kal_da + (size_t)b * L,
+                               p->kal_dp + (size_t)b * L, work);
+        }
+    }
+    free(lam), free(work);
+}
+
+static void kal_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
+    const model_config *c = &m->c;
+    kal_bufs *k = &a->kal;
+    int N = p->N, C = c->hidden, M = c->d_inner, S = c->d_state, Ds = 2 * M + 2 * S;
+    train_linear_fwd_f(k->h, a->xn, L->in_proj, NULL, N, 2 * M, C);
+    for (int r = 0; r < N; r++) /* z' is the first half of each row */
+        memcpy(p->s[5] + (size_t)r * M, k->h + (size_t)r * 2 * M, (size_t)M * sizeof(float));
+    if (c->use_conv) {
+        for (int b = 0; b < p->B; b++)
+            train_conv_fwd_f(k->zc + (size_t)b * p->T * M, p->s[5] + (size_t)b * p->T * M,
+                             L->conv_w, L->conv_b, p->T, M, c->conv_size);
+    } else {
+        memcpy(k->zc, p->s[5], (size_t)N * M * sizeof(float));
+    }
+    train_silu_fwd_f(k->z, k->zc, (int64_t)N * M);
+    train_linear_fwd_f(k->sens, k->z, L->sensor_proj, NULL, N, Ds, M);
+    for (int r = 0; r < N; r++) {
+        const float *sv = k->sens + (size_t)r * Ds;
+        float *kk = a->k + (size_t)r * S, *qq = a->q + (size_t)r * S;
+        memcpy(a->v + (size_t)r * M, sv, (size_t)M * sizeof(float));
+        memcpy(kk, sv + 2 * M, (size_t)S * sizeof(float));
+        memcpy(qq, sv + 2 * M + S, (size_t)S * sizeof(float));
+        if (c->qk_norm) { /* x / max(|x|, 1e-12): the layer's own normalisation */
+            double nk = 0, nq = 0;
+            for (int s = 0; s < S; s++) nk += (double)kk[s] * kk[s], nq += (double)qq[s] * qq[s];
+            nk = fmax(sqrt(nk), 1e-12), nq = fmax(sqrt(nq), 1e-12);
+            k->kn[r] = (float)nk, k->qn[r] = (float)nq;
+            float rk = (float)(1.0 / nk), rq = (float)(1.0 / nq);
+            for (int s = 0; s < S; s++) kk[s] *= rk, qq[s] *= rq;
+        }
+        const float *u = sv + M;
+        for (int i = 0; i < M; i++) k->lv[(size_t)r * M + i] = 1.0f / (blk_softplus(u[i]) + 1e-4f);
+    }
+    kal_static(c, L, k->ka, k->kp);
+    kal_job j = {m, p, a, k->ka, k->kp, 0};
+    pool_for(p->B, kal_tasks, &j);
+    for (int r = 0; r < N; r++) {
+        const float *o = a->o + (size_t)r * M, *z = k->z + (size_t)r * M;
+        const float *g = k->h + (size_t)r * 2 * M + M;
+        float *y0 = k->y0 + (size_t)r * M, *on = a->on + (size_t)r * M;
+        for (int i = 0; i < M; i++) {
+            y0[i] = o[i] + L->skip[0] * z[i];
+            on[i] = c->use_gating ? y0[i] * blk_silu(g[i]) : y0[i];
+        }
+    }
+}
+
+/* from d_on = p->s[4] to dxn */
+static void kal_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lacts *a,
+                    float *dxn) {
+    const model_config *c = &m->c;
+    kal_bufs *k = &a->kal;
+    int N = p->N, C = c->hidden, M = c->d_inner, S = c->d_state, Ds = 2 * M + 2 * S;
+    size_t Lm = (size_t)M * S, nm = (size_t)N * M;
+    float *dh = p->kal_dh; /* [N, 2M] */
+    memset(dh, 0, (size_t)N * 2 * M * sizeof(float));
+    float *dz = p->kal_dz; /* [N, M] */
+    memset(dz, 0, nm * sizeof(float));
+    float *dy0 = p->s[3]; /* the core's do */
+    double dskip = 0;
+    for (int r = 0; r < N; r++) {
+        const float *don = p->s[4] + (size_t)r * M, *y0 = k->y0 + (size_t)r * M;
+        const float *g = k->h + (size_t)r * 2 * M + M, *z = k->z + (size_t)r * M;
+        float *d0 = dy0 + (size_t)r * M, *dg = dh + (size_t)r * 2 * M + M;
+        float *dzr = dz + (size_t)r * M;
+        for (int i = 0; i < M; i++) {
+            float d = don[i];
+            if (c->use_gating) {
+                float s = blk_sigmoid(g[i]);
+                dg[i] += d * y0[i] * s * (1 + g[i] * (1 - s));
+                d *= g[i] * s;
+            }
+            d0[i] = d;
+            dskip += (double)d * z[i];
+            dzr[i] += L->skip[0] * d;
+        }
+    }
+    GL->skip[0] += (float)dskip;
+    size_t ns = (size_t)N * S;
+    memset(p->s[0], 0, ns * sizeof(float));
+    memset(p->s[1], 0, ns * sizeof(float));
+    memset(p->s[2], 0, nm * sizeof(float));
+    memset(p->kal_dlv, 0, nm * sizeof(float));
+    memset(p->kal_da, 0, (size_t)p->B * Lm * sizeof(float));
+    memset(p->kal_dp, 0, (size_t)p->B * Lm * sizeof(float));
+    kal_job j = {m, p, a, k->ka, k->kp, 1};
+    pool_for(p->B, kal_tasks, &j);
+    /* the static dynamics: the sequences' parts added in order */
+    double *da = calloc(Lm, sizeof *da), *dp = calloc(Lm, sizeof *dp);
+    if (!da || !dp) abort();
+    for (int b = 0; b < p->B; b++)
+        for (size_t i = 0; i < Lm; i++)
+            da[i] += p->kal_da[(size_t)b * Lm + i], dp[i] += p->kal_dp[(size_t)b * Lm + i];
+    kal_static_bwd(c, L, GL, da, dp);
+    free(da), free(dp);
+    /* the sensor row: v, u (lambda_v = 1 / (softplus(u) + 1e-4)), k, q (normalised) */
+    float *dsens = p->kal_dsens; /* [N, Ds] */
+    for (int r = 0; r < N; r++) {
+        const float *sv = k->sens + (size_t)r * Ds, *u = sv + M;
+        float *ds = dsens + (size_t)r * Ds;
+        memcpy(ds, p->s[2] + (size_t)r * M, (size_t)M * sizeof(float));
+        for (int i = 0; i < M; i++) {
+            float lv = k->lv[(size_t)r * M + i], ui = u[i];
+            ds[M + i] =
+                p->kal_dlv[(size_t)r * M + i] * (-lv * lv) * (ui > 20.0f ? 1.0f : blk_sigmoid(ui));
+        }
+        const float *dkk = p->s[1] + (size_t)r * S, *dqq = p->s[0] + (size_t)r * S;
+        const float *kk = a->k + (size_t)r * S, *qq = a->q + (size_t)r * S;
+        for (int w = 0; w < 2; w++) {
+            const float *dy = w ? dqq : dkk, *y = w ? qq : kk;
+            float *dx = ds + 2 * M + (size_t)w * S;
+            if (!c->qk_norm) {
+                memcpy(dx, dy, (size_t)S * sizeof(float));
+                continue;
+            }
+            double n = w ? k->qn[r] : k->kn[r], yd = 0;
+            for (int s = 0; s < S; s++) yd += (double)y[s] * dy[s];
+            int floored = n <= 1e-12;
+            for (int s = 0; s < S; s++) dx[s] = (float)((dy[s] - (floored ? 0 : y[s] * yd)) / n);
+        }
+    }
+    train_linear_bwd_f(dz, GL->sensor_proj, NULL, dsens, k->z, L->sensor_proj, N, Ds, M);
+    /* SiLU, the convolution, into the first half of dh */
+    float *dzc = p->s[0], *dzp = p->s[1];
+    memset(dzc, 0, nm * sizeof(float));
+    train_silu_bwd_f(dzc, dz, k->zc, (int64_t)nm);
+    if (c->use_conv) {
+        for (int r = 0; r < N; r++)
+            memcpy(p->s[5] + (size_t)r * M, k->h + (size_t)r * 2 * M, (size_t)M * sizeof(float));
+        memset(dzp, 0, nm * sizeof(float));
+        for (int b = 0; b < p->B; b++)
+            train_conv_bwd_f(dzp + (size_t)b * p->T * M, GL->conv_w, GL->conv_b,
+                             dzc + (size_t)b * p->T * M, p->s[5] + (size_t)b * p->T * M, L->conv_w,
+                             p->T, M, c->conv_size);
+    } else {
+        dzp = dzc;
+    }
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < M; i++) dh[(size_t)r * 2 * M + i] += dzp[(size_t)r * M + i];
+    train_linear_bwd_f(dxn, GL->in_proj, NULL, dh, a->xn, L->in_proj, N, 2 * M, C);
+}
+
 /* ---- softmax attention layers (transformer): one task per sequence and head ---- */
 
 typedef struct attn_job {
@@ -756,7 +1012,8 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
     const model_config *c = &m->c;
     int N = p->N, C = c->hidden, H = c->H, Hv = c->Hv, dk = c->dk, dv = c->dv, Kd = c->key_dim,
         Vd = c->value_dim, I = c->inter > 0 ? c->inter : 0, V = c->vocab;
-    if (c->kind == MK_MAMBA2) Vd = c->d_inner; /* the out-projection's input */
+    if (c->kind == MK_MAMBA2 || c->kind == MK_KALMAN)
+        Vd = c->d_inner; /* the out-projection's input */
     float eps = c->norm_eps;
     size_t NC = (size_t)N * C;
     /* ---- forward ---- */
@@ -775,6 +1032,8 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             gla_layer_fwd(m, p, L, a);
         } else if (c->kind == MK_MAMBA2) {
             m2_fwd(m, p, L, a);
+        } else if (c->kind == MK_KALMAN) {
+            kal_fwd(m, p, L, a);
         } else {
             stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs, 1);
             stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks, 1);
@@ -808,7 +1067,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
                               eps);
         }
         /* the out-projection (Mamba2: out_proj with its optional bias) */
-        if (c->kind == MK_MAMBA2)
+        if (c->kind == MK_MAMBA2 || c->kind == MK_KALMAN)
             train_linear_fwd_f(a->x_mid, a->on, L->out_proj, L->out_proj_b, N, C, Vd);
         else
             train_linear_fwd_f(a->x_mid, a->on, L->o_proj, NULL, N, C, Vd);
@@ -857,7 +1116,7 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         size_t nv = (size_t)N * Vd, nk = (size_t)N * Kd;
         float *d_on = p->s[4], *d_o = p->s[3], *dz = p->s[5];
         memset(d_on, 0, nv * sizeof(float));
-        if (c->kind == MK_MAMBA2)
+        if (c->kind == MK_MAMBA2 || c->kind == MK_KALMAN)
             train_linear_bwd_f(d_on, GL->out_proj, GL->out_proj_b, dx, a->on, L->out_proj, N, C,
                                Vd);
         else
@@ -871,6 +1130,9 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         } else if (c->kind == MK_MAMBA2) {
             memset(dxn, 0, NC * sizeof(float));
             m2_bwd(m, p, L, GL, a, dxn);
+        } else if (c->kind == MK_KALMAN) {
+            memset(dxn, 0, NC * sizeof(float));
+            kal_bwd(m, p, L, GL, a, dxn);
         } else {
             memset(d_o, 0, nv * sizeof(float));
             if (c->use_gate) memset(dz, 0, nv * sizeof(float));

@@ -531,6 +531,7 @@ int train_run(const train_cfg *c, const train_hooks *hooks, model **out, train_e
     train_set_bf16(0);
     if (r.dump_ids && dump_batches(&r, step < c->steps ? step + 1 : c->steps, e)) goto fail;
     if (*how != TRAIN_DIVERGED && run_sync_host(&r, 0, e)) goto fail;
+    if (model_refresh(m, e)) goto fail; /* Kalman's a, p from the trained weights */
     run_free(&r);
     if (set_provenance(m, c, step, loss, NAN, e)) {
         model_free(m);
