@@ -42,6 +42,7 @@ int main(void) {
         cmocka_unit_test(test_gla_d),       cmocka_unit_test(test_gla_f),
         cmocka_unit_test(test_parallax_d),  cmocka_unit_test(test_parallax_f),
         cmocka_unit_test(test_kalman_d),    cmocka_unit_test(test_kalman_f),
+        cmocka_unit_test(test_kata_d),      cmocka_unit_test(test_kata_f),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,12 @@ static const tcase CASES[] = {
      {"layers=1", "hidden=8", "head_dim=4", "vocab=13", "seed=19", "use_conv=false",
       "use_gating=false", "qk_norm=false"},
      8},
+    /* KATA m1 (L2-normalised q, k); then mg with two groups, SiLU convolutions and RoPE */
+    {"kata", {"layers=2", "hidden=16", "heads=2", "head_dim=8", "vocab=17", "seed=20"}, 6},
+    {"kata",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=13", "seed=21", "variant=mg",
+      "groups=2", "use_short_conv=true", "rope=true"},
+     10},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -237,11 +243,12 @@ static void test_bf16_products(void **st) {
 
 static void test_refusals(void **st) {
     (void)st;
-    const char *kvk[] = {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=11"};
-    model *m = random_model("kata", kvk, 5);
+    const char *kvk[] = {"layers=1",   "hidden=16", "heads=2",
+                         "head_dim=8", "vocab=11",  "variant=delta"};
+    model *m = random_model("kata", kvk, 6);
     err e = {{0}};
     assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "kata models have no backward pass yet");
+    expect_has(e.msg, "variant delta, which has no backward pass");
     model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};

@@ -146,9 +146,9 @@ static void test_refusals(void **st) {
         {"train gdn step=5", "unknown option 'step' (did you mean 'steps'?)"},
         {"train gdn task=mqr", "task 'mqr' is not one of mqar, niah, overwrite, a5"},
         {"train gdn every=5", "every=5 writes checkpoints: give out=DIR as well"},
-        {"train kata",
-         "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2, softmax, "
-         "parallax and kalman"},
+        {"train rwkv", "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2, "
+                       "softmax, parallax, kalman and kata"},
+        {"train kata variant=sigma", "KATA trains with variant m1 or mg"},
         {"train gdn precision=fp16", "precision 'fp16': expected fp32 or bf16"},
         {"train gdn steps=0", "option 'steps'"},
         {"train gdn pairs=200", "mqar with pairs=200 needs an even seq"},

@@ -20,10 +20,10 @@ int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e
     if (snprintf(c->mixer, sizeof c->mixer, "%s", mixer) >= (int)sizeof c->mixer ||
         (strcmp(c->mixer, "gdn") && strcmp(c->mixer, "deltanet") && strcmp(c->mixer, "kaczmarz") &&
          strcmp(c->mixer, "softmax") && strcmp(c->mixer, "gla") && strcmp(c->mixer, "mamba2") &&
-         strcmp(c->mixer, "parallax") && strcmp(c->mixer, "kalman")))
+         strcmp(c->mixer, "parallax") && strcmp(c->mixer, "kalman") && strcmp(c->mixer, "kata")))
         return err_set(e,
                        "train: MIXER '%.40s': the trainer has backward passes for gdn, deltanet, "
-                       "kaczmarz, gla, mamba2, softmax, parallax and kalman",
+                       "kaczmarz, gla, mamba2, softmax, parallax, kalman and kata",
                        mixer);
     const char *task = opts_str(o, "task", "mqar");
     int ti = -1;

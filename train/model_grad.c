@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../core/pool.h"
+#include "../mixers/kata.h"
 #include "../models/family.h"
 #include "ops.h"
 
@@ -104,6 +105,18 @@ int train_model_check(const model *m, err *e) {
                                m->layers[li].mc.window ? " with a window" : "");
         return 0;
     }
+    if (c->kind == MK_KATA) {
+        for (int li = 0; li < c->layers; li++) {
+            const layer *L = &m->layers[li];
+            const char *v = strcmp(L->mx->name, "kata") ? NULL : kata_variant_name(L->mc.variant);
+            if (!v || (strcmp(v, "m1") && strcmp(v, "mg")))
+                return err_set(e,
+                               "train: layer %d runs %s%s%s, which has no backward pass (KATA "
+                               "trains with variant m1 or mg)",
+                               li, L->mx->name, v ? " variant " : "", v ? v : "");
+        }
+        return 0;
+    }
     if (c->kind == MK_KALMAN) {
         for (int li = 0; li < c->layers; li++)
             if (strcmp(m->layers[li].mx->name, "kalman") || m->layers[li].mc.variant)
@@ -142,7 +155,7 @@ int train_model_check(const model *m, err *e) {
         return err_set(e,
                        "train: %s models have no backward pass yet (the trainer differentiates "
                        "gated_deltanet, delta_net, kaczmarz_deltanet, gla, mamba2, transformer, "
-                       "parallax and kalman)",
+                       "parallax, kalman and kata)",
                        model_kind_name(c->kind));
     if (c->Hv != c->H)
         return err_set(e, "train: num_v_heads (%d) different from num_heads (%d) is not supported",
@@ -214,6 +227,7 @@ struct train_pass {
     float *dx, *dxn, *dlog, *s[6], *dh1, *dh2, *dact, *dg, *dbeta, *dga;
     float *dgk, *dlr; /* GLA: gk's and the low-rank gate's gradients */
     float *kal_dh, *kal_dz, *kal_dlv, *kal_da, *kal_dp, *kal_dsens; /* Kalman */
+    float *kata_t;                                                  /* KATA: stream scratch */
     float *all; /* one allocation behind every array above */
 };
 
@@ -272,8 +286,9 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
                  (c->kind == MK_KALMAN ? 2 : 1) * (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
-            if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)
+            if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX || c->kind == MK_KATA)
                 (void)TAKE(a->P, (int64_t)B * c->H * T * T);
+            if (c->kind == MK_KATA && c->rope) (void)(TAKE(a->rn, N * Kd), TAKE(a->rp, N * Kd));
             if (c->kind == MK_PARALLAX)
                 (void)(TAKE(a->U, (int64_t)B * c->H * T * T), TAKE(a->rp, N * C),
                        TAKE(a->rn, N * C), TAKE(a->r, N * C), TAKE(a->rinv, N * c->H));
@@ -302,6 +317,7 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
         TAKE(p->dg, N * Hv), TAKE(p->dbeta, N * Hv), TAKE(p->dga, N * Hv);
         if (c->kind == MK_GLA) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * c->gk_rank));
         if (c->kind == MK_MAMBA2) (void)(TAKE(p->dgk, N * Kd), TAKE(p->dlr, N * Dt));
+        if (c->kind == MK_KATA) (void)TAKE(p->kata_t, N * Kd);
         if (c->kind == MK_KALMAN) {
             int64_t M = c->d_inner, S = c->d_state;
             (void)(TAKE(p->kal_dh, N * 2 * M), TAKE(p->kal_dz, N * M), TAKE(p->kal_dlv, N * M));
@@ -1007,6 +1023,91 @@ static void attn_bwd(const model *m, train_pass *p, const layer *L, layer *GL, l
     }
 }
 
+/* ---- KATA layers (normalised variants m1, mg): q, k, v streams, the L2 norm, interleaved RoPE,
+ * the readout as a T x T kernel kappa (tasks of attn_job), o_proj ---- */
+
+static void kata_tasks(void *ctx, int lo, int hi) {
+    const attn_job *j = ctx;
+    const model_config *c = &j->m->c;
+    train_pass *p = j->p;
+    lacts *a = j->a;
+    const mixer_cfg *mc = &j->m->layers[0].mc;
+    int H = c->H, d = c->dk, T = p->T, C = c->key_dim;
+    for (int t = lo; t < hi; t++) {
+        int b = t / H, h = t % H;
+        size_t off = (size_t)b * T * C + (size_t)h * d;
+        float *K = a->P + (size_t)t * T * T;
+        if (!j->bwd)
+            train_kata_fwd_f(a->q + off, a->k + off, a->v + off, T, d, mc->groups, C, mc->scale,
+                             mc->eps, K, a->on + off);
+        else
+            train_kata_bwd_f(a->q + off, a->k + off, a->v + off, T, d, mc->groups, C, mc->scale,
+                             mc->eps, K, a->on + off, p->s[4] + off, p->s[0] + off, p->s[1] + off,
+                             p->s[2] + off, NULL);
+    }
+}
+
+static void kata_layer_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
+    const model_config *c = &m->c;
+    int N = p->N, H = c->H, d = c->dk, D = c->key_dim, silu = c->use_conv;
+    size_t nd = (size_t)N * D;
+    stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, NULL, D, a->qp, a->qc, a->qs, silu);
+    stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, NULL, D, a->kp, a->kc, a->ks, silu);
+    stream_fwd(m, p, a->xn, L->v_proj, L->v_conv, NULL, D, a->vp, a->vc, a->v, silu);
+    if (c->qk_norm) {
+        train_l2norm_fwd_f(a->q, a->qinv, a->qs, N * H, d, 1e-6f);
+        train_l2norm_fwd_f(a->k, a->kinv, a->ks, N * H, d, 1e-6f);
+    } else {
+        memcpy(a->q, a->qs, nd * sizeof(float));
+        memcpy(a->k, a->ks, nd * sizeof(float));
+    }
+    /* RoPE turns q and k in place (the backward turns their gradients back); the L2 norm's
+     * backward needs them unturned: kept in rn, rp */
+    if (c->rope) {
+        memcpy(a->rn, a->q, nd * sizeof(float)); /* the unrotated q and k, for the norm's bwd */
+        memcpy(a->rp, a->k, nd * sizeof(float));
+        for (int b = 0; b < p->B; b++) {
+            train_rope_il_f(a->q + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 0);
+            train_rope_il_f(a->k + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 0);
+        }
+    }
+    attn_job j = {m, p, a, 0};
+    pool_for(p->B * H, kata_tasks, &j);
+}
+
+/* from d_on = p->s[4] to dxn */
+static void kata_layer_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lacts *a,
+                           float *dxn) {
+    const model_config *c = &m->c;
+    int N = p->N, H = c->H, d = c->dk, D = c->key_dim, silu = c->use_conv;
+    size_t nd = (size_t)N * D;
+    for (int i = 0; i < 3; i++) memset(p->s[i], 0, nd * sizeof(float));
+    attn_job j = {m, p, a, 1};
+    pool_for(p->B * H, kata_tasks, &j);
+    if (c->rope)
+        for (int b = 0; b < p->B; b++) {
+            train_rope_il_f(p->s[0] + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 1);
+            train_rope_il_f(p->s[1] + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 1);
+        }
+    float *dq = p->s[0], *dk = p->s[1];
+    if (c->qk_norm) {
+        const float *qy = c->rope ? a->rn : a->q, *ky = c->rope ? a->rp : a->k;
+        memset(p->s[3], 0, nd * sizeof(float));
+        memset(p->s[5], 0, nd * sizeof(float));
+        train_l2norm_bwd_f(p->s[3], p->s[0], qy, a->qinv, N * H, d);
+        train_l2norm_bwd_f(p->s[5], p->s[1], ky, a->kinv, N * H, d);
+        dq = p->s[3], dk = p->s[5];
+    }
+    /* the streams' scratch: s[4] (d_on is used up) and kata_t */
+    float *t1 = p->s[4];
+    stream_bwd(m, p, a->xn, L->v_proj, L->v_conv, GL->v_proj, GL->v_conv, NULL, D, a->vp, a->vc,
+               p->s[2], dxn, t1, p->kata_t, silu);
+    stream_bwd(m, p, a->xn, L->q_proj, L->q_conv, GL->q_proj, GL->q_conv, NULL, D, a->qp, a->qc, dq,
+               dxn, t1, p->kata_t, silu);
+    stream_bwd(m, p, a->xn, L->k_proj, L->k_conv, GL->k_proj, GL->k_conv, NULL, D, a->kp, a->kc, dk,
+               dxn, t1, p->kata_t, silu);
+}
+
 double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const int32_t *target,
                         float wgt, train_grads *G, int *correct, float *logits_out) {
     const model_config *c = &m->c;
@@ -1034,6 +1135,8 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
             m2_fwd(m, p, L, a);
         } else if (c->kind == MK_KALMAN) {
             kal_fwd(m, p, L, a);
+        } else if (c->kind == MK_KATA) {
+            kata_layer_fwd(m, p, L, a);
         } else {
             stream_fwd(m, p, a->xn, L->q_proj, L->q_conv, L->q_conv_b, Kd, a->qp, a->qc, a->qs, 1);
             stream_fwd(m, p, a->xn, L->k_proj, L->k_conv, L->k_conv_b, Kd, a->kp, a->kc, a->ks, 1);
@@ -1133,6 +1236,9 @@ double train_model_pass(const model *m, train_pass *p, const int32_t *ids, const
         } else if (c->kind == MK_KALMAN) {
             memset(dxn, 0, NC * sizeof(float));
             kal_bwd(m, p, L, GL, a, dxn);
+        } else if (c->kind == MK_KATA) {
+            memset(dxn, 0, NC * sizeof(float));
+            kata_layer_bwd(m, p, L, GL, a, dxn);
         } else {
             memset(d_o, 0, nv * sizeof(float));
             if (c->use_gate) memset(dz, 0, nv * sizeof(float));

@@ -122,6 +122,18 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
                              const R *p, int T, int M, int Sn, int ldk, int ldv, R scale,          \
                              const R *ckpt, int chunk, const R *dO, R *dlam, R *deta, R *dq,       \
                              R *dk, R *dv, R *dlv, R *da, R *dp, R *work);                         \
+    /* RoPE interleaved (pairs 2i, 2i+1; blk_rope_interleaved), in place; inverse: the transpose   \
+     */                                                                                            \
+    void train_rope_il##S(R *X, int T, int H, int d, int ld, int pos0, float base, int inverse);   \
+    /* KATA's normalised readout (mixers/kata.c, variants m1 and mg) of one head: o_t = sum_{j<=t} \
+     * kappa_tj v_j / max(sum_{j<=t} kappa_tj, eps), kappa_tj = sum_g (scale q_tg . k_jg)^2 over   \
+     * `groups` groups of d / groups; K [T, T] keeps kappa */                                      \
+    void train_kata_fwd##S(const R *q, const R *k, const R *v, int T, int d, int groups, int ld,   \
+                           R scale, R eps, R *K, R *o);                                            \
+    /* dq, dk, dv += ; work [T] */                                                                 \
+    void train_kata_bwd##S(const R *q, const R *k, const R *v, int T, int d, int groups, int ld,   \
+                           R scale, R eps, const R *K, const R *o, const R *dO, R *dq, R *dk,      \
+                           R *dv, R *work);                                                        \
     /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */                 \
     void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);       \
     void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,   \
