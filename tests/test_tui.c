@@ -156,7 +156,10 @@ static void test_dashboard_keys(void **state) {
     free(s);
     tmux("send-keys -t T Space");
     s = wait_for("t=1/64");
-    assert_non_null(strstr(s, "token 0 write key 0")); /* step's line on the message line */
+    free(s);
+    /* step's line on the message line: drawn after the status line, so wait for it as well (a
+     * loaded machine showed the status line first) */
+    s = wait_for("token 0 write key 0");
     assert_non_null(strstr(s, "layer 0/1 head 0/1 | probe rho"));
     assert_non_null(strstr(s, ">h0"));
     assert_non_null(strstr(s, "state layer 0 head 0 (8x8) after t=0"));
