@@ -67,8 +67,11 @@ if [ "$what" = train ]; then
         cp /tmp/run-$m/log.csv "${OUT:-/tmp}/log-gpu-$m.csv" 2>/dev/null || true
     done
     [ -n "$PEER" ] || exit 0
-    python3 tools/train_peer.py --mixscope build/gpu/bench/train/bench_train --fla .fla \
-        --mixer "${MIXER:-gdn}" --steps "${STEPS:-50}" 2>&1 | tee "${OUT:-/tmp}/train-peer-${MIXER:-gdn}.txt"
+    for mx in ${PEER_MIXERS:-gdn}; do
+        python3 tools/train_peer.py --mixscope build/gpu/bench/train/bench_train --fla .fla \
+            --mixer "$mx" --steps "${STEPS:-50}" --run "/tmp/train-peer-$mx" ${PEER_GPU:+--gpu} 2>&1 |
+            tee "${OUT:-/tmp}/train-peer-$mx${PEER_GPU:+-gpu}.txt"
+    done
     exit 0
 fi
 if [ "$what" = step ]; then

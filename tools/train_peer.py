@@ -172,6 +172,7 @@ def main():
     ap.add_argument("--fla", default=".fla", help="the pinned flash-linear-attention snapshot")
     ap.add_argument("--mixer", default="gdn")
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--gpu", action="store_true", help="mixscope trains under device gpu")
     ap.add_argument("--run", default="/tmp/train-peer")
     ap.add_argument("--args", default="batch=64 seq=256 pairs=32 lr=3e-3 warmup=5 wd=0.1 clip=1 seed=1",
                     help="the rest of the train command")
@@ -182,7 +183,7 @@ def main():
     commit = open(os.path.join(a.fla, "COMMIT")).read().strip() if os.path.exists(os.path.join(a.fla, "COMMIT")) else "?"
     print("fla snapshot %s, PyTorch %s, device %s" % (commit, torch.__version__, torch.cuda.get_device_name() if dev == "cuda" else "cpu"))
 
-    cmd = "train %s steps=%d %s out=%s dump=1 log=1 eval=64" % (a.mixer, a.steps, a.args, a.run)
+    cmd = "%strain %s steps=%d %s out=%s dump=1 log=1 eval=64" % ("device gpu; " if a.gpu else "", a.mixer, a.steps, a.args, a.run)
     print("$ mixscope -c '%s'" % cmd)
     t0 = time.time()
     r = subprocess.run([a.mixscope, "-c", cmd], capture_output=True, text=True)
