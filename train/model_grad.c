@@ -440,20 +440,20 @@ static void stream_bwd(const model *m, const train_pass *p, const float *xn, con
 /* ---- GLA layers: projections (SiLU convs when use_short_conv), the low-rank gate, the core ----
  */
 
-typedef struct gla_job {
-    const model *m;
+/* The GLA core over B sequences and H heads, one task per sequence and head: GLA's layers and
+ * Mamba2's (a scalar decay broadcast over the key channels) both feed it. */
+typedef struct glacore_job {
     train_pass *p;
-    lacts *a;
-    int bwd;
-} gla_job;
+    const float *q, *k, *v, *gk; /* [N, Kd] rows (q, k, gk) and [N, Vd] rows (v) */
+    float *o, *ckpt;
+    int H, dk, dv, Kd, Vd, bwd;
+    float scale;
+} glacore_job;
 
-static void gla_tasks(void *ctx, int lo, int hi) {
-    const gla_job *j = ctx;
-    const model_config *c = &j->m->c;
+static void glacore_tasks(void *ctx, int lo, int hi) {
+    const glacore_job *j = ctx;
     train_pass *p = j->p;
-    lacts *a = j->a;
-    int H = c->H, dk = c->dk, dv = c->dv, T = p->T, Kd = c->key_dim, Vd = c->value_dim;
-    float scale = j->m->layers[0].mc.scale;
+    int H = j->H, dk = j->dk, dv = j->dv, T = p->T, Kd = j->Kd, Vd = j->Vd;
     size_t ss = (size_t)dk * dv;
     float *S = malloc(ss * sizeof *S);
     float *work = j->bwd ? malloc((size_t)train_delta_work(dk, dv, p->chunk) * sizeof *work) : NULL;
@@ -461,17 +461,24 @@ static void gla_tasks(void *ctx, int lo, int hi) {
     for (int t = lo; t < hi; t++) {
         int b = t / H, h = t % H;
         size_t ok = (size_t)b * T * Kd + (size_t)h * dk, ov = (size_t)b * T * Vd + (size_t)h * dv;
-        float *ck = a->ckpt + (size_t)t * p->nck * ss;
+        float *ck = j->ckpt + (size_t)t * p->nck * ss;
         memset(S, 0, ss * sizeof *S);
         if (!j->bwd)
-            train_gla_fwd_f(S, a->q + ok, a->k + ok, a->v + ov, a->gk + ok, T, dk, dv, Kd, Vd,
-                            scale, a->o + ov, ck, p->chunk);
-        else
-            train_gla_bwd_f(a->q + ok, a->k + ok, a->v + ov, a->gk + ok, T, dk, dv, Kd, Vd, scale,
-                            ck, p->chunk, p->s[3] + ov, S, p->s[0] + ok, p->s[1] + ok, p->s[2] + ov,
-                            p->dgk + ok, work);
+            train_gla_fwd_f(S, j->q + ok, j->k + ok, j->v + ov, j->gk + ok, T, dk, dv, Kd, Vd,
+                            j->scale, j->o + ov, ck, p->chunk);
+        else /* do in s[3]; dq, dk, dv into s[0..2], dgk into dgk */
+            train_gla_bwd_f(j->q + ok, j->k + ok, j->v + ov, j->gk + ok, T, dk, dv, Kd, Vd,
+                            j->scale, ck, p->chunk, p->s[3] + ov, S, p->s[0] + ok, p->s[1] + ok,
+                            p->s[2] + ov, p->dgk + ok, work);
     }
     free(S), free(work);
+}
+
+static void glacore_run(train_pass *p, const float *q, const float *k, const float *v,
+                        const float *gk, float *o, float *ckpt, int H, int dk, int dv, float scale,
+                        int bwd) {
+    glacore_job j = {p, q, k, v, gk, o, ckpt, H, dk, dv, H * dk, H * dv, bwd, scale};
+    pool_for(p->B * H, glacore_tasks, &j);
 }
 
 static void gla_layer_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
@@ -485,8 +492,8 @@ static void gla_layer_fwd(const model *m, train_pass *p, const layer *L, lacts *
     train_linear_fwd_f(a->gkr, a->glr, L->gk1, L->gk1_b, N, Kd, R);
     train_gla_gate_fwd_f(a->gk, a->gkr, (int64_t)N * Kd, c->gate_norm, c->has_clamp, c->clamp_min);
     if (c->use_output_gate) train_linear_fwd_f(a->z, a->xn, L->g_proj, NULL, N, Vd, C);
-    gla_job j = {m, p, a, 0};
-    pool_for(p->B * H, gla_tasks, &j);
+    glacore_run(p, a->q, a->k, a->v, a->gk, a->o, a->ckpt, H, c->dk, c->dv, m->layers[0].mc.scale,
+                0);
     train_gnorm_fwd_f(a->on, a->rso, a->o, c->use_output_gate ? a->z : NULL, L->o_norm, N * H,
                       c->dv, c->norm_eps);
 }
@@ -508,8 +515,8 @@ static void gla_layer_bwd(const model *m, train_pass *p, const layer *L, layer *
     memset(p->s[1], 0, nk * sizeof(float));
     memset(p->s[2], 0, nv * sizeof(float));
     memset(p->dgk, 0, nk * sizeof(float));
-    gla_job j = {m, p, a, 1};
-    pool_for(p->B * H, gla_tasks, &j);
+    glacore_run(p, a->q, a->k, a->v, a->gk, a->o, a->ckpt, H, c->dk, c->dv, m->layers[0].mc.scale,
+                1);
     /* the gate: gk = clamp(logsigmoid(gk1 (gk0 x) + b) / norm) */
     memset(p->s[5], 0, nk * sizeof(float));
     train_gla_gate_bwd_f(p->s[5], p->dgk, a->gkr, (int64_t)nk, c->gate_norm, c->has_clamp,
@@ -529,34 +536,6 @@ static void gla_layer_bwd(const model *m, train_pass *p, const layer *L, layer *
 /* ---- Mamba2 layers (models/layer_mamba2.c): in_proj, the SiLU convolution over xBC, dt, the
  * scalar-decay core (the GLA core with one decay for every key channel), the D skip, the gated
  * RMSNorm, out_proj; no MLP ---- */
-
-static void m2_tasks(void *ctx, int lo, int hi) {
-    const gla_job *j = ctx;
-    const model_config *c = &j->m->c;
-    train_pass *p = j->p;
-    lacts *a = j->a;
-    const m2_bufs *b2 = &a->m2;
-    int H = c->H, dk = c->d_state, dv = c->dv, T = p->T, Kd = H * dk, Vd = c->d_inner;
-    float scale = j->m->layers[0].mc.scale;
-    size_t ss = (size_t)dk * dv;
-    float *S = malloc(ss * sizeof *S);
-    float *work = j->bwd ? malloc((size_t)train_delta_work(dk, dv, p->chunk) * sizeof *work) : NULL;
-    if (!S || (j->bwd && !work)) abort();
-    for (int t = lo; t < hi; t++) {
-        int b = t / H, h = t % H;
-        size_t ok = (size_t)b * T * Kd + (size_t)h * dk, ov = (size_t)b * T * Vd + (size_t)h * dv;
-        float *ck = a->ckpt + (size_t)t * p->nck * ss;
-        memset(S, 0, ss * sizeof *S);
-        if (!j->bwd)
-            train_gla_fwd_f(S, b2->q + ok, b2->k + ok, b2->v + ov, b2->gk + ok, T, dk, dv, Kd, Vd,
-                            scale, a->o + ov, ck, p->chunk);
-        else
-            train_gla_bwd_f(b2->q + ok, b2->k + ok, b2->v + ov, b2->gk + ok, T, dk, dv, Kd, Vd,
-                            scale, ck, p->chunk, p->s[3] + ov, S, p->s[0] + ok, p->s[1] + ok,
-                            p->s[2] + ov, p->dgk + ok, work);
-    }
-    free(S), free(work);
-}
 
 static void m2_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
     const model_config *c = &m->c;
@@ -589,8 +568,8 @@ static void m2_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
                 b2->v[(size_t)r * di + (size_t)h * P + i] = dt * xs[(size_t)h * P + i];
         }
     }
-    gla_job j = {m, p, a, 0};
-    pool_for(p->B * H, m2_tasks, &j);
+    glacore_run(p, b2->q, b2->k, b2->v, b2->gk, a->o, a->ckpt, H, c->d_state, c->dv,
+                m->layers[0].mc.scale, 0);
     for (int r = 0; r < N; r++) {
         const float *xs = b2->xs + (size_t)r * cd, *z = b2->zx + (size_t)r * Dt;
         float *y = b2->y + (size_t)r * di, *gu = b2->gu + (size_t)r * di;
@@ -640,8 +619,8 @@ static void m2_bwd(const model *m, train_pass *p, const layer *L, layer *GL, lac
     memset(p->s[1], 0, nk * sizeof(float));
     memset(p->s[2], 0, nd * sizeof(float));
     memset(p->dgk, 0, nk * sizeof(float));
-    gla_job j = {m, p, a, 1};
-    pool_for(p->B * H, m2_tasks, &j);
+    glacore_run(p, b2->q, b2->k, b2->v, b2->gk, a->o, a->ckpt, H, c->d_state, c->dv,
+                m->layers[0].mc.scale, 1);
     /* v = dt x, g = dt A, q = C, k = B (summed over the heads of a group), dt's chain */
     for (int r = 0; r < N; r++) {
         const float *xs = b2->xs + (size_t)r * cd, *dtr = b2->zx + (size_t)r * Dt + di + cd;
