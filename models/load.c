@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../core/busguard.h"
 #include "../core/config.h"
 #include "../core/fileio.h"
 #include "../core/parallel.h"
@@ -232,11 +233,27 @@ typedef struct conv_job {
     int64_t *first;           /* [n + 1]: the first chunk of each tensor */
     _Atomic int64_t *bad;     /* [n]: the first non-finite index, INT64_MAX when none */
     int n;
+    _Atomic int lost; /* a SIGBUS cut a range short: the file shrank while it was read */
 } conv_job;
 
+typedef struct conv_range {
+    conv_job *j;
+    int64_t lo, hi;
+} conv_range;
+
+static void convert_range_chunks(void *ctx);
+
+/* the mapped file may shrink under us (another program truncating it): each worker's range is
+ * read under core/busguard.h, and a SIGBUS marks the load lost instead of ending the session */
 static void convert_chunks(void *ctx, int64_t lo, int64_t hi) {
-    conv_job *j = ctx;
-    for (int64_t c = lo; c < hi; c++) {
+    conv_range r = {ctx, lo, hi};
+    if (busguard_run(convert_range_chunks, &r)) atomic_store(&((conv_job *)ctx)->lost, 1);
+}
+
+static void convert_range_chunks(void *ctx) {
+    const conv_range *r = ctx;
+    conv_job *j = r->j;
+    for (int64_t c = r->lo; c < r->hi; c++) {
         int a = 0, z = j->n; /* the tensor with first[a] <= c < first[a + 1] */
         while (z - a > 1) {
             int mid = (a + z) / 2;
@@ -277,8 +294,12 @@ static int read_all_checked(const tensor *const *src, float **dst, int n, const 
             goto done;
         }
     }
-    conv_job j = {src, dst, first, bad, n};
+    conv_job j = {src, dst, first, bad, n, 0};
     par_for(first[n], 1, convert_chunks, &j);
+    if (atomic_load(&j.lost)) {
+        err_set(e, "%s: the file changed while it was read (truncated?); nothing was loaded", file);
+        goto done;
+    }
     for (int i = 0; i < n; i++) {
         int64_t b = atomic_load(&bad[i]);
         if (b == INT64_MAX) continue;
