@@ -15,6 +15,7 @@
 #include "../models/tokenizer.h"
 #include "../viz/recall.h"
 #include "internal.h"
+#include "interv.h"
 #include "nonfinite.h"
 
 int engine_init(engine *g, err *e) {
@@ -27,6 +28,7 @@ int engine_init(engine *g, err *e) {
 }
 
 void engine_free(engine *g) {
+    engine_iv_free(g);
     engine_raw_free(g);
     engine_free_model(g);
     trace_free(&g->tr);
@@ -88,7 +90,8 @@ void engine_free_model(engine *g) {
     g->ntokens = 0;
 }
 
-/* Position 0 with caches sized for the tokens; the trace forgets its tokens. */
+/* Position 0 with caches sized for the tokens; the trace forgets its tokens; the interventions
+ * made at 0 applied again. */
 static int rewind_model(engine *g, err *e) {
     trace_clear(&g->tr);
     engine_recall_reset(g);
@@ -96,7 +99,8 @@ static int rewind_model(engine *g, err *e) {
     int cap = g->ntokens > ENGINE_MIN_MAX_T ? g->ntokens : ENGINE_MIN_MAX_T;
     if (model_reset(g->model, cap, e)) return -1;
     if (g->gm) g->gm_where = ENGINE_GM_CPU_AHEAD; /* uploaded before the GPU's next step */
-    return 0;
+    engine_iv_rewind(g);
+    return engine_iv_apply_at(g, 0, e);
 }
 
 /* Logits, top-1 and its probability for the current tokens and model. */
@@ -118,6 +122,7 @@ int engine_set_model(engine *g, model *m, char *note, size_t note_n, err *e) {
     if (note_n) note[0] = '\0';
     engine_raw_leave(g); /* a model takes over from raw-mixer mode */
     engine_gpu_drop(g);
+    engine_iv_free(g); /* edits and snapshots belong to the previous run */
     model_free(g->model);
     g->model = m;
     engine_trace_restart(g);
@@ -189,6 +194,11 @@ static void before_layer(void *ctx, const model *m, int li, const mixer_tok *in,
     layer_ctx *lc = ctx;
     if (lc->want_recall && engine_recall_at(lc->g, m->pos))
         engine_recall_before(lc->g, li, &m->layers[li].mc, m->layers[li].mx, in, state, m->pos);
+}
+
+static void out_layer(void *ctx, const model *m, int li, float *z, int width) {
+    layer_ctx *lc = ctx;
+    engine_iv_out(lc->g, m, li, z, width);
 }
 
 static void after_layer(void *ctx, const model *m, int li, const mixer_tok *in,
@@ -266,8 +276,9 @@ static int step_one_cpu(engine *g, int want_kv, int want_recall, err *e) {
     layer_ctx lc = {.g = g, .want_recall = want_recall, .want_kv = want_kv};
     diag_nf_clear(&lc.nf);
     m->layer_hook = after_layer, m->layer_pre_hook = before_layer, m->layer_hook_ctx = &lc;
+    m->out_hook = out_layer;
     int r = model_step(m, g->tokens[pos], lg, &g->tr, e);
-    m->layer_hook = NULL, m->layer_pre_hook = NULL, m->layer_hook_ctx = NULL;
+    m->layer_hook = NULL, m->layer_pre_hook = NULL, m->layer_hook_ctx = NULL, m->out_hook = NULL;
     if (r) return -1;
     if (lc.failed) return err_set(e, "%s", lc.e.msg);
     g->top[pos] = top1(lg, V, &g->topp[pos]);
@@ -287,7 +298,9 @@ static int model_advance(engine *g, int n, err *e) {
     }
     int want_kv = g->probes.mode != ENGINE_PROBES_NONE;
     int want_recall = engine_probe_wanted(g, "recall");
-    if (g->device == ENGINE_GPU && engine_gpu_usable(g)) return engine_gpu_advance(g, n, e);
+    /* ablations act inside model_step, on the CPU */
+    if (g->device == ENGINE_GPU && !engine_iv_ablating(g) && engine_gpu_usable(g))
+        return engine_gpu_advance(g, n, e);
     for (int i = 0; i < n; i++) {
         int pos = m->pos;
         if (engine_tick(g, i, n)) return err_set(e, "interrupted at token %d", pos);
@@ -319,17 +332,24 @@ static int need_tokens(const engine *g, err *e) {
     return 0;
 }
 
+/* n tokens (n <= what is left) in segments that end where an edit or restore waits: each is
+ * applied as the run reaches its position (engine/interv.h). prefill: the model's parallel
+ * forms. */
+static int advance(engine *g, int n, int prefill, err *e);
+
 int engine_step(engine *g, int n, err *e) {
     if (engine_raw_active(g)) {
         raw_mode *r = g->raw;
         if (r->st.T && r->pos >= r->st.T)
             return err_set(e, "all %d tokens have run (reset to start again)", r->st.T);
-        return engine_raw_advance(g, n, e);
+        if (!r->st.T) return engine_raw_advance(g, n, e); /* says what is missing */
+        int left = r->st.T - r->pos;
+        return advance(g, n > left ? left : n, 0, e);
     }
     if (need_tokens(g, e)) return -1;
     int left = g->ntokens - g->model->pos;
     if (left <= 0) return err_set(e, "all %d tokens have run (reset to start again)", g->ntokens);
-    return model_advance(g, n > left ? left : n, e);
+    return advance(g, n > left ? left : n, 0, e);
 }
 
 int engine_run(engine *g, int prefill, err *e) {
@@ -339,13 +359,20 @@ int engine_run(engine *g, int prefill, err *e) {
         raw_mode *r = g->raw;
         if (r->st.T && r->pos >= r->st.T)
             return err_set(e, "all %d tokens have run (reset to start again)", r->st.T);
-        return engine_raw_advance(g, r->st.T ? r->st.T : 1, e);
+        if (!r->st.T) return engine_raw_advance(g, 1, e); /* says what is missing */
+        return advance(g, r->st.T - r->pos, 0, e);
     }
     if (need_tokens(g, e)) return -1;
-    model *m = g->model;
-    int from = m->pos, left = g->ntokens - from;
+    int left = g->ntokens - g->model->pos;
     if (left <= 0) return err_set(e, "all %d tokens have run (reset to start again)", g->ntokens);
-    if (!prefill) return model_advance(g, left, e);
+    if (prefill && engine_iv_ablating(g))
+        return err_set(e, "run prefill: ablations act on the step path (run, or edits clear)");
+    return advance(g, left, prefill, e);
+}
+
+static int prefill_model(engine *g, int n, err *e) {
+    model *m = g->model;
+    int from = m->pos, left = n;
     if (engine_sync_model(g, e)) return -1;
     m->gpu = g->device == ENGINE_GPU;
     if (model_prefill(m, g->tokens + from, left, g->logits + (size_t)from * m->c.vocab, e))
@@ -353,6 +380,21 @@ int engine_run(engine *g, int prefill, err *e) {
     for (int t = from; t < m->pos; t++)
         g->top[t] = top1(g->logits + (size_t)t * m->c.vocab, m->c.vocab, &g->topp[t]);
     if (g->gm) g->gm_where = ENGINE_GM_CPU_AHEAD; /* the GPU takes the prefilled state next */
+    return 0;
+}
+
+static int advance(engine *g, int n, int prefill, err *e) {
+    int end = engine_pos(g) + n;
+    while (engine_pos(g) < end) {
+        int pos = engine_pos(g), stop = engine_iv_next_pos(g, pos);
+        if (stop > end) stop = end;
+        int rc = engine_raw_active(g) ? engine_raw_advance(g, stop - pos, e)
+                 : prefill            ? prefill_model(g, stop - pos, e)
+                                      : model_advance(g, stop - pos, e);
+        if (rc) return -1;
+        if (engine_pos(g) != stop) return 0; /* stopped early without an error: nothing to do */
+        if (engine_iv_apply_at(g, stop, e)) return err_prefix(e, "at position %d", stop);
+    }
     return 0;
 }
 

@@ -115,6 +115,9 @@ typedef struct engine {
     /* per layer (or lane): the readback picture, updated as the state changes */
     struct recall_tracker **rt;
     int nrt;
+
+    /* edits, snapshots, restores and ablations (engine/interv.h); NULL: none yet */
+    struct engine_ivs *ivs;
 } engine;
 
 int engine_init(engine *g, err *e);

@@ -30,7 +30,22 @@ int engine_recall_incremental(const mixer_ops *mx);
 int engine_recall_at(const engine *g, int pos);
 /* Forget the readback history (position 0), or drop the trackers (new schema). */
 void engine_recall_reset(engine *g);
+/* Layer li's state changed outside a step (an edit, a restore): its readbacks are read again. */
+void engine_recall_invalidate(engine *g, int li);
 void engine_recall_free(engine *g);
+
+/* ---- interv.c: the interventions (interv.h) ---- */
+struct model;
+/* The model's out_hook: ablations of layer li's head outputs z [width] at token m->pos. */
+void engine_iv_out(engine *g, const struct model *m, int li, float *z, int width);
+/* The first position after pos with an edit or restore not yet applied (INT_MAX: none). */
+int engine_iv_next_pos(const engine *g, int pos);
+/* Applies the edits and restores made at pos, in order (those not yet applied in this run). */
+int engine_iv_apply_at(engine *g, int pos, err *e);
+/* A new run from position 0: nothing is applied yet. */
+void engine_iv_rewind(engine *g);
+/* Drops the list and the snapshots (a new model or new lanes). */
+void engine_iv_free(engine *g);
 
 /* ---- raw_run.c ---- */
 int engine_raw_advance(engine *g, int n, err *e);

@@ -78,6 +78,7 @@ int engine_raw_select(engine *g, char specs[][64], int nl, const char *shared, i
     if (r->st.T && (r->st.H != H || r->st.dk != dk || r->st.dv != dv)) stream_free(&r->st);
     if (lanes_build(g, r, specs, nl, shared, H, dk, dv, e)) return -1;
     r->on = 1;
+    engine_iv_free(g); /* edits and snapshots belong to the previous lanes */
     engine_trace_restart(g);
     return 0;
 }
@@ -612,6 +613,10 @@ int engine_raw_advance(engine *g, int n, err *e) {
         for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
         r->pos = 0;
         r->gl_valid = 0;
+        engine_iv_rewind(g);
+        if (engine_iv_apply_at(g, 0, e)) return -1;
+        int stop = engine_iv_next_pos(g, 0);
+        if (n > stop) n = stop; /* the caller's segment assumed the old position */
     }
     int left = r->st.T - r->pos;
     if (n > left) n = left;
@@ -645,7 +650,6 @@ int engine_raw_advance(engine *g, int n, err *e) {
 }
 
 int engine_raw_reset(engine *g, err *e) {
-    (void)e;
     raw_mode *r = g->raw;
     for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
     r->pos = 0;
@@ -653,5 +657,6 @@ int engine_raw_reset(engine *g, err *e) {
     if (g->device != ENGINE_GPU) glanes_free(r);
     trace_clear(&g->tr);
     engine_recall_reset(g);
-    return 0;
+    engine_iv_rewind(g);
+    return engine_iv_apply_at(g, 0, e);
 }

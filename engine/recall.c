@@ -60,6 +60,10 @@ void engine_recall_reset(engine *g) {
         if (g->rt[i]) recall_tracker_reset(g->rt[i]);
 }
 
+void engine_recall_invalidate(engine *g, int li) {
+    if (li >= 0 && li < g->nrt && g->rt[li]) g->rt[li]->next = -1; /* as after a gap */
+}
+
 void engine_recall_free(engine *g) {
     for (int i = 0; i < g->nrt; i++)
         if (g->rt[i]) {

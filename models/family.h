@@ -73,6 +73,9 @@ void family_stream(const model *m, layer *L, int s, const float *x, const float 
                    const float *cb, int D, blk_act conv_act, blk_act plain_act, float *out,
                    float *tmp);
 
+/* m->out_hook on the head outputs z [width] of layer L as they enter its output projection. */
+void family_out_hook(const model *m, const layer *L, float *z, int width);
+
 /* 1 when the user's options name `key` (without marking it used). */
 int opts_given(const opts *o, const char *key);
 

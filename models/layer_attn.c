@@ -129,6 +129,7 @@ static void prep(const model *m, layer *L, const float *x, int pos, float *const
 static void post(const model *m, const layer *L, const float *o, const float *aux, float *y,
                  float *tmp) {
     (void)aux, (void)tmp;
+    family_out_hook(m, L, (float *)o, m->c.hidden); /* o is the model's m->o */
     blk_linear(y, o, L->o_proj, NULL, m->c.hidden, m->c.hidden);
 }
 

@@ -258,6 +258,7 @@ static void post(const model *m, const layer *L, const float *o, const float *au
         else
             blk_rmsnorm(tmp + off, o + off, L->o_norm, dv, c->norm_eps);
     }
+    family_out_hook(m, L, tmp, c->value_dim);
     blk_linear(y, tmp, L->o_proj, NULL, c->hidden, c->value_dim);
 }
 

@@ -150,6 +150,7 @@ static void post(const model *m, const layer *L, const float *o, const float *au
         tmp[i] = o[i] + L->skip[0] * z[i];
         if (c->use_gating) tmp[i] *= blk_silu(gp[i]);
     }
+    family_out_hook(m, L, tmp, M);
     blk_linear(y, tmp, L->out_proj, NULL, c->hidden, M);
 }
 

@@ -167,6 +167,7 @@ static void post(const model *m, const layer *L, const float *o, const float *au
     const float *z = aux, *xs = aux + di;
     for (int i = 0; i < di; i++) tmp[i] = o[i] + (c->D_has_hdim ? L->D[i] : L->D[i / P]) * xs[i];
     blk_gate_rmsnorm(tmp, tmp, z, L->norm_w, di, c->norm_group, c->norm_eps);
+    family_out_hook(m, L, tmp, di);
     blk_linear(y, tmp, L->out_proj, L->out_proj_b, c->hidden, di);
 }
 

@@ -538,6 +538,10 @@ static int gpu_dense(float *y, const float *x, const float *W, const float *b, i
 static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, err *e);
 static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *logits, err *e);
 
+void family_out_hook(const model *m, const layer *L, float *z, int width) {
+    if (m->out_hook) m->out_hook(m->layer_hook_ctx, m, (int)(L - m->layers), z, width);
+}
+
 int model_step(model *m, int32_t token, float *logits, trace *tr, err *e) {
     blk_set_linear_backend(m->gpu ? gpu_dense : NULL);
     int rc = model_step_impl(m, token, logits, tr, e);

@@ -158,6 +158,11 @@ typedef struct model {
     void (*layer_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,
                        const float *state);
     void *layer_hook_ctx;
+    /* Called by the families right before the output projection (NULL: nobody), with the layer's
+     * head outputs z [width] (the core's H heads of width / H each, after the output norm and
+     * gate) as they enter it, to change in place: the engine's ablations. Only model_step calls
+     * it, at token m->pos. */
+    void (*out_hook)(void *ctx, const struct model *m, int layer, float *z, int width);
     /* Called by model_step right before each layer's core step (NULL: nobody), with the state
      * before the token: recorders that update incrementally (viz/recall.h) need both sides. */
     void (*layer_pre_hook)(void *ctx, const struct model *m, int layer, const mixer_tok *in,

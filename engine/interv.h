@@ -1,0 +1,85 @@
+/* interv.h: interventions on a run's memory, kept in a list that replays.
+ *
+ *   edit erase  S <- (I - k k^T / |k|^2) S          afterwards k^T S = 0
+ *   edit write  S <- S + k (v - S^T k)^T / |k|^2    afterwards S^T k = v
+ *       on one head's key-major state part "hT" [dk, dv] (fla's [K, V] layout; the cores gdn,
+ *       deltanet, kaczmarz, gla, mamba2), k the key token J gave that core (the trace's "k"), v
+ *       the value token I gave it ("v"). Both are exact projections on the matrix memory whatever
+ *       the core: in the delta family the erase is the rule's own key removal with beta = 1/|k|^2
+ *       and the write its overwrite; in GLA and Mamba2 the edited row then decays as every other.
+ *   restore     a snapshot's state (all of it, one layer's or one head's part) put back
+ *   ablate      a head's output as it enters the output projection zeroed, or replaced by its
+ *               mean over the tokens before, for a range of tokens (model mode)
+ *
+ * Every intervention is kept with the position it was made at: the state at position p is the
+ * state after token p - 1 with every edit and restore made at p applied, in the order they were
+ * made. reset applies those at 0; stepping applies those at p as it reaches p (and stops there to
+ * do it, whatever the device), so `reset` then `run` gives the same numbers bit for bit. The edits
+ * keep copies of their k and v, so they replay without the trace.
+ *
+ * Snapshots (`snapshot NAME`) copy the complete state of the run at the current position: every
+ * layer's (or lane's) recurrent state and KV cache, the short-convolution buffers, the position.
+ * They are kept in the session until replaced or the model or lanes change. */
+#ifndef MIXSCOPE_INTERV_H
+#define MIXSCOPE_INTERV_H
+
+#include <stddef.h>
+
+#include "engine.h"
+
+#define ENGINE_SNAP_NAME 32
+
+typedef enum engine_iv_kind { IV_ERASE, IV_WRITE, IV_RESTORE, IV_ABLATE } engine_iv_kind;
+
+struct engine_snap;
+
+typedef struct engine_iv {
+    engine_iv_kind kind;
+    int pos;         /* made at this position (applied when the run reaches it) */
+    int layer, head; /* head -1: every head (restore, ablate); layer -1: every layer (restore) */
+    int key, value;  /* edits: tokens J and I */
+    float *k, *v;    /* edits: [dk], [dv], copies */
+    struct engine_snap *snap; /* restore: shared with the snapshot list (reference counted) */
+    int from, to;             /* ablate: tokens from..to (inclusive) */
+    int mean;                 /* ablate: 1 mean, 0 zero */
+    int done;                 /* applied in the current run */
+} engine_iv;
+
+/* What an edit did to the readbacks of one head. */
+typedef struct engine_edit_report {
+    double rb_before, rb_after; /* |S^T k| of the edited key */
+    double err_before,
+        err_after;   /* |S^T k - target| / |target|; target v_J (erase: 0 after) or v_I */
+    double coll_max; /* largest |delta S^T k_i| over the other stored keys */
+    double coll_rel; /* the same relative to that key's |S^T k_i| before */
+    int coll_key;    /* which (-1: none) */
+    int nkeys;       /* keys compared */
+} engine_edit_report;
+
+/* The list, in order. */
+int engine_iv_count(const engine *g);
+const engine_iv *engine_iv_at(const engine *g, int i);
+/* Drops every intervention (the current state keeps what was applied). */
+void engine_iv_clear(engine *g);
+/* One line describing an intervention ("erase layer 0 head 1 key 5 at 12"). */
+const char *engine_iv_text(const engine_iv *iv, char *buf, size_t n);
+
+/* edit erase (value = -1) or write at the current position, on layer (lane) `layer`, head `head`,
+ * with the key of token `key` and the value of token `value` (both already run). */
+int engine_edit(engine *g, int layer, int head, int key, int value, engine_edit_report *rep,
+                err *e);
+
+/* snapshot NAME: the complete state now (replaces one of the same name). */
+int engine_snapshot(engine *g, const char *name, err *e);
+/* restore NAME [layer= head=] (-1: all) at the current position, which must be the snapshot's. */
+int engine_restore(engine *g, const char *name, int layer, int head, err *e);
+/* The snapshots: count, name and position of the i-th. */
+int engine_snap_count(const engine *g);
+const char *engine_snap_info(const engine *g, int i, int *pos);
+
+/* ablate layer= [head=] [from=] [to=] [mode=]: from -1 the current position, to -1 the last. */
+int engine_ablate(engine *g, int layer, int head, int from, int to, int mean, err *e);
+/* 1 when an ablation is in the list (model_step on the CPU applies them). */
+int engine_iv_ablating(const engine *g);
+
+#endif
