@@ -27,6 +27,7 @@
 #include "../viz/window.h"
 #include "../train/history.h"
 #include "../core/names.h"
+#include "../export/dump.h"
 #include "command.h"
 #include "session.h"
 #include "version.h"
@@ -482,6 +483,47 @@ static int export_logits(session *s, int argc, char **argv, err *e) {
     return 0;
 }
 
+/* ---- export inputs / state (export/dump.h) ---- */
+
+static int export_inputs(session *s, int argc, char **argv, err *e) {
+    if (argc < 2) return err_set(e, "usage: export inputs FILE.safetensors [layer= from= to=]");
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "export inputs");
+    long layer, from, to;
+    int rc = opts_int_in(&o, "layer", 0, 0, INT_MAX, &layer, e) ||
+             opts_int_in(&o, "from", -1, 0, INT_MAX, &from, e) ||
+             opts_int_in(&o, "to", -1, 0, INT_MAX, &to, e) || opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return err_prefix(e, "export inputs");
+    char line[256];
+    if (dump_inputs(&s->eng, argv[1], (int)layer, (int)from, (int)to, s->current_command, line,
+                    sizeof line, e))
+        return err_prefix(e, "export inputs");
+    int f = from < 0 ? 0 : (int)from, t = to < 0 ? engine_pos(&s->eng) - 1 : (int)to;
+    char *sp = strchr(line, ' ');
+    fprintf(s->out, "wrote the inputs of layer %ld for tokens %d..%d to %s\n", layer, f, t,
+            argv[1]);
+    fprintf(s->out, "replay them with: replay %.*s %s%s\n",
+            sp ? (int)(sp - line) : (int)strlen(line), line, argv[1], sp ? sp : "");
+    return 0;
+}
+
+static int export_state(session *s, int argc, char **argv, err *e) {
+    if (argc < 2) return err_set(e, "usage: export state FILE.safetensors [layer=]");
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "export state");
+    long layer;
+    int rc = opts_int_in(&o, "layer", -1, 0, INT_MAX, &layer, e) || opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return err_prefix(e, "export state");
+    int n = 0;
+    if (dump_state(&s->eng, argv[1], (int)layer, s->current_command, &n, e))
+        return err_prefix(e, "export state");
+    fprintf(s->out, "wrote the state at position %d (%d tensor%s) to %s\n", engine_pos(&s->eng), n,
+            n == 1 ? "" : "s", argv[1]);
+    return 0;
+}
+
 typedef int export_fn(session *s, int argc, char **argv, err *e);
 
 static const struct {
@@ -492,6 +534,8 @@ static const struct {
     {"logits", export_logits, "export logits FILE.safetensors"},
     {"png", export_png, "export png VIEW FILE.png [width= height= layer= head= from= to=]"},
     {"csv", export_csv, "export csv PROBE FILE.csv [layer= head=]"},
+    {"inputs", export_inputs, "export inputs FILE.safetensors [layer= from= to=]"},
+    {"state", export_state, "export state FILE.safetensors [layer=]"},
 };
 
 static int run_export(session *s, int argc, char **argv, const char *rest, err *e) {
@@ -500,19 +544,26 @@ static int run_export(session *s, int argc, char **argv, const char *rest, err *
         if (strcmp(argv[1], KINDS[i].kind) != 0) continue;
         return KINDS[i].fn(s, argc - 1, argv + 1, e);
     }
-    return err_set(e, "export: unknown kind '%.40s' (logits, png, csv)", argv[1]);
+    return err_set(e, "export: unknown kind '%.40s' (logits, png, csv, inputs, state)", argv[1]);
 }
 
 const command cmd_export = {
     "export",
-    "logits|png|csv ...",
-    "write logits, a view as PNG, a probe as CSV",
+    "logits|png|csv|inputs|state ...",
+    "write logits, a view as PNG, a probe as CSV, a core's inputs or state",
     "  export logits FILE.safetensors\n"
     "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
     "  export png VIEW FILE.png [width= height= layer= head= from= to=]\n"
     "      render a view without a display; the PNG carries provenance text chunks\n"
     "  export csv PROBE FILE.csv [layer= head=]\n"
     "      one row per token, with a provenance header\n"
+    "  export inputs FILE.safetensors [layer=L from=T to=T]\n"
+    "      what layer (lane) L's core saw at tokens from..to, in replay's layout (q k v\n"
+    "      [1, T, H, D], g, beta or eta [1, T, H], ...) with its state before token from\n"
+    "      (h0 [1, H, K, V]); prints the replay line that reproduces the core's output\n"
+    "  export state FILE.safetensors [layer=L]\n"
+    "      the state now: h [1, H, K, V] of lane L (raw mode), layers.N.h of every layer\n"
+    "      (model mode), other state parts under their own names\n"
 
     "Files are written to a temporary file and renamed: whole or not at all.",
     2,

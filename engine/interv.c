@@ -362,15 +362,11 @@ static engine_snap *snap_find(const engine *g, const char *name, int *index) {
     return NULL;
 }
 
-int engine_snapshot(engine *g, const char *name, err *e) {
-    if (!name[0] || strlen(name) >= ENGINE_SNAP_NAME)
-        return err_set(e, "snapshot: a name of 1 to %d characters", ENGINE_SNAP_NAME - 1);
-    if (need_run(g, e)) return err_prefix(e, "snapshot");
-    if (!engine_raw_active(g) && !g->model) return err_set(e, "snapshot: no model or mixer");
+/* A snapshot of the run now, not yet listed. */
+static engine_snap *snap_take(engine *g, const char *name, err *e) {
     int nl = nlayers(g);
-    engine_ivs *s = ivs_of(g);
     engine_snap *sn = calloc(1, sizeof *sn);
-    if (!s || !sn) return free(sn), err_set(e, "out of memory");
+    if (!sn) return err_set(e, "out of memory"), NULL;
     snprintf(sn->name, sizeof sn->name, "%s", name);
     sn->refs = 1, sn->pos = engine_pos(g), sn->raw = engine_raw_active(g), sn->nl = nl;
     sn->mx = calloc((size_t)nl, sizeof *sn->mx);
@@ -384,7 +380,7 @@ int engine_snapshot(engine *g, const char *name, err *e) {
         core_ref c;
         if (core_of(g, l, &c, e)) {
             snap_unref(sn);
-            return err_prefix(e, "snapshot");
+            return NULL;
         }
         sn->mx[l] = c.mx, sn->mc[l] = *c.mc, sn->nstate[l] = c.nstate;
         sn->state[l] = malloc(c.nstate * sizeof(float));
@@ -398,7 +394,22 @@ int engine_snapshot(engine *g, const char *name, err *e) {
             if (!bad) memcpy(sn->conv[l][i], c.conv[i], c.nconv[i] * sizeof(float));
         }
     }
-    engine_snap **ns = bad ? NULL : realloc(s->snap, (size_t)(s->nsnap + 1) * sizeof *ns);
+    if (bad) {
+        snap_unref(sn);
+        return err_set(e, "out of memory for the state"), NULL;
+    }
+    return sn;
+}
+
+int engine_snapshot(engine *g, const char *name, err *e) {
+    if (!name[0] || strlen(name) >= ENGINE_SNAP_NAME)
+        return err_set(e, "snapshot: a name of 1 to %d characters", ENGINE_SNAP_NAME - 1);
+    if (need_run(g, e)) return err_prefix(e, "snapshot");
+    engine_ivs *s = ivs_of(g);
+    if (!s) return err_set(e, "out of memory");
+    engine_snap *sn = snap_take(g, name, e);
+    if (!sn) return err_prefix(e, "snapshot %s", name);
+    engine_snap **ns = realloc(s->snap, (size_t)(s->nsnap + 1) * sizeof *ns);
     if (!ns) {
         snap_unref(sn);
         return err_set(e, "snapshot %s: out of memory", name);
@@ -618,19 +629,95 @@ int engine_iv_next_pos(const engine *g, int pos) {
     return best;
 }
 
-int engine_iv_apply_at(engine *g, int pos, err *e) {
+/* The edits and restores made at pos: those not yet applied, or with force all of them (without
+ * marking them). */
+static int apply_at(engine *g, int pos, int force, err *e) {
     for (int i = 0; g->ivs && i < g->ivs->n; i++) {
         engine_iv *iv = &g->ivs->iv[i];
-        if (iv->kind == IV_ABLATE || iv->done || iv->pos != pos) continue;
+        if (iv->kind == IV_ABLATE || (iv->done && !force) || iv->pos != pos) continue;
         int rc = iv->kind == IV_RESTORE ? restore_apply(g, iv->snap, iv->layer, iv->head, e)
                                         : edit_replay(g, iv, e);
         if (rc) {
             char b[160];
             return err_prefix(e, "%s", engine_iv_text(iv, b, sizeof b));
         }
-        iv->done = 1;
+        if (!force) iv->done = 1;
     }
     return 0;
+}
+
+int engine_iv_apply_at(engine *g, int pos, err *e) {
+    return apply_at(g, pos, 0, e);
+}
+
+/* ---- capture: the tokens run so far again, watching one layer's core ---- */
+
+typedef struct cap_ctx {
+    engine *g;
+    int li, from, to;
+    engine_capture_fn fn;
+    void *ctx;
+} cap_ctx;
+
+static void cap_pre(void *ctx, const model *m, int li, const mixer_tok *in, const float *state) {
+    cap_ctx *c = ctx;
+    if (li == c->li && m->pos >= c->from && m->pos <= c->to) c->fn(c->ctx, m->pos, in, state);
+}
+
+static void cap_out(void *ctx, const model *m, int li, float *z, int width) {
+    cap_ctx *c = ctx;
+    engine_iv_out(c->g, m, li, z, width);
+}
+
+int engine_capture(engine *g, int li, int from, int to, engine_capture_fn fn, void *ctx, err *e) {
+    int pos = engine_pos(g);
+    if (need_run(g, e)) return -1;
+    if (li < 0 || li >= nlayers(g))
+        return err_set(e, "layer %d: the run has layers 0..%d", li, nlayers(g) - 1);
+    if (from < 0 || to < from || to >= pos)
+        return err_set(e, "tokens %d..%d: the tokens run are 0..%d", from, to, pos - 1);
+    engine_snap *sn = snap_take(g, "(capture)", e);
+    if (!sn) return -1;
+    int rc = 0;
+    if (engine_raw_active(g)) {
+        raw_mode *r = g->raw;
+        raw_lane *L = &r->lane[li];
+        raw_lane_reset(L);
+        for (int t = 0; t <= to && !rc; t++) {
+            if ((rc = apply_at(g, t, 1, e))) break;
+            if (t >= from) {
+                mixer_tok x;
+                raw_lane_inputs(L, &r->st, t, r->scratch, &x);
+                fn(ctx, t, &x, L->state);
+            }
+            raw_lane_step(L, &r->st, t, r->scratch);
+        }
+    } else {
+        model *m = g->model;
+        float *lg = malloc((size_t)m->c.vocab * sizeof(float));
+        if (!lg) rc = err_set(e, "out of memory");
+        cap_ctx cc = {.g = g, .li = li, .from = from, .to = to, .fn = fn, .ctx = ctx};
+        if (!rc) rc = model_reset(m, 0, e);
+        m->gpu = 0;
+        m->layer_pre_hook = cap_pre, m->out_hook = cap_out, m->layer_hook_ctx = &cc;
+        /* every token run so far, so the mean-ablation sums end where they were */
+        for (int t = 0; t < pos && !rc; t++) {
+            if ((rc = apply_at(g, t, 1, e))) break;
+            rc = model_step(m, g->tokens[t], lg, NULL, e);
+        }
+        m->layer_pre_hook = NULL, m->out_hook = NULL, m->layer_hook_ctx = NULL;
+        m->pos = pos;
+        free(lg);
+    }
+    /* the run as it was, whatever happened */
+    err e2 = {{0}};
+    if (restore_apply(g, sn, -1, -1, rc ? &e2 : e)) rc = -1;
+    if (engine_raw_active(g))
+        g->raw->pos = pos;
+    else
+        g->model->pos = pos;
+    snap_unref(sn);
+    return rc ? -1 : 0;
 }
 
 void engine_iv_rewind(engine *g) {

@@ -82,4 +82,11 @@ int engine_ablate(engine *g, int layer, int head, int from, int to, int mean, er
 /* 1 when an ablation is in the list (model_step on the CPU applies them). */
 int engine_iv_ablating(const engine *g);
 
+/* Runs the tokens of the run so far again on the CPU from position 0 (with the interventions at
+ * their positions) and calls fn before layer (lane) li's core at every token t in [from, to],
+ * with the core's inputs and its state before the token; then puts the run back exactly as it
+ * was. For `export inputs`: what a core saw, for replay outside. */
+typedef void (*engine_capture_fn)(void *ctx, int t, const mixer_tok *in, const float *state);
+int engine_capture(engine *g, int li, int from, int to, engine_capture_fn fn, void *ctx, err *e);
+
 #endif
