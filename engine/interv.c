@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -726,4 +727,97 @@ void engine_iv_rewind(engine *g) {
 
 void engine_iv_drop_all(engine *g) {
     engine_iv_free(g);
+}
+
+/* ---- the lens ---- */
+
+int engine_lens(engine *g, int li, int h, int key, float *logits, err *e) {
+    if (engine_raw_active(g) || !g->model)
+        return err_set(e, "lens: needs a model (its output projection and LM head)");
+    core_ref c;
+    if (core_of(g, li, &c, e)) return err_prefix(e, "lens");
+    long off = hT_offset(c.mx, c.mc);
+    if (off < 0)
+        return err_set(e, "lens: layer %d's core %s keeps no key-value matrix to read", li,
+                       c.mx->name);
+    int H = c.mc->H, dk = c.mc->dk, dv = c.mc->dv, pos = engine_pos(g);
+    if (h >= H) return err_set(e, "lens: head %d: layer %d has heads 0..%d", h, li, H - 1);
+    if (key < 0 || key >= pos)
+        return err_set(e, "lens: key=%d: the tokens run are 0..%d", key, pos - 1);
+    float *r = calloc((size_t)H * dv, sizeof(float));
+    double *rb = malloc((size_t)dv * sizeof(double));
+    int rc = !r || !rb ? err_set(e, "out of memory") : 0;
+    for (int k = 0; !rc && k < H; k++) {
+        if (h >= 0 && k != h) continue;
+        const float *kk = kv_at(g, "k", key, li, k, dk);
+        if (!kk) {
+            rc = err_set(e,
+                         "lens: the keys of layer %d were not recorded (set probes default, then "
+                         "reset and run)",
+                         li);
+            break;
+        }
+        readback(c.state + off + (size_t)k * dk * dv, kk, dk, dv, rb);
+        for (int i = 0; i < dv; i++) r[(size_t)k * dv + i] = (float)rb[i];
+    }
+    if (!rc && model_lens(g->model, li, h, r, logits, e)) rc = err_prefix(e, "lens");
+    free(r), free(rb);
+    return rc ? -1 : 0;
+}
+
+typedef struct lensq {
+    engine *g;
+    const mixer_ops *mx;
+    mixer_cfg mc;
+    int li, h, n, V;
+    const int *at;             /* positions, ascending */
+    float *logits;             /* [n, V] */
+    float *state, *o, *probes; /* scratch */
+    int failed;
+    err e;
+} lensq;
+
+/* At each asked position: the core's step on a copy of its state gives o_t = scale S_t^T q_t
+ * exactly as the run computed it; the lens reads that. */
+static void lensq_token(void *ctx, int t, const mixer_tok *in, const float *state) {
+    lensq *q = ctx;
+    int i = 0;
+    while (i < q->n && q->at[i] != t) i++;
+    if (i == q->n || q->failed) return;
+    memcpy(q->state, state, q->mx->state_floats(&q->mc) * sizeof(float));
+    q->mx->step(&q->mc, q->state, in, t, q->o, NULL);
+    if (model_lens(q->g->model, q->li, q->h, q->o, q->logits + (size_t)i * q->V, &q->e))
+        q->failed = 1;
+}
+
+int engine_lens_queries(engine *g, int li, int h, const int *at, int n, float *logits, err *e) {
+    if (engine_raw_active(g) || !g->model)
+        return err_set(e, "lens: needs a model (its output projection and LM head)");
+    core_ref c;
+    if (core_of(g, li, &c, e)) return err_prefix(e, "lens");
+    if (hT_offset(c.mx, c.mc) < 0)
+        return err_set(e, "lens: layer %d's core %s keeps no key-value matrix to read", li,
+                       c.mx->name);
+    if (h >= c.mc->H)
+        return err_set(e, "lens: head %d: layer %d has heads 0..%d", h, li, c.mc->H - 1);
+    if (n < 1) return err_set(e, "lens: no positions");
+    lensq q = {.g = g,
+               .mx = c.mx,
+               .mc = *c.mc,
+               .li = li,
+               .h = h,
+               .n = n,
+               .V = g->model->c.vocab,
+               .at = at,
+               .logits = logits};
+    q.state = malloc(c.nstate * sizeof(float));
+    q.o = malloc((size_t)c.mc->H * c.mc->dv * sizeof(float));
+    if (!q.state || !q.o) {
+        free(q.state), free(q.o);
+        return err_set(e, "out of memory");
+    }
+    int rc = engine_capture(g, li, at[0], at[n - 1], lensq_token, &q, e);
+    if (!rc && q.failed) rc = err_set(e, "lens: %s", q.e.msg);
+    free(q.state), free(q.o);
+    return rc;
 }

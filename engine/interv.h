@@ -82,6 +82,15 @@ int engine_ablate(engine *g, int layer, int head, int from, int to, int mean, er
 /* 1 when an ablation is in the list (model_step on the CPU applies them). */
 int engine_iv_ablating(const engine *g);
 
+/* lens: the readback S^T k_J of layer li's memory now, head h (-1: every head), for the key of
+ * token `key`, taken through the output path, the final norm and the LM head (model_lens):
+ * logits [vocab]. */
+int engine_lens(engine *g, int li, int h, int key, float *logits, err *e);
+/* The same for the queries of the tokens at positions at[0..n) (ascending, all run): the core's
+ * output there, scale S_t^T q_t with the state after token t, as the run had it (recomputed by
+ * engine_capture): logits [n, vocab]. */
+int engine_lens_queries(engine *g, int li, int h, const int *at, int n, float *logits, err *e);
+
 /* Runs the tokens of the run so far again on the CPU from position 0 (with the interventions at
  * their positions) and calls fn before layer (lane) li's core at every token t in [from, to],
  * with the core's inputs and its state before the token; then puts the run back exactly as it

@@ -248,6 +248,14 @@ int model_probe_name_known(const char *name);
 /* Registers every layer's probes (and the state snapshot) in a trace. */
 int model_register_probes(const model *m, trace *tr, err *e);
 
+/* A logit lens on layer li's memory: readbacks r [H, dv] (one per head, e.g. S^T k) through the
+ * head's output norm (the gate open: the lens asks what the memory holds, not whether the token
+ * lets it out), that head's columns of the output projection (h -1: every head), the final norm
+ * and the LM head, into logits [vocab]. The direct path only: no residual, no later layers.
+ * Layers whose core keeps a key-value matrix (GDN family, GLA, Mamba2: there the head's slice of
+ * the grouped norm, alone). */
+int model_lens(const model *m, int li, int h, const float *r, float *logits, err *e);
+
 /* Recomputes what the layers derive from their weights (Kalman's discrete a and p) after the
  * weights changed in place (train). */
 int model_refresh(model *m, err *e);

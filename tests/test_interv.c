@@ -430,6 +430,59 @@ static void test_export_inputs(void **st) {
     test_rmdir(dir);
 }
 
+/* the percentage a `lens` summary line reports */
+static double lens_pct(const char *out, const char *what) {
+    const char *p = strstr(out, what);
+    if (!p) fail_msg("no '%s' in: %s", what, out);
+    p = strchr(p, '(');
+    assert_non_null(p);
+    return atof(p + 1);
+}
+
+static void test_lens(void **st) {
+    (void)st;
+    char line[1024];
+    tsession t;
+    ts_open(&t);
+    /* a model train taught MQAR (scenes/models): its output read through the lens names the
+     * answer at most queries; a random one at none */
+    const char *root = getenv("MIXSCOPE_ROOT"); /* make test runs from the repository */
+    snprintf(line, sizeof line, "load %s%sscenes/models/mqar-gdn/step-001500",
+             root && *root ? root : "", root && *root ? "/" : "");
+    exec_ok(&t, line);
+    exec_ok(&t, "prompt mqar pairs=16 queries=48 seed=41");
+    exec_ok(&t, "step 127");
+    exec_ok(&t, "lens query");
+    expect_has(ts_out(&t), "query of token 126 ('z'): '\\x8a' 0.99");
+    exec_ok(&t, "lens queries");
+    double trained = lens_pct(ts_out(&t), "scored queries names the answer first");
+    if (!(trained >= 80)) fail_msg("trained: %.1f%%", trained);
+    exec_ok(&t, "lens key=all");
+    expect_has(ts_out(&t), "the readback of 16 stored keys names its value token first for");
+    exec_ok(&t, "lens key=3 head=0 top=3");
+    exec_ok(&t, "model random gdn layers=1 hidden=64 heads=1 head_dim=64 seed=1");
+    exec_ok(&t, "prompt mqar pairs=16 queries=48 seed=41");
+    exec_ok(&t, "run");
+    ts_close(&t);
+    ts_open(&t);
+    exec_ok(&t, "model random gdn layers=1 hidden=64 heads=1 head_dim=64 seed=1");
+    exec_ok(&t, "prompt mqar pairs=16 queries=48 seed=41");
+    exec_ok(&t, "run");
+    exec_ok(&t, "lens queries");
+    double random = lens_pct(ts_out(&t), "scored queries names the answer first");
+    if (!(random < 20)) fail_msg("random: %.1f%%", random);
+    exec_fails(&t, "lens key=500", "key=500");
+    exec_fails(&t, "lens head=3", "head 3");
+    exec_fails(&t, "lens query key=2", "not both");
+    exec_ok(&t, "model random softmax layers=1 hidden=64 heads=2 head_dim=32 seed=1");
+    exec_ok(&t, "prompt hello");
+    exec_ok(&t, "run");
+    exec_fails(&t, "lens", "keeps no key-value matrix");
+    exec_ok(&t, "mixer gdn dk=8 dv=8");
+    exec_fails(&t, "lens", "needs a model");
+    ts_close(&t);
+}
+
 static void test_refusals(void **st) {
     (void)st;
     tsession t;
@@ -464,7 +517,7 @@ int main(void) {
         cmocka_unit_test(test_patch_gdn),     cmocka_unit_test(test_patch_softmax),
         cmocka_unit_test(test_patch_part),    cmocka_unit_test(test_ablate_zero),
         cmocka_unit_test(test_ablate_mean),   cmocka_unit_test(test_export_inputs),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_lens),          cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
