@@ -99,6 +99,18 @@ static int diagnose_session(session *s, opts *o, const char *cmd, err *e) {
 /* ---- checkpoints ---- */
 
 static int diagnose_path(session *s, const char *path, opts *o, const char *cmd, err *e) {
+    size_t pl = strlen(path);
+    if (pl > 12 && !strcmp(path + pl - 12, ".safetensors")) {
+        char line[16];
+        int has = diag_inputs_replay_line(path, line, sizeof line, e);
+        if (has < 0) return -1;
+        if (has) { /* a core's inputs from export inputs: step against the parallel form */
+            double tol;
+            if (opts_float(o, "tol", 1e-4, &tol, e) || opts_check_unused(o, e)) return -1;
+            if (!(tol > 0)) return err_set(e, "diagnose: tol must be > 0");
+            return diag_inputs(s->out, path, tol, e);
+        }
+    }
     long len, seed;
     diag_options dopt = {0};
     if (opts_int(o, "len", 512, &len, e) || opts_int(o, "seed", 0, &seed, e)) return -1;
@@ -298,6 +310,10 @@ const command cmd_diagnose = {
     "      quantity). Non-finite weights are loaded as they are and named. Across a series each\n"
     "      figure is shown against the step. csv= writes every figure (long format), png= a\n"
     "      one-page summary.\n"
+    "  diagnose FILE.safetensors [tol=1e-4]\n"
+    "      a file `export inputs` wrote (a core's inputs and initial state): the core over it\n"
+    "      token by token and with its chunked form side by side; the first chunk where they\n"
+    "      part and the first non-finite token of each.\n"
     "  diagnose [csv=FILE] [png=FILE]\n"
     "      the same figures from what this session has run (a model or raw mixers).\n"
     "  diagnose precision [threshold=1e-2] [tokens=N] [png=FILE]\n"
@@ -307,7 +323,8 @@ const command cmd_diagnose = {
     "  diagnose device [tol=1e-4] [tokens=N] [mode=step|prefill]\n"
     "      the same input on the CPU and the GPU (the model's logits, or each raw lane's output):\n"
     "      the first token where they differ beyond tol. Says so when there is no GPU.\n"
-    "`step` and `run` stop at the first NaN / Inf and name it the same way. docs/diagnose.md.",
+    "`step` and `run` stop at the first NaN / Inf and name it the same way; `set stop-on`\n"
+    "stops them on a threshold too. docs/diagnose.md.",
     0,
     -1,
     run_diagnose,

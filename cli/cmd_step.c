@@ -225,6 +225,18 @@ static void note_gpu(session *s) {
     g->gm_noted = 1;
 }
 
+/* A stop on `set stop-on`: where, and how to take that step outside. */
+static void print_stop(session *s) {
+    const engine *g = &s->eng;
+    if (!g->stopped[0]) return;
+    fprintf(s->out, "%s\n", g->stopped);
+    int l = g->stop_layer >= 0 ? g->stop_layer : 0;
+    fprintf(s->out,
+            "  that step for replay: export inputs FILE.safetensors layer=%d from=%d to=%d; the "
+            "whole run: export inputs FILE.safetensors layer=%d\n",
+            l, g->stop_token, g->stop_token, l);
+}
+
 static int run_step(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     long n;
@@ -237,6 +249,7 @@ static int run_step(session *s, int argc, char **argv, const char *rest, err *e)
         raw_print_tokens(s, from, to);
     else if (s->eng.model && s->eng.top)
         print_model_tokens(s, from, to);
+    if (!rc) print_stop(s);
     return rc;
 }
 
@@ -264,6 +277,7 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
         int from = engine_pos(&s->eng);
         if (engine_run(&s->eng, 0, e)) return -1;
         raw_print_summary(s, from, engine_pos(&s->eng));
+        print_stop(s);
         return 0;
     }
     if (argc == 2 && !prefill) return err_set(e, "run: expected nothing or 'prefill'");
@@ -280,6 +294,7 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
             : chunked ? "prefill as fla's chunk mode under arith=tf32, no probes"
                       : "step",
             engine_mean_nll(&s->eng, m->pos));
+    print_stop(s);
     /* a task prompt: its score at the positions it scores (info says the same) */
     if (s->task && s->task->n == s->eng.ntokens && s->eng.logits &&
         !memcmp(s->task->ids, s->eng.tokens, (size_t)s->eng.ntokens * sizeof *s->eng.tokens)) {

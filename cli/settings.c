@@ -191,6 +191,14 @@ static int set_models(session *s, const char *v, err *e) {
     return 0;
 }
 
+static const char *show_stop_on(const session *s, char *b, size_t n) {
+    (void)b, (void)n;
+    return s->eng.stop_spec[0] ? s->eng.stop_spec : "none";
+}
+static int set_stop_on(session *s, const char *v, err *e) {
+    return engine_set_stop_on(&s->eng, v, e);
+}
+
 typedef struct setting {
     const char *key, *meaning;
     const char *(*show)(const session *s, char *buf, size_t n);
@@ -220,6 +228,10 @@ static const setting SETTINGS[] = {
      set_probes},
     {"threads", "CPU threads for the dense products and the cores (all: every core)", show_threads,
      set_threads},
+    {"stop-on",
+     "none, or nonfinite,NAME>X,NAME<X: stepping stops after the first token, layer and head "
+     "that meets one (a token at a time)",
+     show_stop_on, set_stop_on},
 };
 enum { NSETTINGS = sizeof SETTINGS / sizeof SETTINGS[0] };
 

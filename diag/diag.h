@@ -260,4 +260,14 @@ void diag_device_free(diag_device *r);
 int diag_replay_layers(FILE *out, const mixer_ops *m, const char *in_path, const char *prefix,
                        const char *layer_spec, const char *out_path, opts *o, err *e);
 
+/* ---- a core's inputs (inputs.c) ------------------------------------------------------------ */
+
+/* The "replay" entry of a safetensors file's metadata (what `export inputs` writes): 1 and the
+ * line in buf, 0 when there is none, -1 when the file cannot be read. */
+int diag_inputs_replay_line(const char *path, char *buf, size_t n, err *e);
+/* `diagnose FILE` on such a file: the core over its inputs from its initial state token by token
+ * and with the parallel form side by side; prints the first chunk where they part by more than
+ * tol and the first non-finite token of each. */
+int diag_inputs(FILE *out, const char *path, double tol, err *e);
+
 #endif

@@ -3,6 +3,7 @@
 #include "engine.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -383,16 +384,112 @@ static int prefill_model(engine *g, int n, err *e) {
     return 0;
 }
 
+int engine_set_stop_on(engine *g, const char *spec, err *e) {
+    struct engine_stop st[ENGINE_MAX_STOP];
+    int n = 0;
+    char buf[256];
+    if (strlen(spec) >= sizeof buf) return err_set(e, "stop-on: too long");
+    snprintf(buf, sizeof buf, "%s", spec);
+    if (strcmp(buf, "none") && strcmp(buf, "off") && buf[0]) {
+        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            if (n == ENGINE_MAX_STOP) return err_set(e, "stop-on: at most %d conditions", n);
+            struct engine_stop *c = &st[n];
+            memset(c, 0, sizeof *c);
+            if (!strcmp(w, "nonfinite")) {
+                c->op = 'n', n++;
+                continue;
+            }
+            char *op = strpbrk(w, "<>");
+            if (!op || op == w || (size_t)(op - w) >= sizeof c->name)
+                return err_set(e,
+                               "stop-on: '%.40s': nonfinite, NAME>X or NAME<X (NAME a recorded "
+                               "probe such as state_norm, beta, rho)",
+                               w);
+            char *end;
+            c->op = *op;
+            c->x = strtod(op + 1, &end);
+            if (end == op + 1 || *end || !isfinite(c->x))
+                return err_set(e, "stop-on: '%.40s': expected a number after %c", w, *op);
+            memcpy(c->name, w, (size_t)(op - w));
+            n++;
+        }
+    }
+    memcpy(g->stop, st, sizeof st);
+    g->nstop = n;
+    snprintf(g->stop_spec, sizeof g->stop_spec, "%s", n ? spec : "none");
+    return 0;
+}
+
+static int stop_nonfinite(const engine *g) {
+    for (int i = 0; i < g->nstop; i++)
+        if (g->stop[i].op == 'n') return 1;
+    return 0;
+}
+
+static int stop_thresholds(const engine *g) {
+    for (int i = 0; i < g->nstop; i++)
+        if (g->stop[i].op != 'n') return 1;
+    return 0;
+}
+
+/* The conditions on token t's row of the trace: 1 (g->stopped says where) when one is met. */
+static int stop_check(engine *g, int t, err *e) {
+    const trace *tr = &g->tr;
+    for (int i = 0; i < g->nstop; i++) {
+        const struct engine_stop *c = &g->stop[i];
+        if (c->op == 'n') continue;
+        int s = trace_find(tr, c->name);
+        if (s < 0)
+            return err_set(e,
+                           "stop-on %s: not recorded (a probe of the loaded cores? set probes "
+                           "all, or add it to set probes)",
+                           c->name);
+        const trace_series *ts = &tr->series[s];
+        if (t < 0 || t >= tr->T) continue;
+        for (int l = 0; l < ts->layers; l++)
+            for (int h = 0; h < ts->heads; h++) {
+                const float *v = trace_at_lh(tr, s, t, l, h);
+                for (int w = 0; w < ts->width; w++) {
+                    double x = v[w];
+                    if (!(c->op == '>' ? x > c->x : x < c->x)) continue;
+                    g->stop_token = t, g->stop_layer = l, g->stop_head = h;
+                    snprintf(g->stopped, sizeof g->stopped,
+                             "stopped after token %d: layer %d head %d %s %.6g %c %g", t, l, h,
+                             c->name, x, c->op, c->x);
+                    return 1;
+                }
+            }
+    }
+    return 0;
+}
+
 static int advance(engine *g, int n, int prefill, err *e) {
     int end = engine_pos(g) + n;
+    int watch = stop_thresholds(g) && !prefill;
+    g->stopped[0] = '\0';
     while (engine_pos(g) < end) {
         int pos = engine_pos(g), stop = engine_iv_next_pos(g, pos);
         if (stop > end) stop = end;
+        if (watch) stop = pos + 1; /* a token at a time: the stop is exact on every device */
         int rc = engine_raw_active(g) ? engine_raw_advance(g, stop - pos, e)
                  : prefill            ? prefill_model(g, stop - pos, e)
                                       : model_advance(g, stop - pos, e);
+        if (rc && stop_nonfinite(g) && !strncmp(e->msg, "stopped after token ", 20)) {
+            /* the first NaN / Inf, named by the step: a stop asked for, not an error */
+            snprintf(g->stopped, sizeof g->stopped, "%s", e->msg);
+            g->stop_token = engine_pos(g) - 1, g->stop_layer = g->stop_head = -1;
+            sscanf(strstr(e->msg, "layer ") ? strstr(e->msg, "layer ") : "", "layer %d",
+                   &g->stop_layer);
+            err_clear(e);
+            return 0;
+        }
         if (rc) return -1;
         if (engine_pos(g) != stop) return 0; /* stopped early without an error: nothing to do */
+        if (watch) {
+            int hit = stop_check(g, stop - 1, e);
+            if (hit < 0) return -1;
+            if (hit) return 0;
+        }
         if (engine_iv_apply_at(g, stop, e)) return err_prefix(e, "at position %d", stop);
     }
     return 0;

@@ -39,6 +39,8 @@ enum { ENGINE_GM_SYNC = 0, ENGINE_GM_GPU_AHEAD = 1, ENGINE_GM_CPU_AHEAD = 2 };
 #define ENGINE_MIN_MAX_T 4096
 /* The readback picture ("recall") is recorded for the first tokens only. */
 #define ENGINE_RECALL_MAX_TOKENS 1024
+/* Conditions `set stop-on` takes. */
+#define ENGINE_MAX_STOP 8
 /* Heads of a raw lane (the stream's per-head series are kept in fixed arrays). */
 #define ENGINE_RAW_MAX_HEADS 64
 
@@ -118,6 +120,18 @@ typedef struct engine {
 
     /* edits, snapshots, restores and ablations (engine/interv.h); NULL: none yet */
     struct engine_ivs *ivs;
+
+    /* `set stop-on`: conditions checked after every token (engine_set_stop_on) */
+    int nstop;
+    struct engine_stop {
+        char name[32]; /* a recorded series ("state_norm", "beta", ...); "" for nonfinite */
+        char op;       /* '>' or '<'; 'n' nonfinite */
+        double x;
+    } stop[ENGINE_MAX_STOP];
+    char stop_spec[256];
+    /* the last stop on a condition: its message ("" none) and where */
+    char stopped[ERR_MSG_MAX];
+    int stop_token, stop_layer, stop_head;
 } engine;
 
 int engine_init(engine *g, err *e);
@@ -174,6 +188,14 @@ int engine_sync_model(engine *g, err *e);
 
 /* Mean negative log-likelihood of the next token over positions [0, pos - 1) (model mode). */
 double engine_mean_nll(const engine *g, int pos);
+
+/* `set stop-on`: none | nonfinite | NAME>X | NAME<X, comma separated (NAME a recorded per-token
+ * series: a core's probe such as state_norm, beta, rho, or a family's). Stepping then goes a
+ * token at a time (on whichever device) and stops after the first token where a layer's (lane's)
+ * head meets a condition: engine_step / engine_run return 0 with g->stopped saying which token,
+ * layer, head and value, and stop_token / stop_layer / stop_head set. With nonfinite listed the
+ * first NaN / Inf is such a stop too (without it, as always, an error). */
+int engine_set_stop_on(engine *g, const char *spec, err *e);
 
 /* ---- threads ---- */
 /* CPU threads for dense products, the cores' heads and the recall rows (core/pool.h) and for

@@ -483,6 +483,57 @@ static void test_lens(void **st) {
     ts_close(&t);
 }
 
+/* set stop-on: a threshold stops after the first token that meets it, named with its layer and
+ * head (a stop, not an error); nonfinite turns the first NaN / Inf into such a stop; export inputs
+ * of that run and diagnose on the file show the chunked form parting from the step */
+static void test_stop_on(void **st) {
+    (void)st;
+    char *dir = test_tmpdir(), line[1024];
+    tsession t;
+    ts_open(&t);
+    exec_ok(&t, "mixer gdn kaczmarz dk=16 dv=16");
+    exec_ok(&t, "stream keys 600 norms=1.5..2.5 seed=3");
+    exec_fails(&t, "set stop-on state_norm", "NAME>X");
+    exec_fails(&t, "set stop-on state_norm>abc", "expected a number");
+    exec_ok(&t, "set stop-on state_norm>1000");
+    exec_ok(&t, "run");
+    expect_has(ts_out(&t), "stopped after token 29: layer 0 head 0 state_norm 1079");
+    expect_has(ts_out(&t), "export inputs FILE.safetensors layer=0 from=29 to=29");
+    assert_int_equal(engine_pos(&t.s.eng), 30);
+    assert_int_equal(t.s.eng.stop_token, 29);
+    exec_ok(&t, "set stop-on nope>1");
+    exec_fails(&t, "run", "stop-on nope: not recorded");
+    exec_ok(&t, "set stop-on nonfinite");
+    exec_ok(&t, "reset");
+    exec_ok(&t, "run");
+    expect_has(ts_out(&t), "stopped after token 480: first Inf at token 480, layer 0 (lane gdn)");
+    snprintf(line, sizeof line, "export inputs %s/nan.safetensors", dir);
+    exec_ok(&t, line);
+    snprintf(line, sizeof line, "diagnose %s/nan.safetensors", dir);
+    exec_ok(&t, line);
+    expect_has(ts_out(&t), "part in chunk 7 (tokens 448..480): one is non-finite");
+    expect_has(ts_out(&t), "first non-finite output: step token 480, parallel form token 477");
+    snprintf(line, sizeof line, "export inputs %s/one.safetensors from=480 to=480", dir);
+    exec_ok(&t, line);
+    snprintf(line, sizeof line, "diagnose %s/one.safetensors", dir);
+    exec_ok(&t, line);
+    /* without stop-on the NaN stays an error */
+    exec_ok(&t, "set stop-on none");
+    exec_ok(&t, "reset");
+    exec_fails(&t, "run", "stopped after token 480");
+    /* model mode: a family probe */
+    exec_ok(&t, "model random gdn layers=2 hidden=64 heads=2 head_dim=16 seed=1");
+    exec_ok(&t, "prompt " PROMPT_A);
+    exec_ok(&t, "set stop-on beta>0.6");
+    exec_ok(&t, "run");
+    expect_has(ts_out(&t), "stopped after token");
+    int tok = t.s.eng.stop_token;
+    const float *b = kv(&t.s, "beta", tok, t.s.eng.stop_layer, t.s.eng.stop_head);
+    assert_true(b[0] > 0.6f);
+    ts_close(&t);
+    test_rmdir(dir);
+}
+
 static void test_refusals(void **st) {
     (void)st;
     tsession t;
@@ -517,7 +568,8 @@ int main(void) {
         cmocka_unit_test(test_patch_gdn),     cmocka_unit_test(test_patch_softmax),
         cmocka_unit_test(test_patch_part),    cmocka_unit_test(test_ablate_zero),
         cmocka_unit_test(test_ablate_mean),   cmocka_unit_test(test_export_inputs),
-        cmocka_unit_test(test_lens),          cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_lens),          cmocka_unit_test(test_stop_on),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
