@@ -44,6 +44,11 @@ static int run_replay(session *s, int argc, char **argv, const char *rest, err *
     fprintf(s->out, "replay %s: B=%d T=%d H=%d dk=%d dv=%d  |o|=%.6g  prefill vs step: %.2e%s%s\n",
             m->name, r.B, r.T, r.H, r.dk, r.dv, r.o_norm, r.path_rel_err,
             r.nonfinite ? "  NON-FINITE OUTPUT" : "", out ? "" : "  (no out=: nothing written)");
+    if (r.attributed)
+        fprintf(s->out,
+                "attribution: attn [B, H, T, T] (decay-only part attn_decay) and o_init; sum_j "
+                "attn_ij v_j + o_init_i reproduces the step's o to %.2e\n",
+                r.attr_rel_err);
     if (out) fprintf(s->out, "wrote %s\n", out);
     /* as step and run do: a non-finite output is a failure (the file is there to inspect) */
     if (r.nonfinite)
@@ -75,9 +80,15 @@ const command cmd_replay = {
     "  softmax   q k v -> o\n"
     "A missing tensor, a wrong shape or a non-float dtype is an error naming the tensor.\n"
     "layer=N or layers=all: per-layer dumps (P + layers.N.q, ...; docs/diagnose.md), one line\n"
-    "per layer with its first non-finite value; out= gets layers.N.o, layers.N.hT, ...",
+    "per layer with its first non-finite value; out= gets layers.N.o, layers.N.hT, ...\n"
+    "attribution=1 (gdn, deltanet, kaczmarz, gla, mamba2, softmax, parallax): also writes the\n"
+    "effective attention attn [B,H,T,T] with o_i = sum_j attn_ij v_j + o_init_i exactly (decay\n"
+    "and key removal included), its decay-only part attn_decay (what linear attention with the\n"
+    "same decays and write strengths would weigh; attn - attn_decay is the key removal's\n"
+    "doing) and o_init [B,T,H,V], the part that comes from h0; prints how well the split\n"
+    "reproduces o. docs/attribution.md.",
     2,
     -1,
     run_replay,
     COMPLETE_MIXER | COMPLETE_FILE,
-    "prefix out eps scale chunk variant layer layers"};
+    "prefix out eps scale chunk variant layer layers attribution"};

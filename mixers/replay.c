@@ -1,5 +1,7 @@
 #include "replay.h"
 
+#include "attribution.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +127,23 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
     int nout = 0;
     state_part parts[MIXER_MAX_STATE_PARTS];
     int nparts = 0;
+    double attr_num = 0, attr_den = 0;
 
+    long attribution = 0;
+    if (opts_int(o, "attribution", 0, &attribution, e)) goto done;
+    if (attribution && !attribution_supported(m)) {
+        err_set(e,
+                "attribution=1: %s has no exact attribution (its output is not a fixed sum of "
+                "its values)",
+                m->name);
+        goto done;
+    }
     if (infer_dims(m, f, prefix, &d, e)) goto done;
+    if (attribution && (size_t)d.B * d.H * d.T * d.T > ((size_t)1 << 30)) {
+        err_set(e, "attribution=1: [B, H, T, T] = [%d, %d, %d, %d] is more than 2^30 floats", d.B,
+                d.H, d.T, d.T);
+        goto done;
+    }
     if (mixer_configure(m, &c, d.H, d.dk, d.dv, o, e)) goto done;
     if (opts_check_unused(o, e)) goto done;
     c.max_t = d.T;
@@ -190,6 +207,13 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
             for (int j = d.flat ? 1 : 0; j < parts[p].ndim; j++) ps[k++] = parts[p].shape[j];
             if (!(out_t[nout++] = tensor_new(parts[p].name, DT_F32, k, ps, e))) goto done;
         }
+        if (attribution) {
+            int64_t as[4] = {d.B, d.H, d.T, d.T};
+            if (!(out_t[nout++] = tensor_new("attn", DT_F32, 4, as, e))) goto done;
+            if (!(out_t[nout++] = tensor_new("attn_decay", DT_F32, 4, as, e))) goto done;
+            int nd2 = want_shape(&d, d.dv, 0, shape);
+            if (!(out_t[nout++] = tensor_new("o_init", DT_F32, nd2, shape, e))) goto done;
+        }
         for (int p = 0; p < m->nprobes && nout < 64; p++) {
             char name[96];
             snprintf(name, sizeof name, "probe.%s", m->probes[p].name);
@@ -230,13 +254,39 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
         memcpy(state, init, sf * sizeof(float));
         mixer_run_steps(m, &c, state, &seq, 0, o_step + (size_t)b * TH * d.dv,
                         probes + (size_t)b * d.T * np);
+        if (attribution) {
+            /* attn, attn_decay, o_init follow o and the state parts */
+            size_t tt = (size_t)d.H * d.T * d.T;
+            float *M = (float *)out_t[1 + nparts]->data + (size_t)b * tt;
+            float *Md = (float *)out_t[2 + nparts]->data + (size_t)b * tt;
+            float *oi = (float *)out_t[3 + nparts]->data + (size_t)b * TH * d.dv;
+            if (mixer_attribution(m, &c, init, &seq, M, Md, oi, e)) goto done;
+            /* the split reproduces the step's output: sum_j M_ij v_j + o_init_i */
+            const float *ob = o_step + (size_t)b * TH * d.dv, *vb = seq.in[IN_V];
+            for (int i = 0; i < d.T; i++)
+                for (int h = 0; h < d.H; h++) {
+                    const float *Mr = M + ((size_t)h * d.T + i) * d.T;
+                    for (int v = 0; v < d.dv; v++) {
+                        double acc = oi[((size_t)i * d.H + h) * d.dv + v];
+                        for (int j = 0; j <= i; j++)
+                            acc += (double)Mr[j] * vb[((size_t)j * d.H + h) * d.dv + v];
+                        double ref = ob[((size_t)i * d.H + h) * d.dv + v];
+                        attr_num += (acc - ref) * (acc - ref), attr_den += ref * ref;
+                    }
+                }
+        }
+    }
+    if (attribution) {
+        res->attributed = 1;
+        res->attr_rel_err = attr_den > 0 ? sqrt(attr_num / attr_den) : sqrt(attr_num);
     }
     memcpy(out_t[0]->data, o_pre, on * sizeof(float));
     /* probes: [B][T][probe floats] -> per-probe tensors [B, T, H(, w)] */
-    for (int p = 0; p < m->nprobes && 1 + nparts + p < nout; p++) {
+    int pfirst = 1 + nparts + (attribution ? 3 : 0);
+    for (int p = 0; p < m->nprobes && pfirst + p < nout; p++) {
         size_t off = mixer_probe_offset(m, &c, p);
         size_t w = (size_t)d.H * (size_t)mixer_width_floats(&c, m->probes[p].width);
-        float *dst = out_t[1 + nparts + p]->data;
+        float *dst = out_t[pfirst + p]->data;
         for (size_t bt = 0; bt < (size_t)d.B * d.T; bt++)
             memcpy(dst + bt * w, probes + bt * np + off, w * sizeof(float));
     }

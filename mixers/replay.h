@@ -19,6 +19,10 @@ typedef struct replay_result {
     double path_rel_err; /* ||o_prefill - o_step|| / ||o_step|| */
     double o_norm;
     int nonfinite; /* count of non-finite values in o */
+    /* attribution=1 (mixers/attribution.h): attn [B, H, T, T], attn_decay, o_init [B, T, H, dv]
+     * written beside o, and |sum_j M_ij v_j + o_init_i - o_i| / |o| against the step's output */
+    int attributed;
+    double attr_rel_err;
 } replay_result;
 
 /* Runs `mixer` over the tensors of `in_path`. `o` holds the mixer options plus prefix=; out_path
