@@ -28,6 +28,8 @@
 #include "../train/history.h"
 #include "../core/names.h"
 #include "../export/dump.h"
+#include "../engine/interv.h"
+#include "../core/fileio.h"
 #include "command.h"
 #include "session.h"
 #include "version.h"
@@ -195,6 +197,8 @@ static int export_png(session *s, int argc, char **argv, err *e) {
         tr = &s->train_tr;
     } else if (!(tr = session_trace_or_err(s, "export png", e))) {
         return -1;
+    } else if (!strcmp(v->name, "attribution") && engine_attribution(&s->eng, p.layer, p.head, e)) {
+        return err_prefix(e, "export png");
     }
     canvas c;
     char cmd[1024];
@@ -218,8 +222,47 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     return rc ? err_prefix(e, "export png") : 0;
 }
 
+/* export csv attribution FILE [layer= head=]: M as a matrix, one row per output token i. */
+static int export_csv_attribution(session *s, int argc, char **argv, err *e) {
+    opts o;
+    if (opts_parse(&o, argc - 3, argv + 3, e)) return err_prefix(e, "export csv attribution");
+    long layer, head;
+    int rc = opts_int_in(&o, "layer", 0, 0, INT_MAX, &layer, e) ||
+             opts_int_in(&o, "head", 0, 0, INT_MAX, &head, e) || opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return err_prefix(e, "export csv attribution");
+    if (engine_attribution(&s->eng, (int)layer, (int)head, e)) return err_prefix(e, "export csv");
+    const trace *tr = &s->eng.tr;
+    int km = trace_find_snapshot(tr, "attribution"),
+        kd = trace_find_snapshot(tr, "attribution_decay");
+    int T = tr->snaps[km].rows;
+    const float *M = trace_snapshot_at(tr, km, 0, 0), *Md = trace_snapshot_at(tr, kd, 0, 0);
+    atomic_file af;
+    if (atomic_open(&af, argv[2], e)) return err_prefix(e, "export csv");
+    char cmd[1024];
+    command_text(s, "export", argc, argv, cmd, sizeof cmd);
+    fprintf(af.fp,
+            "# mixscope exact attribution: o_i = sum_j M_ij v_j + o_init_i (decay and key removal "
+            "included)\n# command: %s\n# layer %ld head %ld, %d tokens; columns: i, j, M_ij, "
+            "decay_only, key_removal (rows with j <= i)\n",
+            cmd, layer, head, T);
+    fprintf(af.fp, "i,j,M,decay_only,key_removal\n");
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j <= i; j++) {
+            size_t k = (size_t)i * T + j;
+            fprintf(af.fp, "%d,%d,%.9g,%.9g,%.9g\n", i, j, M[k], Md[k], M[k] - Md[k]);
+        }
+    if (atomic_commit(&af, e)) return err_prefix(e, "export csv");
+    char whole[4096];
+    fprintf(s->out, "wrote %s (attribution, layer %ld head %ld, %d tokens, %lld rows)\n",
+            session_whole_path(argv[2], whole, sizeof whole), layer, head, T,
+            (long long)T * (T + 1) / 2);
+    return 0;
+}
+
 static int export_csv(session *s, int argc, char **argv, err *e) {
     if (argc < 3) return err_set(e, "usage: export csv PROBE FILE.csv [layer= head= from= to=]");
+    if (!strcmp(argv[1], "attribution")) return export_csv_attribution(s, argc, argv, e);
     opts o;
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
     long layer, head, from, to, demo;
@@ -381,6 +424,8 @@ static int run_view(session *s, int argc, char **argv, const char *rest, err *e)
     if (rc) return err_prefix(e, "view");
     if (demo)
         return err_set(e, "view: demo= is for export png; a window shows the session's trace");
+    if (!strcmp(v->name, "attribution") && engine_attribution(&s->eng, p.layer, p.head, e))
+        return err_prefix(e, "view");
     note_unrecorded(s, v);
     char why[256];
     if (!g_windows && !window_display_ok(why, sizeof why)) {
@@ -557,6 +602,8 @@ const command cmd_export = {
     "      render a view without a display; the PNG carries provenance text chunks\n"
     "  export csv PROBE FILE.csv [layer= head=]\n"
     "      one row per token, with a provenance header\n"
+    "  export csv attribution FILE.csv [layer= head=]\n"
+    "      the exact attribution M (show attribution): i, j, M_ij, decay-only, key removal\n"
     "  export inputs FILE.safetensors [layer=L from=T to=T]\n"
     "      what layer (lane) L's core saw at tokens from..to, in replay's layout (q k v\n"
     "      [1, T, H, D], g, beta or eta [1, T, H], ...) with its state before token from\n"

@@ -11,6 +11,8 @@
 #include "../scenes/raw.h"
 #include "../viz/window.h"
 #include "../core/names.h"
+#include "../engine/interv.h"
+#include "../models/tokenizer.h"
 #include "command.h"
 #include "session.h"
 
@@ -81,12 +83,75 @@ static int show_state(session *s, long layer, long head, err *e) {
     return 0;
 }
 
+/* show attribution token=i [layer= head= top=]: the writes that make up o_i. */
+static int show_attribution(session *s, int argc, char **argv, err *e) {
+    opts o;
+    if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "show attribution");
+    long layer, head, token, top;
+    int rc = opts_int_in(&o, "layer", 0, 0, INT_MAX, &layer, e) ||
+             opts_int_in(&o, "head", 0, 0, INT_MAX, &head, e) ||
+             opts_int_in(&o, "token", -1, 0, INT_MAX, &token, e) ||
+             opts_int_in(&o, "top", 10, 1, 1000, &top, e) || opts_check_unused(&o, e);
+    opts_free(&o);
+    if (rc) return err_prefix(e, "show attribution");
+    int T = engine_pos(&s->eng);
+    if (token < 0) token = T - 1;
+    if (token >= T && T > 0)
+        return err_set(e, "show attribution: token=%ld: the tokens run are 0..%d", token, T - 1);
+    if (engine_attribution(&s->eng, (int)layer, (int)head, e)) return -1;
+    const trace *tr = &s->eng.tr;
+    int km = trace_find_snapshot(tr, "attribution"),
+        kd = trace_find_snapshot(tr, "attribution_decay");
+    int ko = trace_find_snapshot(tr, "attribution_oinit"),
+        kv = trace_find_snapshot(tr, "attribution_vnorm");
+    const float *M = trace_snapshot_at(tr, km, 0, 0) + (size_t)token * T;
+    const float *Md = trace_snapshot_at(tr, kd, 0, 0) + (size_t)token * T;
+    const float *vn = trace_snapshot_at(tr, kv, 0, 0);
+    const float *oi = trace_snapshot_at(tr, ko, 0, 0) + (size_t)token * tr->snaps[ko].cols;
+    double on = 0, sum_abs = 0;
+    for (int c = 0; c < tr->snaps[ko].cols; c++) on += (double)oi[c] * oi[c];
+    int *idx = malloc((size_t)(token + 1) * sizeof *idx);
+    if (!idx) return err_set(e, "out of memory");
+    for (int j = 0; j <= token; j++) idx[j] = j, sum_abs += fabs(M[j]) * vn[j];
+    /* the largest |M_ij| |v_j| first (insertion into the top list) */
+    int n = (int)(top < token + 1 ? top : token + 1);
+    for (int a = 0; a < n; a++) {
+        int b = a;
+        for (int j = a + 1; j <= token; j++)
+            if (fabs(M[idx[j]]) * vn[idx[j]] > fabs(M[idx[b]]) * vn[idx[b]]) b = j;
+        int t = idx[a];
+        idx[a] = idx[b], idx[b] = t;
+    }
+    char lab[64], tb[32];
+    fprintf(s->out,
+            "attribution, %s head %ld: o_%ld = sum_j M_%ld,j v_j + o_init (|o_init| %.4g); the %d "
+            "largest writes of %ld:\n",
+            session_layer_label(s, (int)layer, lab, sizeof lab), head, token, token, sqrt(on), n,
+            token + 1);
+    fprintf(s->out, "  %6s %-8s %12s %12s %12s %12s %8s\n", "j", "token", "M_ij", "decay-only",
+            "key removal", "|M_ij v_j|", "share");
+    for (int a = 0; a < n; a++) {
+        int j = idx[a];
+        const char *tok = "";
+        if (!engine_raw_active(&s->eng) && s->eng.tokens)
+            tok = tok_show(s->eng.tokens[j], tb, sizeof tb);
+        else if (engine_raw_active(&s->eng))
+            tok = s->eng.raw->st.query[j] ? "query" : "write";
+        fprintf(s->out, "  %6d %-8s %12.5g %12.5g %12.5g %12.5g %7.1f%%\n", j, tok, M[j], Md[j],
+                M[j] - Md[j], fabs(M[j]) * vn[j],
+                sum_abs > 0 ? 100.0 * fabs(M[j]) * vn[j] / sum_abs : 0.0);
+    }
+    free(idx);
+    return 0;
+}
+
 static int run_show(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     if (argc == 1) {
         list_probes(s);
         return 0;
     }
+    if (!strcmp(argv[1], "attribution")) return show_attribution(s, argc, argv, e);
     opts o;
     if (opts_parse(&o, argc - 2, argv + 2, e)) return err_prefix(e, "show");
     long layer, head, from, to, index;
@@ -205,7 +270,7 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
 
 const command cmd_show = {
     "show",
-    "[PROBE|state] [layer= head= from= to= index=]",
+    "[PROBE|state|attribution] [layer= head= from= to= index= token= top=]",
     "a probe's numbers as a table (tokens x heads, layers or elements)",
     "  show                the recorded probe series: name, source, [layers][heads][width], "
     "meaning\n"
@@ -217,12 +282,18 @@ const command cmd_show = {
     "      not recorded (recall_err on writes). Long series print their head and tail (set rows).\n"
     "  show state [layer=L head=H]\n"
     "      the latest state matrix of a layer and head (its top-left 16 x 10) and its norm.\n"
+    "  show attribution [token=i layer=L head=H top=10]\n"
+    "      the writes that make up the core's output at token i (default the last): o_i =\n"
+    "      sum_j M_ij v_j + o_init exactly, decay and key removal included (replay ...\n"
+    "      attribution=1 for files); each j with M_ij, its decay-only part, what the key\n"
+    "      removal changes, |M_ij v_j| and its share. gdn, deltanet, kaczmarz, gla, mamba2,\n"
+    "      softmax, parallax. view attribution draws M; export csv attribution writes it.\n"
     "Examples: show rho   show recall_err head=0   show lambda head=1 index=8   show state",
     0,
     -1,
     run_show,
     COMPLETE_PROBE,
-    "layer head from to index"};
+    "layer head from to index token top"};
 
 /* ---- figure ---- */
 

@@ -39,6 +39,7 @@ void engine_free(engine *g) {
 /* ---- shared by both modes (internal.h) ---- */
 
 void engine_trace_restart(engine *g) {
+    g->gen++;
     trace_free(&g->tr);
     trace_init(&g->tr);
     g->tr_ready = 0;
@@ -94,6 +95,7 @@ void engine_free_model(engine *g) {
 /* Position 0 with caches sized for the tokens; the trace forgets its tokens; the interventions
  * made at 0 applied again. */
 static int rewind_model(engine *g, err *e) {
+    g->gen++;
     trace_clear(&g->tr);
     engine_recall_reset(g);
     if (!g->model) return 0;

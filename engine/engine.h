@@ -120,6 +120,9 @@ typedef struct engine {
 
     /* edits, snapshots, restores and ablations (engine/interv.h); NULL: none yet */
     struct engine_ivs *ivs;
+    /* changes whenever the run's states change other than by stepping on (reset, new tokens,
+     * an edit): what was computed from the run (attribution) is recomputed */
+    unsigned long gen;
 
     /* `set stop-on`: conditions checked after every token (engine_set_stop_on) */
     int nstop;

@@ -180,6 +180,7 @@ static int core_of(engine *g, int li, core_ref *c, err *e) {
 /* The host state of layer li changed: the GPU copy, the readback tracker and the live heatmap
  * follow. */
 static void state_changed(engine *g, int li, const core_ref *c) {
+    g->gen++;
     if (engine_raw_active(g))
         g->raw->gl_valid = 0;
     else if (g->gm)

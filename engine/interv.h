@@ -91,6 +91,17 @@ int engine_lens(engine *g, int li, int h, int key, float *logits, err *e);
  * engine_capture): logits [n, vocab]. */
 int engine_lens_queries(engine *g, int li, int h, const int *at, int n, float *logits, err *e);
 
+/* Exact attribution (mixers/attribution.h) of layer (lane) li's core, head h, over the tokens run
+ * so far: into the trace's snapshots (one layer, one head each)
+ *   attribution        [T, T]  M: o_i = sum_j M_ij v_j + o_init_i (row i, column j)
+ *   attribution_decay  [T, T]  its decay-only part (M - it: the key removal's doing)
+ *   attribution_oinit  [T, dv] o_init
+ *   attribution_vnorm  [1, T]  |v_j|
+ *   attribution_at     [1, 4]  layer, head, T, the run's generation
+ * Kept while the run does not change. Refused for kalman and kata, and when an edit or restore
+ * inside the run changes that layer's state. */
+int engine_attribution(engine *g, int li, int h, err *e);
+
 /* Runs the tokens of the run so far again on the CPU from position 0 (with the interventions at
  * their positions) and calls fn before layer (lane) li's core at every token t in [from, to],
  * with the core's inputs and its state before the token; then puts the run back exactly as it

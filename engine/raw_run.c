@@ -650,6 +650,7 @@ int engine_raw_advance(engine *g, int n, err *e) {
 }
 
 int engine_raw_reset(engine *g, err *e) {
+    g->gen++;
     raw_mode *r = g->raw;
     for (int l = 0; l < r->nl; l++) raw_lane_reset(&r->lane[l]);
     r->pos = 0;

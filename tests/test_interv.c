@@ -534,6 +534,60 @@ static void test_stop_on(void **st) {
     test_rmdir(dir);
 }
 
+/* show / export csv attribution in a session: the same M as replay attribution=1 of the layer's
+ * exported inputs; refused across an edit inside the run; recomputed after the run changes */
+static void test_session_attribution(void **st) {
+    (void)st;
+    char *dir = test_tmpdir(), line[1024];
+    tsession t;
+    ts_open(&t);
+    exec_ok(&t, "model random gdn layers=2 hidden=64 heads=2 head_dim=16 seed=3");
+    exec_ok(&t, "prompt " PROMPT_A);
+    exec_ok(&t, "run");
+    exec_ok(&t, "show attribution layer=1 head=1 token=30 top=4");
+    expect_has(ts_out(&t), "o_30 = sum_j M_30,j v_j + o_init");
+    int T = t.s.eng.ntokens;
+    int km = trace_find_snapshot(&t.s.eng.tr, "attribution");
+    assert_true(km >= 0);
+    float *M = malloc((size_t)T * T * sizeof(float));
+    memcpy(M, trace_snapshot_at(&t.s.eng.tr, km, 0, 0), (size_t)T * T * sizeof(float));
+    snprintf(line, sizeof line, "export inputs %s/in.st layer=1", dir);
+    exec_ok(&t, line);
+    snprintf(line, sizeof line, "replay gdn %s/in.st scale=0.25 attribution=1 out=%s/out.st", dir,
+             dir);
+    exec_ok(&t, line);
+    expect_has(ts_out(&t), "reproduces the step's o to");
+    snprintf(line, sizeof line, "%s/out.st", dir);
+    size_t n;
+    float *A = st_floats(line, "attn", &n);
+    assert_int_equal(n, (size_t)2 * T * T);
+    double d = max_rel(M, A + (size_t)T * T, (size_t)T * T); /* head 1 */
+    if (!(d < 1e-6)) fail_msg("session M against replay's: %g", d);
+    snprintf(line, sizeof line, "export csv attribution %s/a.csv layer=1 head=1", dir);
+    exec_ok(&t, line);
+    snprintf(line, sizeof line, "export png attribution %s/a.png layer=1 head=1", dir);
+    exec_ok(&t, line);
+    /* an edit inside the run: no fixed split */
+    exec_ok(&t, "reset");
+    exec_ok(&t, "step 10");
+    exec_ok(&t, "edit erase layer=1 head=1 key=3");
+    exec_ok(&t, "run");
+    exec_fails(&t, "show attribution layer=1 head=1", "an intervention at position 10");
+    exec_ok(&t, "show attribution layer=0 head=1"); /* layer 0 was not edited */
+    exec_ok(&t, "edits clear");
+    exec_ok(&t, "reset");
+    exec_ok(&t, "run");
+    exec_ok(&t, "show attribution layer=1 head=1");
+    assert_memory_equal(M, trace_snapshot_at(&t.s.eng.tr, km, 0, 0), (size_t)T * T * sizeof(float));
+    exec_ok(&t, "model random kata layers=1 hidden=64 heads=2 head_dim=32 seed=3");
+    exec_ok(&t, "prompt " PROMPT_A);
+    exec_ok(&t, "run");
+    exec_fails(&t, "show attribution", "state-dependent denominator");
+    free(M), free(A);
+    ts_close(&t);
+    test_rmdir(dir);
+}
+
 static void test_refusals(void **st) {
     (void)st;
     tsession t;
@@ -563,12 +617,19 @@ static void test_refusals(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_edit_gdn),      cmocka_unit_test(test_edit_gla_mamba2_kaczmarz),
-        cmocka_unit_test(test_edit_raw_lane), cmocka_unit_test(test_list_replays),
-        cmocka_unit_test(test_patch_gdn),     cmocka_unit_test(test_patch_softmax),
-        cmocka_unit_test(test_patch_part),    cmocka_unit_test(test_ablate_zero),
-        cmocka_unit_test(test_ablate_mean),   cmocka_unit_test(test_export_inputs),
-        cmocka_unit_test(test_lens),          cmocka_unit_test(test_stop_on),
+        cmocka_unit_test(test_edit_gdn),
+        cmocka_unit_test(test_edit_gla_mamba2_kaczmarz),
+        cmocka_unit_test(test_edit_raw_lane),
+        cmocka_unit_test(test_list_replays),
+        cmocka_unit_test(test_patch_gdn),
+        cmocka_unit_test(test_patch_softmax),
+        cmocka_unit_test(test_patch_part),
+        cmocka_unit_test(test_ablate_zero),
+        cmocka_unit_test(test_ablate_mean),
+        cmocka_unit_test(test_export_inputs),
+        cmocka_unit_test(test_lens),
+        cmocka_unit_test(test_stop_on),
+        cmocka_unit_test(test_session_attribution),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

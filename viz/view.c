@@ -8,12 +8,12 @@
 
 #include "plot.h"
 
-extern const view view_kaczmarz, view_kalman, view_kata, view_parallax, view_state, view_recall,
-    view_probes, view_precision, view_train;
+extern const view view_attribution, view_kaczmarz, view_kalman, view_kata, view_parallax,
+    view_state, view_recall, view_probes, view_precision, view_train;
 
 const view *const view_all[] = {
-    &view_kaczmarz, &view_kalman, &view_kata,   &view_parallax,
-    &view_state,    &view_recall, &view_probes, &view_precision, &view_train,
+    &view_kaczmarz, &view_kalman, &view_kata,      &view_parallax, &view_state,
+    &view_recall,   &view_probes, &view_precision, &view_train,    &view_attribution,
 };
 const int view_count = (int)(sizeof view_all / sizeof view_all[0]);
 
