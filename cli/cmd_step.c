@@ -208,8 +208,15 @@ static int step_count(int argc, char **argv, long *n, err *e) {
 
 /* One line per token stepped in model mode: the token and the top next-token prediction. */
 static void print_model_tokens(session *s, int from, int to) {
+    /* a long step: its head and tail (set rows) */
+    int rows = setting_rows(s), head = rows < 0 || to - from <= rows ? to - from : rows / 2;
     for (int pos = from; pos < to; pos++) {
         char a[16], b[16];
+        if (pos == from + head && pos < to - (rows - head)) {
+            fprintf(s->out, "... %d tokens (set rows all prints every one) ...\n",
+                    to - from - rows);
+            pos = to - (rows - head);
+        }
         fprintf(s->out, "token %d %s -> %s p=%.3f\n", pos,
                 tok_show(s->eng.tokens[pos], a, sizeof a), tok_show(s->eng.top[pos], b, sizeof b),
                 s->eng.topp[pos]);
@@ -303,6 +310,17 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
         if (n > 0)
             fprintf(s->out, "%s accuracy: %d/%d (%.3f) at its scored positions\n", s->task->name, c,
                     n, acc);
+        /* the misses by name (a few): which query an intervention broke */
+        int shown = 0;
+        for (int t = 0; t < m->pos && n - c <= 8 && c < n; t++) {
+            if (s->task->target[t] < 0 || s->eng.top[t] == s->task->target[t]) continue;
+            char a[32], b[32], w[32];
+            fprintf(s->out, "%s token %d %s -> %s (want %s, p %.3f)", shown ? ";" : "  missed:", t,
+                    tok_show(s->eng.tokens[t], a, sizeof a), tok_show(s->eng.top[t], b, sizeof b),
+                    tok_show(s->task->target[t], w, sizeof w), s->eng.topp[t]);
+            shown++;
+        }
+        if (shown) fputc('\n', s->out);
     }
     return 0;
 }

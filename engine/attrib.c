@@ -100,7 +100,7 @@ int engine_attribution(engine *g, int li, int h, err *e) {
                (sd = trace_add_snapshot(&g->tr, "attribution_decay", 1, 1, T, T, e)) < 0 ||
                (so = trace_add_snapshot(&g->tr, "attribution_oinit", 1, 1, T, mc->dv, e)) < 0 ||
                (sv = trace_add_snapshot(&g->tr, "attribution_vnorm", 1, 1, 1, T, e)) < 0 ||
-               (ka = trace_add_snapshot(&g->tr, "attribution_at", 1, 1, 1, 4, e)) < 0) {
+               (ka = trace_add_snapshot(&g->tr, "attribution_at", 1, 1, 1, 6, e)) < 0) {
         rc = -1;
     } else {
         /* head h's part of the initial state, as a one-head state */
@@ -133,6 +133,8 @@ int engine_attribution(engine *g, int li, int h, err *e) {
             float *at = trace_snapshot_at(&g->tr, ka, 0, 0);
             at[0] = (float)li, at[1] = (float)h, at[2] = (float)T;
             at[3] = (float)(g->gen & 0xffffff);
+            at[4] = (float)(engine_raw_active(g) ? g->raw->nl : g->model->c.layers);
+            at[5] = (float)mc->H;
             g->tr.snaps[sm].t = g->tr.snaps[sd].t = g->tr.snaps[so].t = g->tr.snaps[sv].t =
                 g->tr.snaps[ka].t = T - 1;
         }

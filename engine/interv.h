@@ -97,7 +97,7 @@ int engine_lens_queries(engine *g, int li, int h, const int *at, int n, float *l
  *   attribution_decay  [T, T]  its decay-only part (M - it: the key removal's doing)
  *   attribution_oinit  [T, dv] o_init
  *   attribution_vnorm  [1, T]  |v_j|
- *   attribution_at     [1, 4]  layer, head, T, the run's generation
+ *   attribution_at     [1, 6]  layer, head, T, the run's generation, layers, heads
  * Kept while the run does not change. Refused for kalman and kata, and when an edit or restore
  * inside the run changes that layer's state. */
 int engine_attribution(engine *g, int li, int h, err *e);

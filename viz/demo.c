@@ -1,6 +1,8 @@
 /* demo.c: demo traces, by running the committed mixers on one seeded random stream. */
 #include "demo.h"
 
+#include "../mixers/attribution.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,7 +215,62 @@ static int demo_train(trace *tr, int T, err *e) {
     return 0;
 }
 
+/* The attribution view's snapshots (engine_attribution's layout) for one gdn head over T random
+ * tokens with unit keys, decays and write strengths in the demo's ranges. */
+static int demo_attribution(trace *tr, int T, uint64_t seed, err *e) {
+    const int dk = 16, dv = 16;
+    const mixer_ops *m = mixer_find("gdn");
+    mixer_cfg c;
+    opts o = {0};
+    if (!m || mixer_configure(m, &c, 1, dk, dv, &o, e)) return -1;
+    drng r = {seed * 0x9E3779B97F4A7C15ull + 0xA0761D6478BD642Full};
+    float *q = malloc((size_t)T * dk * sizeof(float)), *k = malloc((size_t)T * dk * sizeof(float));
+    float *v = malloc((size_t)T * dv * sizeof(float)), *g = malloc((size_t)T * sizeof(float));
+    float *b = malloc((size_t)T * sizeof(float)), *oi = malloc((size_t)T * dv * sizeof(float));
+    int rc = -1, sm, sd, so, sv, sa;
+    if (!q || !k || !v || !g || !b || !oi) {
+        err_set(e, "demo: out of memory");
+        goto done;
+    }
+    normal_fill(&r, q, T * dk, 1.0), normal_fill(&r, k, T * dk, 1.0),
+        normal_fill(&r, v, T * dv, 1.0);
+    unit_heads(q, T, dk), unit_heads(k, T, dk);
+    for (int t = 0; t < T; t++) {
+        g[t] = (float)(-0.02 - 0.1 * dr_uniform(&r));
+        b[t] = (float)(1.0 / (1.0 + exp(-(1.0 + 1.5 * dr_normal(&r)))));
+    }
+    for (int t = 0; t < T; t++)
+        if (trace_push_token(tr, e) < 0) goto done;
+    if ((sm = trace_add_snapshot(tr, "attribution", 1, 1, T, T, e)) < 0 ||
+        (sd = trace_add_snapshot(tr, "attribution_decay", 1, 1, T, T, e)) < 0 ||
+        (so = trace_add_snapshot(tr, "attribution_oinit", 1, 1, T, dv, e)) < 0 ||
+        (sv = trace_add_snapshot(tr, "attribution_vnorm", 1, 1, 1, T, e)) < 0 ||
+        (sa = trace_add_snapshot(tr, "attribution_at", 1, 1, 1, 6, e)) < 0)
+        goto done;
+    mixer_seq x = {.T = T};
+    x.in[IN_Q] = q, x.in[IN_K] = k, x.in[IN_V] = v, x.in[IN_G] = g, x.in[IN_BETA] = b;
+    if (mixer_attribution(m, &c, NULL, &x, trace_snapshot_at(tr, sm, 0, 0),
+                          trace_snapshot_at(tr, sd, 0, 0), trace_snapshot_at(tr, so, 0, 0), e))
+        goto done;
+    float *vn = trace_snapshot_at(tr, sv, 0, 0), *at = trace_snapshot_at(tr, sa, 0, 0);
+    for (int t = 0; t < T; t++) {
+        double s = 0;
+        for (int i = 0; i < dv; i++) s += (double)v[t * dv + i] * v[t * dv + i];
+        vn[t] = (float)sqrt(s);
+    }
+    at[0] = 0, at[1] = 0, at[2] = (float)T, at[3] = 0, at[4] = 1, at[5] = 2; /* as one of 2 heads */
+    tr->snaps[sm].t = tr->snaps[sd].t = tr->snaps[so].t = tr->snaps[sv].t = tr->snaps[sa].t = T - 1;
+    rc = 0;
+done:
+    free(q), free(k), free(v), free(g), free(b), free(oi);
+    return rc;
+}
+
 int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
+    if (!strcmp(view, "attribution")) {
+        if (T < 1 || T > 4096) return err_set(e, "demo: T=%d out of range (1..4096)", T);
+        return demo_attribution(tr, T, seed, e);
+    }
     if (!strcmp(view, "train")) {
         if (T < 1 || T > 100000) return err_set(e, "demo: T=%d out of range (1..100000)", T);
         (void)seed;

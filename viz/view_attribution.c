@@ -39,7 +39,10 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     int T = sm->rows;
     const float *M = trace_snapshot_at(tr, km, 0, 0), *Md = trace_snapshot_at(tr, kd, 0, 0);
     const float *vn = trace_snapshot_at(tr, kv, 0, 0), *at = trace_snapshot_at(tr, ka, 0, 0);
-    p->layer = (int)at[0], p->head = (int)at[1];
+    int nl = tr->snaps[ka].cols >= 6 ? (int)at[4] : 1,
+        nh = tr->snaps[ka].cols >= 6 ? (int)at[5] : 1;
+    if (p->layer >= nl) p->layer = nl - 1;
+    if (p->head >= nh) p->head = nh - 1;
     int r0 = p->from < T ? (int)p->from : 0, r1 = p->to > 0 && p->to <= T ? (int)p->to : T;
     if (r1 <= r0) r0 = 0, r1 = T;
     p->shown_from = r0, p->shown_to = r1;
@@ -49,6 +52,15 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
              "exact attribution o_i = Σ_j M_ij v_j + o_init_i · layer %d head %d · %d tokens",
              (int)at[0], (int)at[1], T);
     box area = vu_header(c, title, tr, p);
+    if (p->layer != (int)at[0] || p->head != (int)at[1]) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "computed for layer %d head %d: show attribution layer=%d head=%d computes this "
+                 "selection",
+                 (int)at[0], (int)at[1], p->layer, p->head);
+        vu_message(c, area, msg);
+        return 0;
+    }
     float *R = malloc((size_t)T * T * sizeof(float));
     if (!R) return err_set(e, "out of memory");
     double m = 0, mr = 0;
@@ -85,7 +97,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     plot_begin(&pl, c, b.x, b.y, b.w, b.h, rt, ax, axis_fit(&r, 0, 0, NULL), 0);
     float *w = malloc((size_t)(i + 1) * sizeof(float));
     if (w) {
-        double mw = 0, mm = fmax(fabs(r.lo), fabs(r.hi));
+        double mw = 0, mm = 0.95 * r.hi; /* the positive side of the axis */
         for (int j = 0; j <= i; j++)
             w[j] = fabsf(M[(size_t)i * T + j]) * vn[j], mw = fmax(mw, w[j]);
         for (int j = 0; j <= i && mw > 0; j++) w[j] = (float)(w[j] / mw * mm);
