@@ -494,6 +494,7 @@ static int advance(engine *g, int n, int prefill, err *e) {
         }
         if (engine_iv_apply_at(g, stop, e)) return err_prefix(e, "at position %d", stop);
     }
+    if (engine_iv_count(g)) engine_iv_publish(g); /* a new trace (schema) lost it */
     return 0;
 }
 

@@ -44,6 +44,8 @@ int engine_iv_next_pos(const engine *g, int pos);
 int engine_iv_apply_at(engine *g, int pos, err *e);
 /* A new run from position 0: nothing is applied yet. */
 void engine_iv_rewind(engine *g);
+/* The list into the trace's "interventions" snapshot, for the views. */
+void engine_iv_publish(engine *g);
 /* Drops the list and the snapshots (a new model or new lanes). */
 void engine_iv_free(engine *g);
 

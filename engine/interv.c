@@ -72,6 +72,7 @@ void engine_iv_clear(engine *g) {
     if (!s) return;
     for (int i = 0; i < s->n; i++) iv_release(&s->iv[i]);
     s->n = 0;
+    engine_iv_publish(g);
 }
 
 static void abl_free(engine_ivs *s) {
@@ -128,6 +129,25 @@ static engine_iv *iv_push(engine *g, err *e) {
     engine_iv *iv = &s->iv[s->n];
     memset(iv, 0, sizeof *iv);
     return iv;
+}
+
+/* The list into the trace, for the views: snapshot "interventions" [1 + n, 5], row 0 = {n},
+ * then per intervention {position, kind (engine_iv_kind), layer, head, key token}. */
+void engine_iv_publish(engine *g) {
+    int n = engine_iv_count(g);
+    err e = {{0}};
+    int k = trace_add_snapshot(&g->tr, "interventions", 1, 1, 1 + n, 5, &e);
+    if (k < 0) return;
+    float *d = trace_snapshot_at(&g->tr, k, 0, 0);
+    memset(d, 0, (size_t)(1 + n) * 5 * sizeof(float));
+    d[0] = (float)n;
+    for (int i = 0; i < n; i++) {
+        const engine_iv *iv = &g->ivs->iv[i];
+        float *r = d + (size_t)(1 + i) * 5;
+        r[0] = (float)iv->pos, r[1] = (float)iv->kind, r[2] = (float)iv->layer;
+        r[3] = (float)iv->head, r[4] = (float)iv->key;
+    }
+    g->tr.snaps[k].t = g->tr.T - 1;
 }
 
 /* ---- the cores' states ---- */
@@ -331,6 +351,7 @@ int engine_edit(engine *g, int li, int h, int key, int value, engine_edit_report
     iv->done = 1;
     g->ivs->n++;
     state_changed(g, li, &c);
+    engine_iv_publish(g);
     if (rep) *rep = r;
     return 0;
 }
@@ -529,6 +550,7 @@ int engine_restore(engine *g, const char *name, int li, int h, err *e) {
     iv->key = iv->value = -1, iv->done = 1;
     sn->refs++;
     g->ivs->n++;
+    engine_iv_publish(g);
     return 0;
 }
 
@@ -558,6 +580,7 @@ int engine_ablate(engine *g, int li, int h, int from, int to, int mean, err *e) 
     iv->kind = IV_ABLATE, iv->pos = pos, iv->layer = li, iv->head = h, iv->from = from;
     iv->to = to, iv->mean = mean, iv->key = iv->value = -1, iv->done = 1;
     g->ivs->n++;
+    engine_iv_publish(g);
     return 0;
 }
 

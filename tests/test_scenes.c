@@ -69,6 +69,19 @@ static int file_size(const char *path) {
     return stat(path, &st) == 0 ? (int)st.st_size : -1;
 }
 
+/* The line holding `what` at or after `from` in text, copied into buf ("" when absent). */
+static const char *line_with(const char *text, const char *from, const char *what, char *buf,
+                             size_t n) {
+    const char *p = from ? strstr(text, from) : text;
+    const char *q = p ? strstr(p, what) : NULL;
+    buf[0] = '\0';
+    if (!q) return buf;
+    while (q > text && q[-1] != '\n') q--;
+    size_t k = strcspn(q, "\n");
+    snprintf(buf, n, "%.*s", (int)(k < n ? k : n - 1), q);
+    return buf;
+}
+
 static char *run_scene(const char *name, int *rc) {
     char *out;
     *rc = run_mixscope(&out, "-c 'set outdir %s; source scenes/%s.scene'", g_dir, name);
@@ -555,8 +568,84 @@ static void test_tour_embedded_matches_file(void **state) {
     free(text);
 }
 
+/* edit-recall: erasing the key pair 3 was written under breaks the first query of 'z' and only
+ * it; writing another value there makes it answer that value; the list replays */
+static void test_scene_edit_recall(void **state) {
+    (void)state;
+    int rc;
+    char *out = run_scene("edit-recall", &rc);
+    if (rc) fail_msg("exit %d:\n%s", rc, out);
+    const char *l = find_line(out, "mqar accuracy: ", 0);
+    assert_non_null(l);
+    assert_non_null(strstr(l, "48/48"));
+    assert_non_null(strstr(out, "erased key 9 at layer 0 head 0"));
+    assert_non_null(strstr(out, "collateral over 33 other stored keys"));
+    l = find_line(out, "mqar accuracy: ", 1);
+    assert_non_null(strstr(l, "47/48"));
+    assert_non_null(strstr(out, "missed: token 42 'z' -> '\\x88' (want '\\x8a'"));
+    assert_non_null(strstr(out, "missed: token 42 'z' -> '\\xfa' (want '\\x8a'"));
+    /* the replay after reset gives the write's numbers again: the last two loss lines agree */
+    char lw[200], lr[200];
+    line_with(out, "== instead, write", "next-token loss", lw, sizeof lw);
+    line_with(out, "== the list replays", "next-token loss", lr, sizeof lr);
+    assert_true(lw[0] != '\0');
+    assert_string_equal(strstr(lw, "loss"), strstr(lr, "loss"));
+    assert_png("edit-recall-erase.png");
+    assert_png("edit-recall-write.png");
+    free(out);
+}
+
+/* patch: A's state restored into B gives A's predictions; the KV cache of layer 1 carries the
+ * pairs, that of layer 0 does not */
+static void test_scene_patch(void **state) {
+    (void)state;
+    int rc;
+    char *out = run_scene("patch", &rc);
+    if (rc) fail_msg("exit %d:\n%s", rc, out);
+    /* run A's lines for tokens 24..29 and the patched B's are the same */
+    for (int t = 24; t < 30; t++) {
+        char key[32], la[200], lb[200];
+        snprintf(key, sizeof key, "token %d ", t);
+        line_with(out, "-- run A from token 24:", key, la, sizeof la);
+        line_with(out, "restored a at position 24", key, lb, sizeof lb);
+        assert_true(la[0] != '\0');
+        assert_string_equal(la, lb);
+    }
+    int c[3], n[3];
+    for (int i = 0; i < 3; i++) {
+        const char *l = find_line(out, "mqar accuracy: ", i);
+        assert_non_null(l);
+        assert_int_equal(sscanf(l, "mqar accuracy: %d/%d", &c[i], &n[i]), 2);
+    }
+    assert_true(c[0] >= 45); /* B on its own */
+    assert_true(c[1] >= 40); /* layer 0 from A */
+    assert_true(c[2] <= 8);  /* layer 1 from A */
+    free(out);
+}
+
+/* first-nan: the threshold stop at 29, the Inf at 480, the files, the chunk that parts */
+static void test_scene_first_nan(void **state) {
+    (void)state;
+    int rc;
+    char *out = run_scene("first-nan", &rc);
+    if (rc) fail_msg("exit %d:\n%s", rc, out);
+    assert_non_null(strstr(out, "stopped after token 29: layer 0 head 0 state_norm 1079"));
+    assert_non_null(
+        strstr(out, "stopped after token 480: first Inf at token 480, layer 0 (lane gdn)"));
+    assert_non_null(strstr(out, "part in chunk 7 (tokens 448..480)"));
+    assert_non_null(
+        strstr(out, "first non-finite output: step token 480, parallel form token 477"));
+    char p[600];
+    snprintf(p, sizeof p, "%s/first-nan-step.safetensors", g_dir);
+    assert_true(access(p, R_OK) == 0);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scene_edit_recall),
+        cmocka_unit_test(test_scene_patch),
+        cmocka_unit_test(test_scene_first_nan),
         cmocka_unit_test(test_a5_is_the_alternating_group),
         cmocka_unit_test(test_a5_prompt_targets_are_prefix_products),
         cmocka_unit_test(test_mqar_layout),

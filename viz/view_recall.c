@@ -73,6 +73,21 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         }
     } else
         plot_message(&pl, "no tokens yet");
+    /* edits of this layer and head (engine/interv.h): a line where the state was edited, between
+     * the state after token pos - 1 (before) and after token pos, and a mark at the edited key */
+    int ki = trace_find_snapshot(tr, "interventions");
+    const float *iv = ki >= 0 ? trace_snapshot_at(tr, ki, 0, 0) : NULL;
+    for (int n = iv ? (int)iv[0] : 0, i = 0; i < n; i++) {
+        const float *r = iv + (size_t)(1 + i) * 5;
+        int kind = (int)r[1], pos = (int)r[0], key = (int)r[4];
+        if (kind > 1 || (int)r[2] != p->layer || (int)r[3] != p->head) continue; /* edits only */
+        if (pos <= from || pos >= to) continue;
+        char lab[48];
+        snprintf(lab, sizeof lab, "%s key %d", kind == 0 ? "erase" : "write", key);
+        plot_vline(&pl, pos - 0.5, palette(3), STYLE_DASHED, lab);
+        double xs[1] = {pos - 0.5}, ys[1] = {key};
+        if (key >= from && key < to) plot_xy(&pl, xs, ys, 1, STYLE_MARKERS, 7.0f, palette(3));
+    }
     plot_end(&pl);
     plot_colorbar(c, top.x + top.w - cbw + 34, pl.y - 8, cbw - 34, pl.h + 16, CMAP_VIRIDIS, 0, 1, 0,
                   "error (≥ 1 saturates)");
