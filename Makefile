@@ -11,6 +11,7 @@
 #   make bench      CPU benchmarks (printed tables of medians)
 #   make bench-step the engine stepping models and raw lanes with probes: tokens/s against the floor
 #   make bench-train `train gdn` timed against its FLOP floor (TRAIN_STEPS=300, TRAIN_ARGS=...)
+#   make bench-attribution  exact attribution of a 16-head layer on the GPU against the CPU
 #   make run        the guided tour
 #   make format     clang-format every source file
 
@@ -69,7 +70,7 @@ BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 # test-bins: built by `make test`
 TRAIN_STEPS ?= 300
-.PHONY: all test test-bins check test-gpu bench bench-step bench-train bench-gpu fuzz fuzz-run run clean format golden deps
+.PHONY: all test test-bins check test-gpu bench bench-step bench-train bench-gpu bench-attribution fuzz fuzz-run run clean format golden deps
 
 all: mixscope
 
@@ -160,7 +161,21 @@ $(BUILD)/bench/train/bench_train: bench/train/bench_train.c $(GPU_TRAIN_OBJ) $(B
 bench-train: $(BUILD)/bench/train/bench_train
 	@$(BUILD)/bench/train/bench_train gdn steps=$(TRAIN_STEPS) $(TRAIN_ARGS)
 
-test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu $(BUILD)/tests/gpu/test_train_gpu
+# the GPU attribution kernel against the CPU reference, and its benchmark
+$(BUILD)/tests/gpu/test_attribution_gpu: tests/gpu/test_attribution_gpu.c $(GPU_TEST_OBJ) $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+$(BUILD)/bench/gpu/bench_attribution: bench/gpu/bench_attribution.c $(GPU_TEST_OBJ) $(KOBJ)
+	@mkdir -p $(dir $@)
+	@echo LINK $@
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb,$(LDLIBS))
+
+bench-attribution: $(BUILD)/bench/gpu/bench_attribution
+	@$(BUILD)/bench/gpu/bench_attribution
+
+test-gpu: $(BUILD)/tests/gpu/test_gpu $(BUILD)/tests/gpu/test_engine_gpu $(BUILD)/tests/gpu/test_lanes_gpu $(BUILD)/tests/gpu/test_train_gpu $(BUILD)/tests/gpu/test_attribution_gpu
 	@sh tests/gpu/run.sh $(BUILD)
 
 # regenerate tests/golden/*.png on purpose (after a deliberate change to a view or a mixer)

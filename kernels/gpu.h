@@ -151,6 +151,21 @@ int gpu_delta_step_probes(int N, int dk, int dv, float scale, int kacz, float ep
                           float *state, float *o, float *acc, float *probes, void *stream, err *e);
 
 /* Device memory helpers for benchmarks and tests. */
+/* Exact attribution (mixers/attribution.h, kernels/attribution.cu) with device pointers: kind 0
+ * delta family (g NULL: DeltaNet; kacz: beta holds eta and the write is eta / (|k|^2 + eps)),
+ * 1 GLA (gk [T, H, dk]), 2 scalar decay (Mamba2: g). q, k [T, H, dk], g / beta [T, H], S0
+ * [H, dk, dv] or NULL; M, Md (or NULL) [H, T, T], o_init [T, H, dv]; scratch from
+ * gpu_attribution_scratch_bytes. dk <= 256. */
+size_t gpu_attribution_scratch_bytes(int T, int H);
+int gpu_attribution(int kind, int T, int H, int dk, int dv, float scale, int kacz, float eps,
+                    const float *q, const float *k, const float *g, const float *gk,
+                    const float *beta, const float *S0, float *M, float *Md, float *o_init,
+                    void *scratch, void *stream, err *e);
+/* The same with host arrays, as mixer_attribution takes them (gdn, deltanet, kaczmarz, gla,
+ * mamba2). */
+int gpu_attribution_host(const mixer_ops *m, const mixer_cfg *c, const float *init,
+                         const mixer_seq *x, float *M, float *Md, float *o_init, err *e);
+
 void *gpu_malloc(size_t bytes, err *e);
 void gpu_free(void *p);
 int gpu_copy_to_device(void *dst, const void *src, size_t bytes, err *e);

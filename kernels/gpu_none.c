@@ -318,3 +318,25 @@ int gpu_train_download_grads(gpu_train *g, float *buf, err *e) {
     (void)g, (void)buf;
     return err_set(e, "%s", NO_CUDA);
 }
+
+/* ---- exact attribution (kernels/attribution.cu) ---- */
+size_t gpu_attribution_scratch_bytes(int T, int H) {
+    (void)T, (void)H;
+    return 0;
+}
+
+int gpu_attribution(int kind, int T, int H, int dk, int dv, float scale, int kacz, float eps,
+                    const float *q, const float *k, const float *g, const float *gk,
+                    const float *beta, const float *S0, float *M, float *Md, float *o_init,
+                    void *scratch, void *stream, err *e) {
+    (void)kind, (void)T, (void)H, (void)dk, (void)dv, (void)scale, (void)kacz, (void)eps, (void)q;
+    (void)k, (void)g, (void)gk, (void)beta, (void)S0, (void)M, (void)Md, (void)o_init;
+    (void)scratch, (void)stream;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}
+
+int gpu_attribution_host(const mixer_ops *m, const mixer_cfg *c, const float *init,
+                         const mixer_seq *x, float *M, float *Md, float *o_init, err *e) {
+    (void)m, (void)c, (void)init, (void)x, (void)M, (void)Md, (void)o_init;
+    return err_set(e, "no GPU in this build (built with CUDA=0)");
+}

@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train|interv]
+#   interv: the attribution kernel against the CPU, the engine's interventions under device gpu,
+#           and bench-attribution
 #   train: builds mixscope and runs tools/train_peer.py (carry .fla too: the pinned
 #          flash-linear-attention snapshot, `git archive` of the fetched repo plus a COMMIT file)
 #   step: make test-gpu (both binaries, the engine's gpu paths included) and the step rows of
@@ -18,6 +20,22 @@ for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
 export CPATH=/tmp/dd/usr/include LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.refs"
 nvidia-smi -L
+if [ "$what" = interv ]; then
+    # the interventions' GPU paths: the attribution kernel against the CPU reference, the engine
+    # under device gpu (edits, snapshots, restores on the resident stepper) and bench-attribution.
+    # Prebuilt binaries in gpubin/ (built where nvcc is, same CUDA) are used when they load.
+    b=gpubin
+    if [ ! -x $b/test_attribution_gpu ] || ldd $b/test_attribution_gpu | grep -q "not found"; then
+        make -j16 BUILD=build/gpu CUDA=1 build/gpu/tests/gpu/test_attribution_gpu \
+            build/gpu/tests/gpu/test_engine_gpu build/gpu/bench/gpu/bench_attribution 2>&1 | grep -v '^CC \|^NVCC '
+        mkdir -p $b && cp build/gpu/tests/gpu/test_attribution_gpu build/gpu/tests/gpu/test_engine_gpu \
+            build/gpu/bench/gpu/bench_attribution $b/
+    fi
+    $b/test_attribution_gpu || true
+    $b/test_engine_gpu 2>&1 | grep -E "interventions|passed" || true
+    $b/bench_attribution
+    exit 0
+fi
 if [ "$what" = attn ]; then
     nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. -o /tmp/wgmma-probe scripts/wgmma-probe.cu
     /tmp/wgmma-probe || true

@@ -9,4 +9,5 @@ fi
 "$BUILD/tests/gpu/test_engine_gpu" || rc=1
 "$BUILD/tests/gpu/test_lanes_gpu" || rc=1
 "$BUILD/tests/gpu/test_train_gpu" || rc=1
+"$BUILD/tests/gpu/test_attribution_gpu" || rc=1
 exit $rc

@@ -20,6 +20,7 @@
 
 #include "core/opts.h"
 #include "engine/engine.h"
+#include "engine/interv.h"
 #include "kernels/gpu.h"
 #include "models/model.h"
 #include "scenes/stream.h"
@@ -256,6 +257,43 @@ static void test_model(const char *mixer, const char *args, int resident) {
     engine_free(&c), engine_free(&gpu);
 }
 
+/* Interventions under device gpu: the resident stepper is synced before an edit, snapshot or
+ * restore and takes the edited state up after, so a run with edits, a snapshot restored and the
+ * list replayed after reset gives the CPU run's logits; an ablation steps on the CPU. */
+static void test_interventions(void) {
+    enum { T = 120 };
+    int32_t ids[T];
+    for (int i = 0; i < T; i++) ids[i] = (int32_t)((i * 53 + 7) % 200);
+    const char *args = "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=8";
+    engine c, gpu;
+    err e = {{0}};
+    char what[200];
+    engine *gs[2] = {&c, &gpu};
+    int bad = 0;
+    for (int k = 0; k < 2 && !bad; k++) {
+        engine *g = gs[k];
+        bad = model_engine(g, "gdn", args, k ? ENGINE_GPU : ENGINE_CPU, ids, T, 40, &e) ||
+              engine_edit(g, 1, 1, 12, -1, NULL, &e) || engine_step(g, 20, &e) ||
+              engine_snapshot(g, "s60", &e) || engine_edit(g, 0, 0, 30, 45, NULL, &e) ||
+              engine_step(g, 20, &e) || engine_reset(g, &e) || engine_step(g, 60, &e) ||
+              engine_restore(g, "s60", -1, -1, &e) || engine_run(g, 0, &e);
+    }
+    if (bad) {
+        snprintf(what, sizeof what, "interventions on the gpu: %s", e.msg);
+        check(0, what, NAN);
+    } else {
+        size_t n = (size_t)T * c.model->c.vocab;
+        double num = 0, den = 0;
+        for (size_t i = 0; i < n; i++)
+            num += ((double)gpu.logits[i] - c.logits[i]) * ((double)gpu.logits[i] - c.logits[i]),
+                den += (double)c.logits[i] * c.logits[i];
+        check(gpu.gm != NULL && sqrt(num / den) < 1e-4,
+              "model gdn resident: edits, snapshot, restore and the replayed list as on the cpu",
+              sqrt(num / den));
+    }
+    engine_free(&c), engine_free(&gpu);
+}
+
 int main(void) {
     char why[256];
     if (!gpu_available(why, sizeof why)) {
@@ -268,6 +306,7 @@ int main(void) {
     test_model("kaczmarz", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=4", 1);
     test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5", 1);
     test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6", 0);
+    test_interventions();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;
 }
