@@ -44,6 +44,7 @@ typedef struct at_job {
     int T;
     float *M, *Md, *o_init;
     float *w;  /* [T, H] write strengths (beta; 1) */
+    float *kh; /* [H, T, dk] the keys head-major: a row's sweep reads them in order */
     double *G; /* [T + 1, H] cumulative log-decay: G[t] = sum_{s < t} g_s (delta / scalar) */
 } at_job;
 
@@ -75,7 +76,7 @@ static void at_rows(void *ctx, int lo, int hi) {
             if (Mdrow) Mdrow[j] = 0;
         }
         for (int j = i; j >= 0; j--) {
-            const float *k = J->x->in[IN_K] + ((size_t)j * H + h) * dk;
+            const float *k = J->kh + ((size_t)h * T + j) * dk;
             float d = dotf(k, u, dk), w = J->w[(size_t)j * H + h];
             Mrow[j] = c->scale * w * d;
             if (Mdrow) {
@@ -180,10 +181,15 @@ int mixer_attribution(const mixer_ops *m, const mixer_cfg *c, const float *init,
                 .o_init = o_init};
     J.w = malloc((size_t)T * H * sizeof(float));
     J.G = malloc((size_t)(T + 1) * H * sizeof(double));
-    if (!J.w || !J.G) {
-        free(J.w), free(J.G);
+    J.kh = malloc((size_t)T * H * dk * sizeof(float));
+    if (!J.w || !J.G || !J.kh) {
+        free(J.w), free(J.G), free(J.kh);
         return err_set(e, "out of memory");
     }
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < T; t++)
+            memcpy(J.kh + ((size_t)h * T + t) * dk, x->in[IN_K] + ((size_t)t * H + h) * dk,
+                   (size_t)dk * sizeof(float));
     for (int h = 0; h < H; h++) J.G[h] = 0;
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
@@ -207,6 +213,6 @@ int mixer_attribution(const mixer_ops *m, const mixer_cfg *c, const float *init,
     for (int p = 0; init && p < np; p++)
         if (!strcmp(parts[p].name, "hT")) J.S0 = init + parts[p].offset;
     pool_for(H * T, at_rows, &J);
-    free(J.w), free(J.G);
+    free(J.w), free(J.G), free(J.kh);
     return 0;
 }
