@@ -78,15 +78,16 @@ const command cmd_edit = {
     "edit erase [layer=L] head=H key=J\n"
     "    S <- (I - k k^T / |k|^2) S: afterwards the key of token J reads back 0.\n"
     "edit write [layer=L] head=H key=J value=I\n"
-    "    S <- S + k (v - S^T k)^T / |k|^2: afterwards the key of token J reads back the\n"
-    "    value of token I.\n"
-    "S is head H's key-value matrix of layer (or lane) L, default 0, in fla's [K, V] layout;\n"
-    "k and v are what that core saw at tokens J and I (recorded under the default probes).\n"
-    "Cores: gdn, deltanet, kaczmarz (the delta rule's own removal and overwrite), gla and\n"
-    "mamba2 (the same projection; the edited row then decays like the rest). Prints the\n"
-    "readback of the edited key before and after and the largest change in the readback of\n"
-    "every other stored key (collateral). The edit acts at the current position: the next\n"
-    "step starts from the edited state, and `reset` + `run` applies it again there (edits).",
+    "    S <- S + k (v - S^T k)^T / |k|^2: afterwards the key of token J reads back\n"
+    "    the value of token I.\n"
+    "S is head H's key-value matrix of layer (or lane) L, default 0, in fla's [K, V]\n"
+    "layout; k and v are what that core saw at tokens J and I (recorded under the\n"
+    "default probes). Cores: gdn, deltanet, kaczmarz (the delta rule's own removal\n"
+    "and overwrite), gla and mamba2 (the same projection; the edited row then decays\n"
+    "like the rest). Prints the readback of the edited key before and after and the\n"
+    "largest change in the readback of every other stored key (collateral). The edit\n"
+    "acts at the current position: the next step starts from the edited state, and\n"
+    "`reset` + `run` applies it again there (edits).",
     1,
     5,
     run_edit,
@@ -124,10 +125,10 @@ const command cmd_edits = {
     "edits",
     "[clear]",
     "list the interventions (edits, restores, ablations), or drop them",
-    "Lists every intervention with the position it was made at, in order, and the snapshots.\n"
-    "`reset` followed by `run` (or `step`) applies each again when the run reaches its\n"
-    "position, with the same numbers bit for bit. `edits clear` drops the list; the current\n"
-    "state keeps what was applied until the next reset.",
+    "Lists every intervention with the position it was made at, in order, and the\n"
+    "snapshots. `reset` followed by `run` (or `step`) applies each again when the run\n"
+    "reaches its position, with the same numbers bit for bit. `edits clear` drops the\n"
+    "list; the current state keeps what was applied until the next reset.",
     0,
     1,
     run_edits,
@@ -155,10 +156,10 @@ const command cmd_snapshot = {
     "snapshot",
     "[NAME]",
     "keep the run's complete state at this position",
-    "snapshot NAME copies the complete state of the run at the current position: every\n"
-    "layer's (or lane's) recurrent state and KV cache, the short-convolution buffers, the\n"
-    "position. It replaces a snapshot of the same name; `snapshot` alone lists them. They\n"
-    "last until the model or the lanes change. See restore.",
+    "snapshot NAME copies the complete state of the run at the current position:\n"
+    "every layer's (or lane's) recurrent state and KV cache, the short-convolution\n"
+    "buffers, the position. It replaces a snapshot of the same name; `snapshot` alone\n"
+    "lists them. They last until the model or the lanes change. See restore.",
     0,
     1,
     run_snapshot,
@@ -190,11 +191,13 @@ const command cmd_restore = {
     "restore",
     "NAME [layer=L] [head=H]",
     "put a snapshot's state (or one layer's or head's part) into the run",
-    "Puts snapshot NAME into the current run at the same position: all of it, or with layer=\n"
-    "that layer's state and convolution buffers, or with layer= head= that head's part of\n"
-    "the layer's recurrent state. Restoring run A's snapshot at position t into run B, whose\n"
-    "tokens from t on are A's, gives B exactly A's logits from t on (activation patching:\n"
-    "restore one layer or head to see what it carries). Kept in the intervention list.",
+    "Puts snapshot NAME into the current run at the same position: all of it, or with\n"
+    "layer= that layer's state and convolution buffers, or with layer= head= that\n"
+    "head's part of the layer's recurrent state. Restoring run A's snapshot at\n"
+    "position t into run B, whose tokens from t on are A's, gives B exactly A's\n"
+    "logits from t on (activation patching:\n"
+    "restore one layer or head to see what it carries). Kept in the intervention\n"
+    "list.",
     1,
     3,
     run_restore,
@@ -231,12 +234,13 @@ const command cmd_ablate = {
     "ablate",
     "layer=L [head=H] [from=T] [to=T] [mode=zero|mean]",
     "zero (or mean-replace) a head's output as it enters the output projection",
-    "For tokens from..to (default: the current position to the last token), the output of\n"
-    "head H of layer L (every head without head=) as it enters the output projection, after\n"
-    "the output norm and gate, is set to zero, or with mode=mean to its mean over the tokens\n"
-    "of the run before (zero at the first token). Zeroing equals a checkpoint whose output\n"
-    "projection columns for that head are zero. Model mode; steps on the CPU while an\n"
-    "ablation is listed (`run prefill` refuses). `edits clear` drops it.",
+    "For tokens from..to (default: the current position to the last token), the\n"
+    "output of head H of layer L (every head without head=) as it enters the output\n"
+    "projection, after the output norm and gate, is set to zero, or with mode=mean to\n"
+    "its mean over the tokens of the run before (zero at the first token). Zeroing\n"
+    "equals a checkpoint whose output projection columns for that head are zero.\n"
+    "Model mode; steps on the CPU while an ablation is listed (`run prefill`\n"
+    "refuses). `edits clear` drops it.",
     1,
     5,
     run_ablate,

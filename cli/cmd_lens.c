@@ -167,15 +167,16 @@ const command cmd_lens = {
     "lens",
     "[query|queries] [layer=L] [head=H] [key=J|all] [top=5]",
     "what a layer's memory holds, read through the output path to tokens",
-    "A logit lens on the state: the readback S^T k_J of token J's key (key=J) from head H's\n"
-    "key-value matrix of layer L (every head without head=), or the core's output scale S^T q\n"
-    "at the last token (query, the default), through the head's output norm (gate open), its\n"
-    "columns of the output projection, the final norm and the LM head: the top tokens with\n"
-    "their probabilities. key=all reads every stored key now and counts how often the lens\n"
-    "names the stored value first (an mqar prompt: the value token of each pair; otherwise\n"
-    "the token itself). `queries` reads the output at every scored position of a task prompt\n"
-    "(else every token) as the run had it and counts how often it names the answer (else the\n"
-    "next token). Layers of the GDN family, GLA and Mamba2; the direct path only (no\n"
+    "A logit lens on the state: the readback S^T k_J of token J's key (key=J) from\n"
+    "head H's key-value matrix of layer L (every head without head=), or the core's\n"
+    "output scale S^T q at the last token (query, the default), through the head's\n"
+    "output norm (gate open), its columns of the output projection, the final norm\n"
+    "and the LM head: the top tokens with their probabilities. key=all reads every\n"
+    "stored key now and counts how often the lens names the stored value first (an\n"
+    "mqar prompt: the value token of each pair; otherwise the token itself).\n"
+    "`queries` reads the output at every scored position of a task prompt (else every\n"
+    "token) as the run had it and counts how often it names the answer (else the next\n"
+    "token). Layers of the GDN family, GLA and Mamba2; the direct path only (no\n"
     "residual, no MLP, no later layers).",
     0,
     5,
