@@ -304,6 +304,10 @@ static int model_advance(engine *g, int n, err *e) {
     /* ablations act inside model_step, on the CPU */
     if (g->device == ENGINE_GPU && !engine_iv_ablating(g) && engine_gpu_usable(g))
         return engine_gpu_advance(g, n, e);
+    /* the CPU steps from the newest state: the GPU's, when it stepped last (an ablation moved
+     * stepping here), and the GPU takes the CPU's up before it steps again */
+    if (engine_sync_model(g, e)) return -1;
+    if (g->gm) g->gm_where = ENGINE_GM_CPU_AHEAD;
     for (int i = 0; i < n; i++) {
         int pos = m->pos;
         if (engine_tick(g, i, n)) return err_set(e, "interrupted at token %d", pos);

@@ -537,6 +537,8 @@ int engine_restore(engine *g, const char *name, int li, int h, err *e) {
         return err_set(e, "restore: no snapshot %s (`snapshot` lists them)", name);
     }
     if (h >= 0 && li < 0) return err_set(e, "restore: head= needs layer=");
+    if (li >= sn->nl)
+        return err_set(e, "restore: layer %d: snapshot %s has layers 0..%d", li, name, sn->nl - 1);
     int pos = engine_pos(g);
     if (pos != sn->pos)
         return err_set(e,

@@ -247,6 +247,8 @@ static void test_patch_part(void **st) {
     exec_ok(&t, "restore a layer=0");
     assert_memory_equal(L0->state, a0, n0 * 4);
     exec_fails(&t, "restore a head=1", "head= needs layer=");
+    exec_fails(&t, "restore a layer=2", "layer 2: snapshot a has layers 0..1");
+    exec_fails(&t, "restore a layer=1 head=2", "head 2");
     free(a0), free(a1), free(b0), free(b1);
     ts_close(&t);
 }
