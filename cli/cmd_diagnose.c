@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../diag/diag.h"
 #include "../export/png.h"
@@ -18,6 +19,9 @@
 #include "../models/model.h"
 #include "../scenes/raw.h"
 #include "../viz/view.h"
+#include "../core/fileio.h"
+#include "../models/tokenizer.h"
+#include "../tokenizer/hf.h"
 #include "command.h"
 #include "session.h"
 
@@ -98,6 +102,43 @@ static int diagnose_session(session *s, opts *o, const char *cmd, err *e) {
 
 /* ---- checkpoints ---- */
 
+/* tokens= of diagnose PATH: a .safetensors file of ids, a text file, or the text itself; text goes
+ * through the session's tokenizer, else the tokenizer.json beside the checkpoint, else bytes. */
+static int tokens_from(session *s, const char *v, const char *path, int32_t **ids, int *n, err *e) {
+    size_t vl = strlen(v);
+    if (vl > 12 && !strcmp(v + vl - 12, ".safetensors"))
+        return tok_read_file(v, "input_ids", ids, n, e);
+    char *text = NULL;
+    size_t tn = vl;
+    struct stat sb;
+    if (stat(v, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (file_read_all(v, 64u << 20, &text, &tn, e)) return -1;
+    }
+    const char *src = text ? text : v;
+    int rc;
+    if (s->tok) {
+        rc = hf_encode(s->tok, src, tn, 1, ids, n, e);
+    } else {
+        hf_tok *t = NULL;
+        char *tj = path_is_dir(path) ? path_join(path, "tokenizer.json")
+                                     : path_sibling(path, "tokenizer.json");
+        err ignore = {{0}};
+        if (tj && stat(tj, &sb) == 0 && hf_load(&t, tj, &ignore) == 0) {
+            rc = hf_encode(t, src, tn, 1, ids, n, e);
+            hf_free(t);
+        } else {
+            int32_t *b = malloc((tn ? tn : 1) * sizeof *b);
+            rc = b ? 0 : err_set(e, "out of memory");
+            for (size_t i = 0; b && i < tn; i++) b[i] = (unsigned char)src[i];
+            *ids = b, *n = (int)tn;
+        }
+        free(tj);
+    }
+    free(text);
+    if (!rc && *n == 0) rc = err_set(e, "no tokens");
+    return rc;
+}
+
 static int diagnose_path(session *s, const char *path, opts *o, const char *cmd, err *e) {
     size_t pl = strlen(path);
     if (pl > 12 && !strcmp(path + pl - 12, ".safetensors")) {
@@ -117,10 +158,21 @@ static int diagnose_path(session *s, const char *path, opts *o, const char *cmd,
     if (len < 1 || len > (1 << 20)) return err_set(e, "diagnose: len=%ld must lie in 1..2^20", len);
     dopt.len = (int)len, dopt.seed = (uint64_t)seed, dopt.prompt = opts_str(o, "prompt", NULL);
     if (dopt.prompt && !*dopt.prompt) return err_set(e, "diagnose: prompt= is empty");
+    const char *tv = opts_str(o, "tokens", NULL);
+    int32_t *tids = NULL;
+    if (tv) { /* a file (safetensors ids, or text) or the text itself, through the tokenizer */
+        if (!*tv) return err_set(e, "diagnose: tokens= is empty");
+        if (dopt.prompt) return err_set(e, "diagnose: tokens= or prompt=, not both");
+        if (tokens_from(s, tv, path, &tids, &dopt.nids, e))
+            return err_prefix(e, "diagnose: tokens=");
+        dopt.ids = tids;
+    }
     const char *csv = opts_str(o, "csv", NULL), *png = opts_str(o, "png", NULL);
     if (opts_check_unused(o, e)) return -1;
     diag_report r;
-    if (diag_run_path(&r, path, &dopt, s->interactive ? stderr : NULL, e)) return -1;
+    int run = diag_run_path(&r, path, &dopt, s->interactive ? stderr : NULL, e);
+    free(tids);
+    if (run) return -1;
     diag_report_print(&r, s->out);
     int rc = write_outputs(s, &r, csv, png, cmd, e), ok = 0;
     for (int i = 0; i < r.n; i++) ok += r.ck[i].ok;
@@ -300,7 +352,7 @@ const command cmd_diagnose = {
     "diagnose",
     "[PATH | precision | device] [key=value ...]",
     "find why a run went unstable: checkpoints, NaN hunting, precision, CPU vs GPU",
-    "  diagnose PATH [prompt=TEXT] [len=512] [seed=0] [csv=FILE] [png=FILE]\n"
+    "  diagnose PATH [prompt=TEXT | tokens=FILE|TEXT] [len=512] [seed=0] [csv=FILE] [png=FILE]\n"
     "      PATH: a checkpoint, or a run's folder of them (checkpoint-1200, step_1200, ...: sorted\n"
     "      by step). Each runs a probe prompt (byte text, then MQAR; prompt= gives text) and is\n"
     "      reported per layer and head: beta, eta, rho, decay half-lives, key and query norms,\n"
@@ -309,7 +361,9 @@ const command cmd_diagnose = {
     "      then findings in words with the numbers, and the first NaN / Inf (token, layer, head,\n"
     "      quantity). Non-finite weights are loaded as they are and named. Across a series each\n"
     "      figure is shown against the step. csv= writes every figure (long format), png= a\n"
-    "      one-page summary.\n"
+    "      one-page summary. tokens= runs given tokens instead: a .safetensors file of ids, a\n"
+    "      text file or the text itself, through the session's tokenizer or the tokenizer.json\n"
+    "      beside PATH (else bytes).\n"
     "  diagnose FILE.safetensors [tol=1e-4]\n"
     "      a file `export inputs` wrote (a core's inputs and initial state): the core over it\n"
     "      token by token and with its chunked form side by side; the first chunk where they\n"

@@ -32,7 +32,7 @@ static void top_probs(float *l, int V, int *top, int n) {
 static void print_top(session *s, const float *p, const int *top, int n) {
     char b[32];
     for (int k = 0; k < n; k++)
-        fprintf(s->out, "%s%s %.3f", k ? ", " : "", tok_show(top[k], b, sizeof b), p[top[k]]);
+        fprintf(s->out, "%s%s %.3f", k ? ", " : "", session_tok(s, top[k], b, sizeof b), p[top[k]]);
 }
 
 /* The stored pairs of the session's prompt: for an mqar prompt the value tokens of its pairs
@@ -116,7 +116,7 @@ static int run_lens(session *s, int argc, char **argv, const char *rest, err *e)
             hit += tk[0] == want;
             if (query == 2) continue;
             fprintf(s->out, "lens layer %ld %s, query of token %d (%s): ", layer, hb, J[i],
-                    tok_show(s->eng.tokens[J[i]], b1, sizeof b1));
+                    session_tok(s, s->eng.tokens[J[i]], b1, sizeof b1));
             print_top(s, li, tk, (int)top);
             fputc('\n', s->out);
         }
@@ -132,7 +132,7 @@ static int run_lens(session *s, int argc, char **argv, const char *rest, err *e)
         if (!rc) {
             top_probs(l, V, tk, (int)top);
             fprintf(s->out, "lens layer %ld %s, key of token %ld (%s): ", layer, hb, key,
-                    tok_show(s->eng.tokens[key], b1, sizeof b1));
+                    session_tok(s, s->eng.tokens[key], b1, sizeof b1));
             print_top(s, l, tk, (int)top);
             fputc('\n', s->out);
         }
@@ -146,8 +146,8 @@ static int run_lens(session *s, int argc, char **argv, const char *rest, err *e)
             if (i < 8 || tk[0] != s->eng.tokens[J[i]]) {
                 if (i >= 8 && n - hit > 16) continue; /* the misses of a long list: counted only */
                 fprintf(s->out, "  key %4d (%s): %s %.3f%s\n", J[i],
-                        tok_show(s->eng.tokens[J[i]], b1, sizeof b1),
-                        tok_show(tk[0], (char[32]){0}, 32), l[tk[0]],
+                        session_tok(s, s->eng.tokens[J[i]], b1, sizeof b1),
+                        session_tok(s, tk[0], (char[32]){0}, 32), l[tk[0]],
                         tk[0] == s->eng.tokens[J[i]] ? "" : "  (miss)");
             }
         }

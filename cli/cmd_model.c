@@ -5,6 +5,7 @@
  * Anything that changes the model or the tokens sends the position back to 0. */
 #include <math.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "../core/fileio.h"
@@ -18,6 +19,8 @@
 #include "../models/ranks.h"
 #include "../models/tokenizer.h"
 #include "../viz/recall.h"
+#include "../core/fileio.h"
+#include "../tokenizer/hf.h"
 #include "command.h"
 #include "session.h"
 
@@ -26,6 +29,11 @@ static int set_model(session *s, model *m, err *e) {
     char note[ERR_MSG_MAX + 32];
     if (engine_set_model(&s->eng, m, note, sizeof note, e)) return -1;
     if (note[0]) fprintf(s->out, "%s\n", note);
+    if (s->tok && hf_vocab_size(s->tok) > m->c.vocab) { /* its ids would not fit */
+        fprintf(s->out, "tokenizer dropped: %d ids for a vocabulary of %d (text is byte-level)\n",
+                hf_vocab_size(s->tok), m->c.vocab);
+        session_set_tokenizer(s, NULL, e);
+    }
     return 0;
 }
 
@@ -43,6 +51,29 @@ static int need_model(session *s, err *e) {
 
 /* ---- load / save / model ---- */
 
+/* tokenizer.json in the checkpoint's folder (or beside the .safetensors file given) becomes the
+ * session's tokenizer; without one, text is byte-level again. A tokenizer that cannot be used is
+ * named and left out: the model is loaded either way. */
+static void load_tokenizer_beside(session *s, const char *path) {
+    char *tj = path_is_dir(path) ? path_join(path, "tokenizer.json")
+                                 : path_sibling(path, "tokenizer.json");
+    struct stat sb;
+    err e = {{0}};
+    if (tj && stat(tj, &sb) == 0) {
+        hf_tok *t = NULL;
+        if (hf_load(&t, tj, &e) || session_set_tokenizer(s, t, &e)) {
+            fprintf(s->out, "tokenizer.json not used: %s (text is byte-level)\n", e.msg);
+            session_set_tokenizer(s, NULL, &e);
+        } else {
+            fprintf(s->out, "tokenizer: %s (%d ids)\n", tj, hf_vocab_size(t));
+        }
+    } else if (s->tok) {
+        session_set_tokenizer(s, NULL, &e);
+        fprintf(s->out, "no tokenizer.json beside it: text is byte-level\n");
+    }
+    free(tj);
+}
+
 static int run_load(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     /* arith=tf32: fla's GPU arithmetic where fla's forward has TF32 products (models/arith.h);
@@ -59,6 +90,7 @@ static int run_load(session *s, int argc, char **argv, const char *rest, err *e)
     if (model_load(&m, argv[1], e)) return -1;
     if (set_model(s, m, e)) return -1;
     print_model_line(s, "loaded");
+    load_tokenizer_beside(s, argv[1]);
     return tf32 ? session_set_arith(s, 1, e) : 0;
 }
 
@@ -248,21 +280,36 @@ static int run_tokens(session *s, int argc, char **argv, const char *rest, err *
     int32_t *ids = NULL;
     int n = 0;
     int rc = opts_check_unused(&o, e);
-    if (!rc) rc = tok_read_file(argv[1], name, &ids, &n, e);
+    size_t pl = strlen(argv[1]);
+    int st = pl >= 12 && !strcmp(argv[1] + pl - 12, ".safetensors");
+    if (!rc && st) {
+        rc = tok_read_file(argv[1], name, &ids, &n, e);
+    } else if (!rc) { /* a text file: through the tokenizer, or its bytes */
+        char *text = NULL;
+        size_t tn = 0;
+        rc = file_read_all(argv[1], 64u << 20, &text, &tn, e);
+        if (!rc) rc = session_encode(s, text, tn, 1, &ids, &n, e);
+        if (!rc && n == 0) rc = err_set(e, "%s: no tokens (an empty file)", argv[1]);
+        free(text);
+    }
     if (!rc) rc = session_set_tokens(s, ids, n, e);
     opts_free(&o);
     free(ids);
     if (rc) return -1;
-    fprintf(s->out, "%d tokens from %s\n", n, argv[1]);
+    fprintf(s->out, "%d tokens from %s%s\n", n, argv[1],
+            st       ? ""
+            : s->tok ? " (text, through the tokenizer)"
+                     : " (text, byte-level)");
     return 0;
 }
 
 const command cmd_tokens = {
     "tokens",
-    "FILE.safetensors [name=input_ids]",
-    "token ids from an integer tensor [1, T]",
+    "FILE.safetensors [name=input_ids] | FILE.txt",
+    "token ids from an integer tensor [1, T], or a text file",
     "Reads the ids to run from an integer tensor of shape [1, T] (or [T]); every id must lie in\n"
-    "the model's vocabulary. The position goes back to 0.",
+    "the model's vocabulary. Any other file is text: encoded by the session's tokenizer (with\n"
+    "its special tokens), or as bytes without one. The position goes back to 0.",
     1,
     2,
     run_tokens,

@@ -98,27 +98,28 @@ static int run_prompt(session *s, int argc, char **argv, const char *rest, err *
     err_clear(e);
     /* byte-level text: one word as given (quotes removed), or the raw rest of the line */
     const char *text = argc == 2 ? argv[1] : rest;
-    if (s->eng.model && tok_bytes_servable(s->eng.model->c.vocab, e)) return -1;
     size_t n = strlen(text);
     if (n == 0) return err_set(e, "prompt: empty text");
     if (n > (1u << 24)) return err_set(e, "prompt: text longer than 16 MiB");
-    int32_t *ids = malloc(n * sizeof *ids);
-    if (!ids) return err_set(e, "out of memory");
-    int k = tok_bytes_encode(text, ids);
+    int32_t *ids = NULL;
+    int k = 0;
+    if (session_encode(s, text, n, 1, &ids, &k, e)) return err_prefix(e, "prompt");
     int rc = session_set_tokens(s, ids, k, e);
     free(ids);
     if (rc) return -1;
-    fprintf(s->out, "%d byte tokens\n", k);
+    fprintf(s->out, "%d %s tokens\n", k, s->tok ? "text" : "byte");
     return 0;
 }
 
 const command cmd_prompt = {
     "prompt",
     "TEXT | GENERATOR [key=value ...]",
-    "byte-level text, or a generated task prompt",
-    "`prompt TEXT` runs the bytes of TEXT (UTF-8) as tokens: it needs a model whose vocabulary is\n"
-    "the 256 bytes. `prompt GENERATOR ...` asks the task generators of scenes/ (when built in)\n"
-    "for a prompt with their own vocabulary. The position goes back to 0.",
+    "text (through the tokenizer, or bytes), or a generated task prompt",
+    "`prompt TEXT` runs TEXT through the session's tokenizer (tokenizer.json beside the loaded\n"
+    "checkpoint, or `tokenizer PATH`), its special tokens included; without one, its bytes\n"
+    "(UTF-8), which needs a model whose vocabulary is the 256 bytes. `prompt GENERATOR ...`\n"
+    "asks the task generators of scenes/ for a prompt with their own vocabulary. The position\n"
+    "goes back to 0.",
     1,
     -1,
     run_prompt,

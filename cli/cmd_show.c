@@ -134,7 +134,7 @@ static int show_attribution(session *s, int argc, char **argv, err *e) {
         int j = idx[a];
         const char *tok = "";
         if (!engine_raw_active(&s->eng) && s->eng.tokens)
-            tok = tok_show(s->eng.tokens[j], tb, sizeof tb);
+            tok = session_tok(s, s->eng.tokens[j], tb, sizeof tb);
         else if (engine_raw_active(&s->eng))
             tok = s->eng.raw->st.query[j] ? "query" : "write";
         fprintf(s->out, "  %6d %-8s %12.5g %12.5g %12.5g %12.5g %7.1f%%\n", j, tok, M[j], Md[j],

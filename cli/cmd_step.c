@@ -211,15 +211,15 @@ static void print_model_tokens(session *s, int from, int to) {
     /* a long step: its head and tail (set rows) */
     int rows = setting_rows(s), head = rows < 0 || to - from <= rows ? to - from : rows / 2;
     for (int pos = from; pos < to; pos++) {
-        char a[16], b[16];
+        char a[48], b[48];
         if (pos == from + head && pos < to - (rows - head)) {
             fprintf(s->out, "... %d tokens (set rows all prints every one) ...\n",
                     to - from - rows);
             pos = to - (rows - head);
         }
         fprintf(s->out, "token %d %s -> %s p=%.3f\n", pos,
-                tok_show(s->eng.tokens[pos], a, sizeof a), tok_show(s->eng.top[pos], b, sizeof b),
-                s->eng.topp[pos]);
+                session_tok(s, s->eng.tokens[pos], a, sizeof a),
+                session_tok(s, s->eng.top[pos], b, sizeof b), s->eng.topp[pos]);
     }
 }
 
@@ -316,8 +316,9 @@ static int run_run(session *s, int argc, char **argv, const char *rest, err *e) 
             if (s->task->target[t] < 0 || s->eng.top[t] == s->task->target[t]) continue;
             char a[32], b[32], w[32];
             fprintf(s->out, "%s token %d %s -> %s (want %s, p %.3f)", shown ? ";" : "  missed:", t,
-                    tok_show(s->eng.tokens[t], a, sizeof a), tok_show(s->eng.top[t], b, sizeof b),
-                    tok_show(s->task->target[t], w, sizeof w), s->eng.topp[t]);
+                    session_tok(s, s->eng.tokens[t], a, sizeof a),
+                    session_tok(s, s->eng.top[t], b, sizeof b),
+                    session_tok(s, s->task->target[t], w, sizeof w), s->eng.topp[t]);
             shown++;
         }
         if (shown) fputc('\n', s->out);

@@ -44,13 +44,16 @@ CMD(cmd_snapshot);
 CMD(cmd_restore);
 CMD(cmd_ablate);
 CMD(cmd_lens);
+CMD(cmd_tokenizer);
+CMD(cmd_tokenize);
+CMD(cmd_detokenize);
 
 const command *const command_table[] = {
     &cmd_help,   &cmd_quit,     &cmd_source,  &cmd_echo,   &cmd_set,      &cmd_device,  &cmd_info,
     &cmd_load,   &cmd_save,     &cmd_model,   &cmd_swap,   &cmd_tokens,   &cmd_prompt,  &cmd_mixer,
     &cmd_stream, &cmd_step,     &cmd_run,     &cmd_reset,  &cmd_show,     &cmd_compare, &cmd_replay,
     &cmd_view,   &cmd_export,   &cmd_figure,  &cmd_tui,    &cmd_diagnose, &cmd_train,   &cmd_edit,
-    &cmd_edits,  &cmd_snapshot, &cmd_restore, &cmd_ablate, &cmd_lens,
+    &cmd_edits,  &cmd_snapshot, &cmd_restore, &cmd_ablate, &cmd_lens, &cmd_tokenizer, &cmd_tokenize, &cmd_detokenize,
 };
 const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
 

@@ -3,6 +3,9 @@
 #include "../core/fileio.h"
 #include "session.h"
 
+#include "../models/tokenizer.h"
+#include "../tokenizer/hf.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -42,6 +45,7 @@ int session_init(session *s, err *e) {
 
 void session_free(session *s) {
     engine_free(&s->eng);
+    hf_free(s->tok);
     trace_free(&s->train_tr);
     if (s->task) {
         task_free(s->task);
@@ -140,4 +144,37 @@ int session_tick(void *ctx, long done, long total) {
 
 int session_make_dirs(const char *path, err *e) {
     return path_make_dirs(path, e);
+}
+
+/* ---- text ---- */
+
+const char *session_tok(const session *s, int32_t id, char *buf, size_t n) {
+    return s->tok ? hf_show(s->tok, id, buf, n) : tok_show(id, buf, n);
+}
+
+int session_encode(session *s, const char *text, size_t n, int special, int32_t **ids, int *nids,
+                   err *e) {
+    *ids = NULL, *nids = 0;
+    if (n > (1u << 26)) return err_set(e, "text longer than 64 MiB");
+    if (s->tok) return hf_encode(s->tok, text, n, special, ids, nids, e);
+    if (s->eng.model && tok_bytes_servable(s->eng.model->c.vocab, e)) return -1;
+    int32_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return err_set(e, "out of memory");
+    for (size_t i = 0; i < n; i++) v[i] = (unsigned char)text[i];
+    *ids = v, *nids = (int)n;
+    return 0;
+}
+
+int session_set_tokenizer(session *s, struct hf_tok *t, err *e) {
+    if (t && s->eng.model && hf_vocab_size(t) > s->eng.model->c.vocab) {
+        int tv = hf_vocab_size(t);
+        hf_free(t);
+        return err_set(e,
+                       "tokenizer has %d ids but the model's vocabulary is %d: its ids would "
+                       "index past the embedding (refused)",
+                       tv, s->eng.model->c.vocab);
+    }
+    hf_free(s->tok);
+    s->tok = t;
+    return 0;
 }

@@ -25,6 +25,9 @@ typedef struct session {
     /* stepping and recording (engine/engine.h): the model or raw lanes, the tokens, their
      * logits, the probe trace, the device, the probe selection */
     engine eng;
+    /* the text tokenizer (tokenizer/hf.h): tokenizer.json beside a loaded model, or `tokenizer
+     * PATH`; NULL: byte-level text */
+    struct hf_tok *tok;
     /* the last `train`'s reports, or a run folder's log.csv (`view train run=DIR`) */
     trace train_tr;
 
@@ -51,6 +54,15 @@ int session_set_arith(session *s, int tf32, err *e);
 int session_set_device(session *s, const char *name, err *e);
 /* Provenance for exports: the digest of the weights file that was loaded, or NULL. */
 const char *session_checkpoint_sha256(session *s);
+/* A token as short printable text: the tokenizer's piece, or the byte ('a', '\n', '\xff'). */
+const char *session_tok(const session *s, int32_t id, char *buf, size_t n);
+/* Text to ids with the session's tokenizer (special: its template's tokens), or UTF-8 bytes;
+ * checked against the model's vocabulary. *ids malloc'd. */
+int session_encode(session *s, const char *text, size_t n, int special, int32_t **ids, int *nids,
+                   err *e);
+/* Uses tokenizer t (NULL: byte-level) for the session's text, after checking it against the
+ * model's vocabulary; takes ownership. note gets a line for the user ("" when nothing to say). */
+int session_set_tokenizer(session *s, struct hf_tok *t, err *e);
 /* The display name of layer l of the session's trace: the raw lane's label, or "l<l>". */
 const char *session_layer_label(session *s, int l, char *buf, size_t n);
 /* The engine's tick (engine_tick_fn): a progress line (tokens/s) on stderr once a loop has run a

@@ -195,7 +195,9 @@ int diag_load(struct model **out, const char *path, diag_ckpt *ck, err *e);
 typedef struct diag_options {
     int len;            /* probe prompt tokens (default 512) */
     const char *prompt; /* text instead of the default mix, or NULL */
-    uint64_t seed;      /* MQAR part of the default prompt */
+    const int32_t *ids; /* token ids instead of either (tokens=), or NULL */
+    int nids;
+    uint64_t seed; /* MQAR part of the default prompt */
 } diag_options;
 
 typedef struct diag_report {

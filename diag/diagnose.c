@@ -29,6 +29,20 @@ int diag_probe_prompt(const diag_options *o, int vocab, int32_t **ids, int *n, c
                       size_t dn, err *e) {
     int len = o->len > 0 ? o->len : 512;
     if (len > (1 << 20)) return err_set(e, "diagnose: len=%d is more than 2^20 tokens", len);
+    if (o->ids) { /* tokens= as given: every id must lie in the vocabulary */
+        for (int i = 0; i < o->nids; i++)
+            if (o->ids[i] < 0 || o->ids[i] >= vocab)
+                return err_set(e,
+                               "diagnose: tokens=: id %d at position %d is outside the "
+                               "vocabulary (%d)",
+                               (int)o->ids[i], i, vocab);
+        int32_t *v = malloc((size_t)(o->nids > 0 ? o->nids : 1) * sizeof *v);
+        if (!v) return err_set(e, "out of memory");
+        memcpy(v, o->ids, (size_t)o->nids * sizeof *v);
+        snprintf(desc, dn, "%d tokens given with tokens=", o->nids);
+        *ids = v, *n = o->nids;
+        return 0;
+    }
     int32_t *v = malloc((size_t)len * sizeof *v);
     if (!v) return err_set(e, "out of memory");
     if (o->prompt) {

@@ -5,12 +5,12 @@
  * and without the post-processor's special tokens, and its decodings (tools/tokenizer_refs.py).
  * Every string must give exactly the same ids and decode to exactly the same text. Then bad
  * files are refused in words. */
-#include "tests/testutil.h"
 
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
 #include "tokenizer/hf.h"
+#include "tests/tsession.h"
 
 static cJSON *g_exp;
 
@@ -130,12 +130,91 @@ static void test_refusals(void **st) {
     hf_free(t);
 }
 
+/* The expected ids of string `str` for tokenizer `name` as "a b c". */
+static void expected_line(const char *name, const char *str, int special, char *buf, size_t n) {
+    const cJSON *S = cJSON_GetObjectItem(g_exp, "strings"), *X = cJSON_GetObjectItem(g_exp, name);
+    buf[0] = '\0';
+    for (int i = 0; i < cJSON_GetArraySize(S); i++) {
+        if (strcmp(cJSON_GetArrayItem(S, i)->valuestring, str)) continue;
+        const cJSON *ids =
+            cJSON_GetArrayItem(cJSON_GetObjectItem(X, special ? "ids" : "ids_nospecial"), i);
+        size_t o = 0;
+        for (int k = 0; k < cJSON_GetArraySize(ids); k++)
+            o += (size_t)snprintf(buf + o, n - o, "%s%d", k ? " " : "",
+                                  (int)cJSON_GetArrayItem(ids, k)->valuedouble);
+        return;
+    }
+    fail_msg("no string '%s' in expected.json", str);
+}
+
+static void exec_ok(tsession *t, const char *fmt, const char *arg) {
+    err e = {{0}};
+    if (ts_exec(t, &e, fmt, arg)) fail_msg("%s: %s", fmt, e.msg);
+}
+
+/* The session: tokenize / detokenize with and without a tokenizer, prompt TEXT, tokens FILE.txt,
+ * a checkpoint with tokenizer.json beside it, a vocabulary too small, diagnose tokens=. */
+static void test_session(void **st) {
+    (void)st;
+    char want[512], want0[512], *dir = test_tmpdir(), p[600];
+    tsession t;
+    ts_open(&t);
+    exec_ok(&t, "tokenize %s", "Hi!");
+    expect_has(ts_out(&t), "72 105 33\n");
+    exec_ok(&t, "detokenize %s", "72 105");
+    expect_has(ts_out(&t), "Hi\n");
+    exec_ok(&t, "tokenizer %s", "tests/tokenizers/llama.json");
+    expected_line("llama", "Hello World", 1, want, sizeof want);
+    expected_line("llama", "Hello World", 0, want0, sizeof want0);
+    exec_ok(&t, "tokenize %s", "Hello World");
+    expect_has(ts_out(&t), want);
+    exec_ok(&t, "tokenize special=0 %s", "Hello World");
+    expect_has(ts_out(&t), want0);
+    exec_ok(&t, "detokenize %s", want0);
+    expect_has(ts_out(&t), "\nHello World\n");
+    /* a model large enough: prompt TEXT goes through the tokenizer; step shows the pieces */
+    exec_ok(&t, "model random gdn layers=1 hidden=64 heads=1 head_dim=32 vocab=%s", "1000");
+    exec_ok(&t, "prompt %s", "Hello World");
+    assert_int_equal(t.s.eng.tokens[0], 1); /* <s> */
+    exec_ok(&t, "step %s", "2");
+    expect_has(ts_out(&t), "token 0 '<s>' ->");
+    snprintf(p, sizeof p, "%s/text.txt", dir);
+    FILE *f = fopen(p, "w");
+    fputs("Hello World", f);
+    fclose(f);
+    exec_ok(&t, "tokens %s", p);
+    expect_has(ts_out(&t), "(text, through the tokenizer)");
+    /* save it with a tokenizer.json beside: load picks it up */
+    snprintf(p, sizeof p, "%s/ck", dir);
+    exec_ok(&t, "save %s", p);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp tests/tokenizers/llama.json %s/ck/tokenizer.json", dir);
+    assert_int_equal(system(cmd), 0);
+    exec_ok(&t, "tokenizer %s", "bytes");
+    exec_ok(&t, "load %s", p);
+    expect_has(ts_out(&t), "tokenizer: ");
+    exec_ok(&t, "diagnose %s tokens='Hello World, hello world'", p);
+    expect_has(ts_out(&t), "tokens given with tokens=");
+    /* a vocabulary smaller than the tokenizer's: refused, or dropped on a new model */
+    exec_ok(&t, "model random gdn layers=1 hidden=64 heads=1 head_dim=32 vocab=%s", "256");
+    expect_has(ts_out(&t), "tokenizer dropped: 956 ids for a vocabulary of 256");
+    err e = {{0}};
+    assert_int_equal(ts_exec(&t, &e, "tokenizer tests/tokenizers/llama.json"), -1);
+    expect_has(e.msg, "tokenizer has 956 ids but the model's vocabulary is 256");
+    assert_int_equal(ts_exec(&t, &e, "tokenizer /nonexistent"), -1);
+    assert_int_equal(ts_exec(&t, &e, "detokenize 300"), -1);
+    expect_has(e.msg, "not a byte");
+    assert_int_equal(ts_exec(&t, &e, "detokenize x"), -1);
+    assert_int_equal(ts_exec(&t, &e, "tokenize special=2 a"), -1);
+    ts_close(&t);
+    test_rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama),
-        cmocka_unit_test(test_gpt2),
-        cmocka_unit_test(test_llama3),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_llama),   cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_llama3),  cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_session),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

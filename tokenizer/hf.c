@@ -675,6 +675,7 @@ static int add_post(hf_tok *t, const cJSON *p, err *e) {
 }
 
 static int load_model(hf_tok *t, const cJSON *m, const cJSON *added_tokens, err *e) {
+    if (!cJSON_IsObject(m)) return err_set(e, "no model object");
     if (strcmp(type_of(m), "BPE") && !(item(m, "merges") && !item(m, "type")))
         return err_set(e, "model type '%s' is not supported (BPE is)", type_of(m));
     const cJSON *csp = item(m, "continuing_subword_prefix"), *eow = item(m, "end_of_word_suffix");
@@ -770,38 +771,30 @@ static int load_model(hf_tok *t, const cJSON *m, const cJSON *added_tokens, err 
     return 0;
 }
 
-int hf_load(hf_tok **out, const char *path, err *e) {
+int hf_load_text(hf_tok **out, const char *text, size_t size, const char *label, err *e) {
     *out = NULL;
     byte_map_init();
-    char *file = NULL;
-    if (path_is_dir(path)) {
-        file = path_join(path, "tokenizer.json");
-        if (!file) return err_set(e, "out of memory");
-    }
-    const char *fp = file ? file : path;
-    char *text = NULL;
-    size_t size = 0;
-    if (file_read_all(fp, HF_MAX_FILE, &text, &size, e)) {
-        free(file);
-        return -1;
-    }
     char why[200];
     size_t at;
-    if (json_strict_check(text, size, &at, why, sizeof why)) {
-        err_set(e, "%s: not valid JSON at byte %zu: %s", fp, at, why);
-        free(text), free(file);
-        return -1;
-    }
+    if (json_strict_check(text, size, &at, why, sizeof why))
+        return err_set(e, "%s: not valid JSON at byte %zu: %s", label, at, why);
     cJSON *j = cJSON_ParseWithLength(text, size);
-    free(text);
     hf_tok *t = calloc(1, sizeof *t);
     int rc = -1;
     if (!j || !t) {
-        err_set(e, "%s: %s", fp, j ? "out of memory" : "unreadable JSON");
+        err_set(e, "%s: %s", label, j ? "out of memory" : "unreadable JSON");
         goto done;
     }
-    snprintf(t->path, sizeof t->path, "%s", fp);
+    if (!cJSON_IsObject(j)) {
+        err_set(e, "not a JSON object");
+        goto done;
+    }
+    snprintf(t->path, sizeof t->path, "%s", label);
     const cJSON *addl = item(j, "added_tokens");
+    if (addl && !cJSON_IsArray(addl)) {
+        err_set(e, "added_tokens is not an array");
+        goto done;
+    }
     if (load_model(t, item(j, "model"), addl, e) || add_norm(t, item(j, "normalizer"), e) ||
         add_pre(t, item(j, "pre_tokenizer"), e) || add_post(t, item(j, "post_processor"), e) ||
         add_dec(t, item(j, "decoder"), e))
@@ -815,11 +808,11 @@ int hf_load(hf_tok **out, const char *path, err *e) {
     }
     const cJSON *x;
     cJSON_ArrayForEach(x, addl) {
-        const cJSON *c = item(x, "content");
-        if (!cJSON_IsString(c) || !c->valuestring[0]) continue;
+        const cJSON *c = item(x, "content"), *id = item(x, "id");
+        if (!cJSON_IsString(c) || !c->valuestring[0] || !cJSON_IsNumber(id)) continue;
         added *a = &t->add[t->nadd++];
         a->content = strdup(c->valuestring), a->n = strlen(c->valuestring);
-        a->id = (int)item(x, "id")->valuedouble, a->special = flag(x, "special", 0);
+        a->id = (int)id->valuedouble, a->special = flag(x, "special", 0);
         a->lstrip = flag(x, "lstrip", 0), a->rstrip = flag(x, "rstrip", 0);
         if (!a->content) {
             err_set(e, "out of memory");
@@ -835,12 +828,27 @@ int hf_load(hf_tok **out, const char *path, err *e) {
 done:
     cJSON_Delete(j);
     if (rc) {
-        err_prefix(e, "%s", fp);
+        err_prefix(e, "%s", label);
         hf_free(t);
     } else {
         *out = t;
     }
-    free(file);
+    return rc;
+}
+
+int hf_load(hf_tok **out, const char *path, err *e) {
+    *out = NULL;
+    char *file = NULL;
+    if (path_is_dir(path)) {
+        file = path_join(path, "tokenizer.json");
+        if (!file) return err_set(e, "out of memory");
+    }
+    const char *fp = file ? file : path;
+    char *text = NULL;
+    size_t size = 0;
+    int rc = file_read_all(fp, HF_MAX_FILE, &text, &size, e);
+    if (!rc) rc = hf_load_text(out, text, size, fp, e);
+    free(text), free(file);
     return rc;
 }
 

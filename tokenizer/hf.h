@@ -33,6 +33,8 @@ typedef struct hf_tok hf_tok;
 
 /* Reads tokenizer.json from PATH (a file, or a folder holding tokenizer.json). */
 int hf_load(hf_tok **out, const char *path, err *e);
+/* The same from the text of a tokenizer.json (label names it in messages). */
+int hf_load_text(hf_tok **out, const char *text, size_t n, const char *label, err *e);
 void hf_free(hf_tok *t);
 /* Ids run 0..hf_vocab_size - 1 (the model's vocabulary and the added tokens). */
 int hf_vocab_size(const hf_tok *t);
