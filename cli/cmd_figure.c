@@ -261,11 +261,20 @@ static int export_csv_attribution(session *s, int argc, char **argv, err *e) {
 }
 
 static int export_csv(session *s, int argc, char **argv, err *e) {
-    if (argc < 3) return err_set(e, "usage: export csv PROBE FILE.csv [layer= head= from= to=]");
+    if (argc < 3)
+        return err_set(
+            e, "usage: export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]");
     if (!strcmp(argv[1], "attribution")) return export_csv_attribution(s, argc, argv, e);
     opts o;
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
     long layer, head, from, to, demo;
+    const char *fmt = opts_str(&o, "format", NULL);
+    int wide = fmt && !strcmp(fmt, "wide");
+    if (fmt && !wide && strcmp(fmt, "long")) {
+        err_set(e, "export csv: format=%.40s (long or wide)", fmt);
+        opts_free(&o);
+        return -1;
+    }
     int rc = opts_int_in(&o, "layer", -1, 0, INT_MAX, &layer, e) ||
                      opts_int_in(&o, "head", -1, 0, INT_MAX, &head, e) ||
                      opts_int_in(&o, "from", 0, 0, INT_MAX, &from, e) ||
@@ -332,22 +341,37 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
     snprintf(tokens, sizeof tokens, "%lld..%lld of %lld", (long long)f, (long long)t - 1,
              (long long)tr->T);
     snprintf(meaning, sizeof meaning, "%s: %s", se->name, se->meaning);
+    /* the mixer of the layers shown: the lane's label (the probe's source names only the first
+     * mixer that registered it) */
+    const char *mixer = NULL;
+    int l_lo = layer >= 0 ? (int)layer : 0, l_hi = layer >= 0 ? (int)layer + 1 : se->layers;
+    for (int l = l_lo; l < l_hi; l++) {
+        const char *lb = trace_label(tr, l);
+        if (lb && mixer && strcmp(mixer, lb)) mixer = "several (see lanes)";
+        if (lb && !mixer) mixer = lb;
+    }
+    if (!mixer) mixer = se->source;
     csv_meta meta[] = {
         {"software", software},
         {"command", cmd},
         {"checkpoint_sha256", checkpoint_sha(s)},
-        {"mixer", se->source},
+        {"mixer", mixer},
         {"probe", meaning},
         {"shape", shape},
         {"selection", sel},
         {"tokens", t > f ? tokens : "none"},
     };
-    rc = csv_write_series(argv[2], tr, si, (int)layer, (int)head, f, t, meta,
-                          (int)(sizeof meta / sizeof meta[0]), e);
+    rc = csv_write_series(argv[2], tr, si, (int)layer, (int)head, f, t, wide ? CSV_WIDE : CSV_LONG,
+                          e) ||
+         csv_write_sidecar(argv[2], tr, meta, (int)(sizeof meta / sizeof meta[0]), e);
     char whole[4096];
-    if (!rc)
-        fprintf(s->out, "wrote %s (probe %s, %lld rows)\n",
-                session_whole_path(argv[2], whole, sizeof whole), se->name, (long long)(t - f));
+    if (!rc) {
+        long long nl = layer >= 0 ? 1 : se->layers, nh = head >= 0 ? 1 : se->heads;
+        long long rows = wide ? (long long)(t - f) : (long long)(t - f) * nl * nh * se->width;
+        fprintf(s->out, "wrote %s and %s.json (probe %s, %s, %lld rows)\n",
+                session_whole_path(argv[2], whole, sizeof whole), whole, se->name,
+                wide ? "wide" : "long", rows);
+    }
     trace_free(&dt);
     return rc ? err_prefix(e, "export csv") : 0;
 }
@@ -578,7 +602,7 @@ static const struct {
 } KINDS[] = {
     {"logits", export_logits, "export logits FILE.safetensors"},
     {"png", export_png, "export png VIEW FILE.png [width= height= layer= head= from= to=]"},
-    {"csv", export_csv, "export csv PROBE FILE.csv [layer= head=]"},
+    {"csv", export_csv, "export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]"},
     {"inputs", export_inputs, "export inputs FILE.safetensors [layer= from= to=]"},
     {"state", export_state, "export state FILE.safetensors [layer=]"},
 };
@@ -600,8 +624,9 @@ const command cmd_export = {
     "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
     "  export png VIEW FILE.png [width= height= layer= head= from= to=]\n"
     "      render a view without a display; the PNG carries provenance text chunks\n"
-    "  export csv PROBE FILE.csv [layer= head=]\n"
-    "      one row per token, with a provenance header\n"
+    "  export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]\n"
+    "      long (default): token,layer,head,lane,probe,value, one row per value;\n"
+    "      wide: token,l0h0,l0h1,..., one row per token; provenance in FILE.csv.json\n"
     "  export csv attribution FILE.csv [layer= head=]\n"
     "      the exact attribution M (show attribution): i, j, M_ij, decay-only, key removal\n"
     "  export inputs FILE.safetensors [layer=L from=T to=T]\n"
@@ -617,4 +642,4 @@ const command cmd_export = {
     -1,
     run_export,
     COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE,
-    "width height layer head from to"};
+    "width height layer head from to format"};

@@ -3,6 +3,7 @@
 #include "parallel.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +19,29 @@ void trace_free(trace *tr) {
     for (int i = 0; i < tr->nsnap; i++) free(tr->snaps[i].name), free(tr->snaps[i].data);
     free(tr->series);
     free(tr->snaps);
+    free(tr->label);
     memset(tr, 0, sizeof *tr);
 }
 
 void trace_clear(trace *tr) {
     tr->T = 0;
     for (int i = 0; i < tr->nsnap; i++) tr->snaps[i].t = -1;
+}
+
+int trace_set_label(trace *tr, int l, const char *label, err *e) {
+    if (l < 0 || l >= 1 << 20) return err_set(e, "trace label of layer %d", l);
+    if (l >= tr->nlabels) {
+        char(*nl)[48] = realloc(tr->label, (size_t)(l + 1) * sizeof *nl);
+        if (!nl) return err_set(e, "out of memory");
+        memset(nl + tr->nlabels, 0, (size_t)(l + 1 - tr->nlabels) * sizeof *nl);
+        tr->label = nl, tr->nlabels = l + 1;
+    }
+    snprintf(tr->label[l], sizeof tr->label[l], "%s", label ? label : "");
+    return 0;
+}
+
+const char *trace_label(const trace *tr, int l) {
+    return l >= 0 && l < tr->nlabels && tr->label[l][0] ? tr->label[l] : NULL;
 }
 
 static size_t block(const trace_series *s) {

@@ -36,6 +36,11 @@ typedef struct trace {
     trace_snapshot *snaps;
     int64_t T;   /* tokens recorded */
     int64_t cap; /* tokens allocated per series */
+    /* what made layer l of the series: the layer's mixer in model mode ("gdn", "softmax" for a
+     * hybrid model's attention layers), the lane's spec in raw mode ("kaczmarz:eta=0.5");
+     * labels and CSV name layers by it */
+    int nlabels;
+    char (*label)[48];
 } trace;
 
 void trace_init(trace *tr);
@@ -54,6 +59,11 @@ int64_t trace_push_token(trace *tr, err *e);
 float *trace_at(const trace *tr, int s, int64_t t);
 /* One (layer, head) slice of width floats at token t. */
 float *trace_at_lh(const trace *tr, int s, int64_t t, int layer, int head);
+
+/* Sets the label of layer (or lane) l, growing the table; "" where none was set. */
+int trace_set_label(trace *tr, int l, const char *label, err *e);
+/* Layer l's label, or NULL where none was set. */
+const char *trace_label(const trace *tr, int l);
 
 /* Adds (or finds) a snapshot and returns its index. */
 int trace_add_snapshot(trace *tr, const char *name, int layers, int heads, int rows, int cols,

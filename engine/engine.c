@@ -227,6 +227,7 @@ static int register_model(engine *g, err *e) {
     unsigned skip = MODEL_REC_ALL;
     for (int li = 0; li < m->c.layers; li++) {
         const layer *L = &m->layers[li];
+        if (trace_set_label(tr, li, L->mx->name, e)) return -1;
         for (int i = 0; i < L->mx->nprobes; i++) {
             const probe_def *p = &L->mx->probes[i];
             if (!engine_core_probe_wanted(g, &L->mc, p)) continue;

@@ -115,6 +115,7 @@ int engine_raw_stream(engine *g, raw_stream *st, err *e) {
 static int raw_register(const engine *sel, trace *tr, raw_lane *lanes, int nl, err *e) {
     for (int l = 0; l < nl; l++) {
         const raw_lane *L = &lanes[l];
+        if (trace_set_label(tr, l, L->label, e)) return -1;
         for (int i = 0; i < L->m->nprobes; i++) {
             const probe_def *p = &L->m->probes[i];
             if (sel && !engine_core_probe_wanted(sel, &L->c, p)) continue;

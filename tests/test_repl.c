@@ -260,9 +260,11 @@ static void test_show(void **state) {
     size_t n;
     err e = {{0}};
     if (file_read_all(csv, 1 << 20, &text, &n, &e)) fail_msg("%s", e.msg);
-    const char *c = strstr(text, "\n0,");
+    /* long format: token, layer, head, lane, probe, value */
+    assert_true(!strncmp(text, "token,layer,head,lane,probe,value\n", 34));
+    const char *c = strstr(text, "\n0,0,1,gdn,rho,");
     assert_non_null(c);
-    double from_csv = strtod(c + 3, NULL);
+    double from_csv = strtod(c + strlen("\n0,0,1,gdn,rho,"), NULL);
     const char *hdr = strstr(out, "  token         gdn    kaczmarz\n");
     assert_non_null(hdr);
     int tok;

@@ -8,6 +8,7 @@
  * space key and changes the head with an arrow key, then reads the window back through SDL and
  * through xwd and compares with an offscreen render of the same trace; it skips when Xvfb is
  * missing. */
+#include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -329,31 +330,63 @@ static void test_csv(void **st) {
                 if (!(l == 1 && t == 2)) trace_at_lh(&tr, s, t, l, h)[0] = 0.1f * t + l + 10 * h;
         trace_at_lh(&tr, w, t, 0, 0)[0] = 1.0f / 3.0f, trace_at_lh(&tr, w, t, 0, 0)[1] = -t;
     }
+    assert_int_equal(trace_set_label(&tr, 0, "gdn", &e), 0);
+    assert_int_equal(trace_set_label(&tr, 1, "kaczmarz:eta=0.5,eps=1", &e), 0);
     char *d = test_tmpdir(), path[600];
     snprintf(path, sizeof path, "%s/rho.csv", d);
-    csv_meta meta[] = {{"command", "export csv rho rho.csv"}, {"mixer", "kaczmarz\nx"}};
-    assert_int_equal(csv_write_series(path, &tr, s, -1, -1, 0, 5, meta, 2, &e), 0);
+    /* wide: one row per token, no comment lines */
+    assert_int_equal(csv_write_series(path, &tr, s, -1, -1, 0, 5, CSV_WIDE, &e), 0);
     char *text;
     assert_int_equal(file_read_all(path, 1 << 20, &text, NULL, &e), 0);
-    /* header lines first, then columns, then one row per token */
-    assert_non_null(strstr(text, "# command: export csv rho rho.csv\n# mixer: kaczmarz x\n"));
-    assert_non_null(strstr(text, "\ntoken,l0h0,l0h1,l0h2,l1h0,l1h1,l1h2\n0,"));
+    assert_true(!strncmp(text, "token,l0h0,l0h1,l0h2,l1h0,l1h1,l1h2\n0,", 38));
     assert_non_null(strstr(text, "\n2,0.200000003,10.1999998,20.2000008,nan,nan,nan\n"));
+    assert_null(strchr(text, '#'));
     int rows = 0;
     for (char *q = text; *q; q++) rows += *q == '\n';
-    assert_int_equal(rows, 2 + 1 + 5);
+    assert_int_equal(rows, 1 + 5);
     /* every value reads back as the float it was */
     char *row4 = strstr(text, "\n4,");
     assert_non_null(row4);
     float v = strtof(row4 + 3, NULL);
     assert_true(v == trace_at_lh(&tr, s, 4, 0, 0)[0]);
     free(text);
+    /* long: one row per value, the lane's label quoted where it holds a comma */
+    assert_int_equal(csv_write_series(path, &tr, s, -1, -1, 0, 5, CSV_LONG, &e), 0);
+    assert_int_equal(file_read_all(path, 1 << 20, &text, NULL, &e), 0);
+    assert_true(!strncmp(text, "token,layer,head,lane,probe,value\n0,0,0,gdn,rho,0\n", 50));
+    assert_non_null(strstr(text, "\n2,0,2,gdn,rho,20.2000008\n"));
+    assert_non_null(strstr(text, "\n2,1,1,\"kaczmarz:eta=0.5,eps=1\",rho,nan\n"));
+    rows = 0;
+    for (char *q = text; *q; q++) rows += *q == '\n';
+    assert_int_equal(rows, 1 + 5 * 2 * 3);
+    free(text);
+    /* the sidecar: the entries and the lanes as JSON */
+    csv_meta meta[] = {
+        {"command", "export csv rho rho.csv"}, {"mixer", "kaczmarz\n\"x\""}, {"none", NULL}};
+    assert_int_equal(csv_write_sidecar(path, &tr, meta, 3, &e), 0);
+    snprintf(path, sizeof path, "%s/rho.csv.json", d);
+    assert_int_equal(file_read_all(path, 1 << 20, &text, NULL, &e), 0);
+    cJSON *j = cJSON_Parse(text);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "command")->valuestring, "export csv rho rho.csv");
+    assert_string_equal(cJSON_GetObjectItem(j, "mixer")->valuestring, "kaczmarz\n\"x\"");
+    assert_null(cJSON_GetObjectItem(j, "none"));
+    cJSON *lanes = cJSON_GetObjectItem(j, "lanes");
+    assert_int_equal(cJSON_GetArraySize(lanes), 2);
+    assert_string_equal(cJSON_GetArrayItem(lanes, 1)->valuestring, "kaczmarz:eta=0.5,eps=1");
+    cJSON_Delete(j);
+    free(text);
     snprintf(path, sizeof path, "%s/lam.csv", d);
-    assert_int_equal(csv_write_series(path, &tr, w, 0, 0, 1, 3, NULL, 0, &e), 0);
+    assert_int_equal(csv_write_series(path, &tr, w, 0, 0, 1, 3, CSV_WIDE, &e), 0);
     assert_int_equal(file_read_all(path, 1 << 20, &text, NULL, &e), 0);
     assert_string_equal(text, "token,l0h0[0],l0h0[1]\n1,0.333333343,-1\n2,0.333333343,-2\n");
     free(text);
-    assert_int_equal(csv_write_series(path, &tr, s, 2, 0, 0, 5, NULL, 0, &e), -1);
+    assert_int_equal(csv_write_series(path, &tr, w, 0, 0, 1, 2, CSV_LONG, &e), 0);
+    assert_int_equal(file_read_all(path, 1 << 20, &text, NULL, &e), 0);
+    assert_string_equal(text, "token,layer,head,lane,probe,element,value\n"
+                              "1,0,0,gdn,lam,0,0.333333343\n1,0,0,gdn,lam,1,-1\n");
+    free(text);
+    assert_int_equal(csv_write_series(path, &tr, s, 2, 0, 0, 5, CSV_LONG, &e), -1);
     assert_non_null(strstr(e.msg, "2 layers"));
     test_rmdir(d);
     trace_free(&tr);
@@ -677,9 +710,12 @@ static void test_precision_view_commands(void **st) {
     snprintf(path, sizeof path, "%s/p.csv", d);
     char *csv;
     assert_int_equal(file_read_all(path, 1 << 20, &csv, NULL, &e), 0);
-    assert_non_null(strstr(csv, "# mixer: precision"));
-    assert_non_null(strstr(csv, "\ntoken,l1h1\n0,"));
-    assert_non_null(strstr(csv, "\n31,"));
+    assert_non_null(strstr(csv, "token,layer,head,lane,probe,value\n0,1,1,"));
+    assert_non_null(strstr(csv, "\n31,1,1,"));
+    free(csv);
+    snprintf(path, sizeof path, "%s/p.csv.json", d);
+    assert_int_equal(file_read_all(path, 1 << 20, &csv, NULL, &e), 0);
+    assert_non_null(strstr(csv, "\"mixer\":\t\"precision"));
     free(csv);
     /* nothing run at all, and the demo preview */
     rc = run_mixscope(&out, "-c 'export png precision %s/q.png'", d);
@@ -750,9 +786,12 @@ static void test_export_commands(void **st) {
     snprintf(path, sizeof path, "%s/b.csv", d);
     char *csv;
     assert_int_equal(file_read_all(path, 1 << 20, &csv, NULL, &e), 0);
-    assert_non_null(strstr(csv, "# probe: beta: "));
-    assert_non_null(strstr(csv, "\ntoken,l1h0\n0,"));
-    assert_non_null(strstr(csv, "\n9,"));
+    assert_non_null(strstr(csv, "token,layer,head,lane,probe,value\n0,1,0,gdn,beta,"));
+    assert_non_null(strstr(csv, "\n9,1,0,gdn,beta,"));
+    free(csv);
+    snprintf(path, sizeof path, "%s/b.csv.json", d);
+    assert_int_equal(file_read_all(path, 1 << 20, &csv, NULL, &e), 0);
+    assert_non_null(strstr(csv, "\"probe\":\t\"beta: "));
     free(csv);
 
     /* errors: unknown view, unknown key, unwritable path, no trace, no display */
