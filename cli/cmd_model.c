@@ -39,8 +39,18 @@ static int set_model(session *s, model *m, err *e) {
 
 static void print_model_line(session *s, const char *verb) {
     const model *m = s->eng.model;
-    fprintf(s->out, "%s %s: %d layers, hidden %d, vocab %d, %s core, %lld parameters\n", verb,
-            model_kind_name(m->c.kind), m->c.layers, m->c.hidden, m->c.vocab, m->layers[0].mx->name,
+    /* the model's own core (layer 0 may be a hybrid model's attention layer) and those layers */
+    const char *core = m->layers[0].mx->name;
+    char hyb[200] = "";
+    size_t o = 0;
+    for (int li = m->c.layers - 1; li >= 0; li--)
+        if (m->layers[li].cfg == &m->c) core = m->layers[li].mx->name;
+    for (int li = 0; li < m->c.layers && o + 16 < sizeof hyb; li++)
+        if (m->layers[li].cfg != &m->c)
+            o += (size_t)snprintf(hyb + o, sizeof hyb - o, "%s%d", o ? "," : ", attention layers ",
+                                  li);
+    fprintf(s->out, "%s %s: %d layers, hidden %d, vocab %d, %s core%s, %lld parameters\n", verb,
+            model_kind_name(m->c.kind), m->c.layers, m->c.hidden, m->c.vocab, core, hyb,
             (long long)model_param_count(m));
 }
 
@@ -217,6 +227,8 @@ const command cmd_model = {
     "      a model whose layers use MIXER (gdn, deltanet, kaczmarz, gla, mamba2, softmax,\n"
     "      parallax, kalman, kata), initialised as the spec says, deterministic from the seed.\n"
     "      Other KEY=VALUE pairs are config.json keys (e.g. num_v_heads=4 use_gate=false).\n"
+    "      attn=1,3 makes layers 1 and 3 softmax attention layers (a hybrid model, fla's\n"
+    "      attn key), with attn_heads=4 attn_kv_heads= attn_window= attn_rope_theta=10000\n"
     "  model [info]\n"
     "      type, sizes, each layer's core, and which cores a swap can use\n"
     "  model ranks [layer=N]\n"
@@ -227,7 +239,8 @@ const command cmd_model = {
     -1,
     run_model,
     COMPLETE_MIXER,
-    "layers hidden heads head_dim vocab seed"};
+    "layers hidden heads head_dim vocab seed attn attn_heads attn_kv_heads attn_window "
+    "attn_rope_theta"};
 
 /* ---- swap ---- */
 

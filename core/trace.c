@@ -54,13 +54,51 @@ int trace_find(const trace *tr, const char *name) {
     return -1;
 }
 
+/* A hybrid model's layers differ in heads and widths (attention layers of their own head count and
+ * size): the series takes the largest of each, and a layer with fewer fills the first heads and
+ * the first values of each, the rest staying NaN. Re-lays the tokens recorded so far. */
+static int series_widen(trace *tr, trace_series *s, int heads, int width, err *e) {
+    size_t nb = (size_t)s->layers * (size_t)heads * (size_t)width;
+    size_t cap = (size_t)(tr->cap ? tr->cap : 1);
+    float *nd = malloc(nb * cap * sizeof *nd);
+    if (!nd) return err_set(e, "out of memory");
+    for (size_t j = 0; j < nb * cap; j++) nd[j] = NAN;
+    for (int64_t t = 0; t < tr->T; t++)
+        for (int l = 0; l < s->layers; l++)
+            for (int h = 0; h < s->heads; h++)
+                memcpy(nd + (size_t)t * nb + ((size_t)l * heads + h) * width,
+                       s->data + (((size_t)t * s->layers + l) * s->heads + h) * s->width,
+                       (size_t)s->width * sizeof *nd);
+    free(s->data);
+    s->data = nd, s->heads = heads, s->width = width;
+    return 0;
+}
+
+int trace_put_heads(const trace *tr, int s, int64_t t, int layer, const float *v, int H, int w) {
+    const trace_series *se = &tr->series[s];
+    if (layer < 0 || layer >= se->layers || H > se->heads || w > se->width || t < 0 || t >= tr->T)
+        return -1;
+    if (H == se->heads && w == se->width) {
+        memcpy(trace_at_lh(tr, s, t, layer, 0), v, (size_t)H * (size_t)w * sizeof *v);
+        return 0;
+    }
+    for (int h = 0; h < H; h++)
+        memcpy(trace_at_lh(tr, s, t, layer, h), v + (size_t)h * w, (size_t)w * sizeof *v);
+    return 0;
+}
+
 int trace_add_series(trace *tr, const char *name, const char *meaning, const char *source,
                      int layers, int heads, int width, err *e) {
     int i = trace_find(tr, name);
     if (i >= 0) {
         trace_series *s = &tr->series[i];
-        if (s->layers == layers && s->heads == heads && s->width == width) return i;
-        return err_set(e, "probe '%s' recorded with two shapes", name);
+        if (s->layers == layers && s->heads >= heads && s->width >= width) return i;
+        if (s->layers != layers || heads < 1 || width < 1)
+            return err_set(e, "probe '%s' recorded with two shapes", name);
+        return series_widen(tr, s, heads > s->heads ? heads : s->heads,
+                            width > s->width ? width : s->width, e)
+                   ? -1
+                   : i;
     }
     if (layers < 1 || heads < 1 || width < 1) return err_set(e, "probe '%s': empty shape", name);
     trace_series *ns = realloc(tr->series, ((size_t)tr->nseries + 1) * sizeof *ns);
@@ -148,8 +186,20 @@ int trace_add_snapshot(trace *tr, const char *name, int layers, int heads, int r
     int i = trace_find_snapshot(tr, name);
     if (i >= 0) {
         trace_snapshot *s = &tr->snaps[i];
-        if (s->layers == layers && s->heads == heads && s->rows == rows && s->cols == cols)
+        if (s->layers == layers && s->heads >= heads && s->rows == rows && s->cols == cols)
             return i;
+        if (s->layers == layers && s->rows == rows && s->cols == cols) {
+            /* more heads (a hybrid model's layers): widen, keeping what was recorded */
+            size_t mat = (size_t)rows * cols;
+            float *nd = calloc((size_t)layers * heads * mat, sizeof *nd);
+            if (!nd) return err_set(e, "out of memory");
+            for (int l = 0; l < layers; l++)
+                memcpy(nd + (size_t)l * heads * mat, s->data + (size_t)l * s->heads * mat,
+                       (size_t)s->heads * mat * sizeof *nd);
+            free(s->data);
+            s->data = nd, s->heads = heads;
+            return i;
+        }
         free(s->data);
         s->layers = layers, s->heads = heads, s->rows = rows, s->cols = cols, s->t = -1;
         s->data = calloc((size_t)layers * heads * rows * cols, sizeof *s->data);

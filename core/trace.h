@@ -48,7 +48,9 @@ void trace_free(trace *tr);
 /* Forgets every token (series and snapshots stay defined). */
 void trace_clear(trace *tr);
 
-/* Adds a series (or returns the existing one with the same name and block shape). Index or -1. */
+/* Adds a series (or returns the existing one of that name). Index or -1. A series asked for again
+ * with more heads or a wider block (a hybrid model's layers) is widened to hold both: each layer
+ * fills its first heads and values, the rest stay NaN. The layer count must agree. */
 int trace_add_series(trace *tr, const char *name, const char *meaning, const char *source,
                      int layers, int heads, int width, err *e);
 int trace_find(const trace *tr, const char *name);
@@ -59,13 +61,17 @@ int64_t trace_push_token(trace *tr, err *e);
 float *trace_at(const trace *tr, int s, int64_t t);
 /* One (layer, head) slice of width floats at token t. */
 float *trace_at_lh(const trace *tr, int s, int64_t t, int layer, int head);
+/* Stores v [H][w] as heads 0..H-1, values 0..w-1 of layer `layer` at token t; -1 (nothing
+ * stored) when the series has fewer heads, a narrower block, or no such layer or token. */
+int trace_put_heads(const trace *tr, int s, int64_t t, int layer, const float *v, int H, int w);
 
 /* Sets the label of layer (or lane) l, growing the table; "" where none was set. */
 int trace_set_label(trace *tr, int l, const char *label, err *e);
 /* Layer l's label, or NULL where none was set. */
 const char *trace_label(const trace *tr, int l);
 
-/* Adds (or finds) a snapshot and returns its index. */
+/* Adds (or finds) a snapshot and returns its index. One asked for again with more heads is
+ * widened (what it held kept); with other rows or columns it is remade empty. */
 int trace_add_snapshot(trace *tr, const char *name, int layers, int heads, int rows, int cols,
                        err *e);
 int trace_find_snapshot(const trace *tr, const char *name);

@@ -18,11 +18,9 @@ void probe_record(trace *tr, const mixer_ops *m, const mixer_cfg *c, const float
                   int layer) {
     for (int i = 0; i < m->nprobes; i++) {
         int s = trace_find(tr, m->probes[i].name);
-        if (s < 0 || layer >= tr->series[s].layers || c->H != tr->series[s].heads) continue;
+        if (s < 0) continue;
         int w = mixer_width_floats(c, m->probes[i].width);
-        if (w != tr->series[s].width) continue;
-        memcpy(trace_at_lh(tr, s, t, layer, 0), probes + mixer_probe_offset(m, c, i),
-               (size_t)c->H * (size_t)w * sizeof(float));
+        trace_put_heads(tr, s, t, layer, probes + mixer_probe_offset(m, c, i), c->H, w);
     }
 }
 
@@ -50,7 +48,7 @@ void probe_record_state(trace *tr, const mixer_ops *m, const mixer_cfg *c, const
     int i = matrix_part(m, c, parts), k = trace_find_snapshot(tr, "state");
     if (i < 0 || k < 0) return;
     trace_snapshot *s = &tr->snaps[k];
-    if (layer >= s->layers || s->heads != c->H || s->rows != parts[i].shape[1] ||
+    if (layer >= s->layers || c->H > s->heads || s->rows != parts[i].shape[1] ||
         s->cols != parts[i].shape[2])
         return;
     memcpy(trace_snapshot_at(tr, k, layer, 0), state + parts[i].offset,
@@ -87,7 +85,7 @@ void probe_record_attn(trace *tr, const mixer_ops *m, const mixer_cfg *c, const 
     int ka = trace_find_snapshot(tr, "attn_a"), kp = trace_find_snapshot(tr, "attn_pos");
     if (!is_attention(m) || ka < 0 || kp < 0 || !x->in[IN_Q]) return;
     trace_snapshot *sa = &tr->snaps[ka], *sp = &tr->snaps[kp];
-    if (layer >= sa->layers || sa->heads != c->H || layer >= sp->layers || sp->heads != c->H ||
+    if (layer >= sa->layers || c->H > sa->heads || layer >= sp->layers || c->H > sp->heads ||
         pos < 0 || pos >= c->max_t)
         return;
     const int j0 = pos - (RECORD_ATTN_K - 1) > 0 ? pos - (RECORD_ATTN_K - 1) : 0;
@@ -137,7 +135,7 @@ void probe_record_lla(trace *tr, const mixer_ops *m, const mixer_cfg *c, const f
     int s[5];
     for (int i = 0; i < 5; i++) {
         s[i] = trace_find(tr, LLA_SERIES[i].name);
-        if (s[i] < 0 || layer >= tr->series[s[i]].layers || tr->series[s[i]].heads != c->H) return;
+        if (s[i] < 0 || layer >= tr->series[s[i]].layers || c->H > tr->series[s[i]].heads) return;
     }
     if (!is_attention(m) || !x->in[IN_Q] || pos < 0 || pos >= tr->T) return;
     for (int h = 0; h < c->H; h++) {

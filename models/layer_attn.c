@@ -48,8 +48,8 @@ static int parse(model_config *c, const config *cfg, err *e) {
 }
 
 static int declare(model *m, int li, const char *p, err *e) {
-    const model_config *c = &m->c;
     layer *L = &m->layers[li];
+    const model_config *c = L->cfg; /* a hybrid model's attention layer: its own heads */
     int C = c->hidden, kv = c->Hkv * c->dk, plx = c->kind == MK_PARALLAX;
     if (slot2(m, &L->q_proj, INIT_NORMAL, 0.02f, C, C, e, p, "q_proj.weight") ||
         slot2(m, &L->k_proj, INIT_NORMAL, 0.02f, kv, C, e, p, "k_proj.weight") ||
@@ -78,7 +78,8 @@ static int mixer_dims(const model_config *c, const char *mixer, int *H, int *dk,
 static void tune(const model *m, layer *L, const opts *user) {
     /* positions are applied here (fla's rotary on q, k); the core must not rotate again */
     if (!opts_given(user, "rope")) L->mc.rope = 0;
-    if (!opts_given(user, "window")) L->mc.window = m->c.window;
+    (void)m;
+    if (!opts_given(user, "window")) L->mc.window = L->cfg->window;
 }
 
 static int conv_streams(const model_config *c, int *dims) {
@@ -101,8 +102,8 @@ static void head_norm(float *x, const float *w, int H, int d) {
 
 static void prep(const model *m, layer *L, const float *x, int pos, float *const in[IN_COUNT],
                  float *aux, float *tmp) {
-    (void)aux;
-    const model_config *c = &m->c;
+    (void)aux, (void)m;
+    const model_config *c = L->cfg;
     int H = c->H, d = c->dk, g = c->H / c->Hkv, kv = c->Hkv * d, C = c->hidden;
     float *k = tmp, *v = tmp + kv;
     blk_linear(in[IN_Q], x, L->q_proj, L->q_bias, C, C);

@@ -36,7 +36,6 @@ static float vnorm(const float *x, int n) {
 
 static int parse(model_config *c, const config *cfg, err *e) {
     int kacz = c->kind == MK_KACZMARZ_DELTANET, dn = c->kind == MK_DELTA_NET;
-    if (cfg_require_null(cfg, "attn", e)) return -1;
     if (dn) {
         double ek, ev;
         if (cfg_int_in(cfg, "num_heads", 16, 1, 4096, &c->H, e) ||

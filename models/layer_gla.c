@@ -21,7 +21,7 @@ static const probe_def PROBES[] = {
 
 static int parse(model_config *c, const config *cfg, err *e) {
     double ek, ev, norm;
-    if (cfg_require_null(cfg, "attn", e) || cfg_int_in(cfg, "num_heads", 4, 1, 4096, &c->H, e) ||
+    if (cfg_int_in(cfg, "num_heads", 4, 1, 4096, &c->H, e) ||
         cfg_int_in(cfg, "num_kv_heads", c->H, 1, 4096, &c->Hkv, e) ||
         config_float(cfg, "expand_k", 0.5, &ek, e) || config_float(cfg, "expand_v", 1.0, &ev, e))
         return -1;

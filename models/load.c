@@ -22,6 +22,7 @@
 #include "../core/sha256.h"
 #include "blocks.h"
 #include "family.h"
+#include "hybrid.h"
 #include "internal.h"
 
 /* ---- config helpers (family.h) ---- */
@@ -126,6 +127,7 @@ int model_declare(model **out, const char *config_text, const char *label, err *
         err_set(e, "out of memory");
         goto done;
     }
+    if (hybrid_parse(m, &cfg, e)) goto done;
     if (!(m->config_json = strdup(config_text))) {
         err_set(e, "out of memory");
         goto done;

@@ -155,7 +155,6 @@ int64_t model_param_count(const model *m) {
  * mixer tensors and the MLP, the final norm and (untied) the head. */
 int model_declare_all(model *m, err *e) {
     const model_config *c = &m->c;
-    const family_ops *f = family_of(c->family);
     int mamba = c->kind == MK_MAMBA2;
     const char *root = mamba ? "backbone" : "model";
     char pre[80], blk[80];
@@ -173,7 +172,7 @@ int model_declare_all(model *m, err *e) {
                 return -1;
             snprintf(pre, sizeof pre, "%sattn.", blk);
         }
-        if (f->declare(m, li, pre, e)) return -1;
+        if (family_of(L->cfg->family)->declare(m, li, pre, e)) return -1;
         if (c->inter > 0) {
             if (slot1(m, &L->mlp_norm, INIT_ONES, 0, c->hidden, e, blk, "mlp_norm.weight") ||
                 slot2(m, &L->gate_proj, INIT_NORMAL, 0.02f, c->inter, c->hidden, e, blk,
@@ -198,10 +197,10 @@ int model_declare_all(model *m, err *e) {
 /* ---- mixers ---- */
 
 /* The user's options plus the family's defaults for keys the user left out. */
-static int merged_opts(const model *m, const mixer_ops *mx, const opts *user, opts *out, err *e) {
-    const family_ops *f = family_of(m->c.family);
+static int merged_opts(const layer *L, const mixer_ops *mx, const opts *user, opts *out, err *e) {
+    const family_ops *f = family_of(L->cfg->family);
     char kv[4][64], *argv[OPTS_MAX + 4];
-    int n = f->default_opts ? f->default_opts(&m->c, mx->name, kv) : 0, argc = 0;
+    int n = f->default_opts ? f->default_opts(L->cfg, mx->name, kv) : 0, argc = 0;
     char *owned[OPTS_MAX] = {0};
     for (int i = 0; i < n; i++) {
         char key[64];
@@ -220,18 +219,21 @@ static int merged_opts(const model *m, const mixer_ops *mx, const opts *user, op
     return rc;
 }
 
+static const char *layer_swappable(const layer *L, char *buf, size_t n);
+
 /* Configures core `mx` for layer L (all or nothing: L is unchanged on failure). */
 static int layer_set_mixer(model *m, layer *L, const mixer_ops *mx, const opts *user, err *e) {
-    const family_ops *f = family_of(m->c.family);
+    const family_ops *f = family_of(L->cfg->family);
     int H, dk, dv;
-    if (!f->mixer_dims(&m->c, mx->name, &H, &dk, &dv)) {
+    if (!f->mixer_dims(L->cfg, mx->name, &H, &dk, &dv)) {
         char buf[160];
-        return err_set(e, "a %s layer cannot feed the %s mixer (it can feed: %s)",
-                       model_kind_name(m->c.kind), mx->name, model_swappable(m, buf, sizeof buf));
+        return err_set(e, "a%s %s layer cannot feed the %s mixer (it can feed: %s)",
+                       L->cfg == &m->c ? "" : "n", model_layer_kind(m, L), mx->name,
+                       layer_swappable(L, buf, sizeof buf));
     }
     opts o;
     mixer_cfg mc;
-    if (merged_opts(m, mx, user, &o, e)) return -1;
+    if (merged_opts(L, mx, user, &o, e)) return -1;
     int rc = mixer_configure(mx, &mc, H, dk, dv, &o, e);
     if (!rc) rc = opts_check_unused(&o, e);
     opts_free(&o);
@@ -263,8 +265,8 @@ static int layer_set_mixer(model *m, layer *L, const mixer_ops *mx, const opts *
 /* Scratch sized for every layer's current core. */
 static int model_alloc_scratch(model *m, err *e) {
     const model_config *c = &m->c;
-    const family_ops *f = family_of(c->family);
-    size_t need[IN_COUNT] = {0}, of = 0;
+    size_t need[IN_COUNT] = {0}, of = 0, tmpn = 0, auxn = 0;
+    int nfp = 0;
     for (int li = 0; li < c->layers; li++) {
         const layer *L = &m->layers[li];
         for (int i = 0; i < IN_COUNT; i++) {
@@ -273,13 +275,17 @@ static int model_alloc_scratch(model *m, err *e) {
         }
         size_t n = (size_t)L->mc.H * (size_t)L->mc.dv;
         if (n > of) of = n;
+        /* a hybrid model's layers are of two families: the largest of each need */
+        const family_ops *f = family_of(L->cfg->family);
+        if (f->scratch_floats(L->cfg) > tmpn) tmpn = f->scratch_floats(L->cfg);
+        if (f->aux_floats(L->cfg) > auxn) auxn = f->aux_floats(L->cfg);
+        if (f->nprobes > nfp) nfp = f->nprobes;
     }
-    size_t tmpn = f->scratch_floats(c);
     int Hmax = 1;
     for (int li = 0; li < c->layers; li++)
         if (m->layers[li].mc.H > Hmax) Hmax = m->layers[li].mc.H;
     free(m->fprobe);
-    m->fprobe = malloc((size_t)(f->nprobes + 1) * (size_t)Hmax * sizeof(float));
+    m->fprobe = malloc((size_t)(nfp + 1) * (size_t)Hmax * sizeof(float));
     size_t hidden = (size_t)c->hidden, inter = c->inter > 0 ? (size_t)c->inter : 1;
     free(m->x), free(m->xn), free(m->y), free(m->h1), free(m->h2), free(m->o), free(m->aux);
     m->x = malloc(hidden * sizeof(float));
@@ -288,7 +294,7 @@ static int model_alloc_scratch(model *m, err *e) {
     m->h1 = malloc((inter > tmpn ? inter : tmpn) * sizeof(float)); /* MLP and family scratch */
     m->h2 = malloc(inter * sizeof(float));
     m->o = malloc((of ? of : 1) * sizeof(float));
-    m->aux_floats = f->aux_floats(c);
+    m->aux_floats = auxn;
     m->aux = malloc((m->aux_floats ? m->aux_floats : 1) * sizeof(float));
     m->o_floats = of;
     int bad = !m->x || !m->xn || !m->y || !m->h1 || !m->h2 || !m->o || !m->aux || !m->fprobe;
@@ -304,22 +310,23 @@ static int model_alloc_scratch(model *m, err *e) {
 /* After the weights are in: derived data, caches, default cores, scratch, position 0. */
 int model_finish(model *m, err *e) {
     const model_config *c = &m->c;
-    const family_ops *f = family_of(c->family);
     for (int i = 0; i < m->nslots; i++) *m->slots[i].dst = m->slots[i].data;
     if (c->tie) m->lm_head = m->embed;
     if (!m->max_t) m->max_t = 4096;
-    const mixer_ops *mx = mixer_find(model_kind_mixer(c->kind));
-    if (!mx)
-        return err_set(e, "the %s mixer (needed by %s layers) is not in this build",
-                       model_kind_mixer(c->kind), model_kind_name(c->kind));
-    int dims[3];
-    int ns = f->conv_streams(c, dims);
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
+        if (!L->cfg) L->cfg = c;
+        const family_ops *f = family_of(L->cfg->family);
+        const mixer_ops *mx = mixer_find(model_kind_mixer(L->cfg->kind));
+        if (!mx)
+            return err_set(e, "the %s mixer (needed by %s layers) is not in this build",
+                           model_kind_mixer(L->cfg->kind), model_kind_name(L->cfg->kind));
+        int dims[3];
+        int ns = f->conv_streams(L->cfg, dims);
         if (f->finish && f->finish(m, L, e)) return err_prefix(e, "layer %d", li);
         for (int s = 0; s < ns; s++) {
             L->conv_dim[s] = dims[s];
-            L->conv_cache[s] = calloc((size_t)dims[s] * (size_t)c->conv_size, sizeof(float));
+            L->conv_cache[s] = calloc((size_t)dims[s] * (size_t)L->cfg->conv_size, sizeof(float));
             if (!L->conv_cache[s]) return err_set(e, "out of memory");
         }
         if (layer_set_mixer(m, L, mx, NULL, e)) return err_prefix(e, "layer %d", li);
@@ -374,7 +381,7 @@ int model_reset(model *m, int max_t, err *e) {
         for (int s = 0; s < 3; s++)
             if (L->conv_cache[s])
                 memset(L->conv_cache[s], 0,
-                       (size_t)L->conv_dim[s] * (size_t)m->c.conv_size * sizeof(float));
+                       (size_t)L->conv_dim[s] * (size_t)L->cfg->conv_size * sizeof(float));
     }
     m->pos = 0;
     return 0;
@@ -382,19 +389,31 @@ int model_reset(model *m, int max_t, err *e) {
 
 /* ---- swap ---- */
 
-const char *model_swappable(const model *m, char *buf, size_t n) {
-    const family_ops *f = family_of(m->c.family);
+static const char *cfg_swappable(const model_config *c, char *buf, size_t n) {
+    const family_ops *f = family_of(c->family);
     size_t o = 0;
     buf[0] = '\0';
     for (int i = 0; i < mixer_count; i++) {
         const mixer_ops *mx = mixer_all[i];
         int H, dk, dv;
-        if (!mx || !f->mixer_dims(&m->c, mx->name, &H, &dk, &dv)) continue;
+        if (!mx || !f->mixer_dims(c, mx->name, &H, &dk, &dv)) continue;
         int w = snprintf(buf + o, n - o, "%s%s", o ? ", " : "", mx->name);
         if (w < 0 || (size_t)w >= n - o) break;
         o += (size_t)w;
     }
     return buf;
+}
+
+const char *model_swappable(const model *m, char *buf, size_t n) {
+    return cfg_swappable(&m->c, buf, n);
+}
+
+static const char *layer_swappable(const layer *L, char *buf, size_t n) {
+    return cfg_swappable(L->cfg, buf, n);
+}
+
+const char *model_layer_kind(const model *m, const layer *L) {
+    return L->cfg && L->cfg != &m->c ? "attention (hybrid)" : model_kind_name(m->c.kind);
 }
 
 int model_swap(model *m, int li, const char *mixer, opts *o, err *e) {
@@ -461,9 +480,9 @@ const probe_def *model_family_probes(const model *m, int *n) {
 }
 
 int model_register_probes(const model *m, trace *tr, err *e) {
-    const family_ops *f = family_of(m->c.family);
     for (int li = 0; li < m->c.layers; li++) {
         const layer *L = &m->layers[li];
+        const family_ops *f = family_of(L->cfg->family);
         if (probe_register(tr, L->mx, &L->mc, m->c.layers, e) ||
             probe_register_state(tr, L->mx, &L->mc, m->c.layers, e) ||
             probe_register_attn(tr, L->mx, &L->mc, m->c.layers, e))
@@ -483,10 +502,7 @@ int model_register_probes(const model *m, trace *tr, err *e) {
 /* Copies [H] values of a named series into token t, layer li (when registered that way). */
 static void put_series(trace *tr, const char *name, int64_t t, int li, const float *v, int H) {
     int s = trace_find(tr, name);
-    if (s < 0 || li >= tr->series[s].layers || tr->series[s].heads != H ||
-        tr->series[s].width != 1 || t >= tr->T)
-        return;
-    memcpy(trace_at_lh(tr, s, t, li, 0), v, (size_t)H * sizeof *v);
+    if (s >= 0 && tr->series[s].width == 1) trace_put_heads(tr, s, t, li, v, H, 1);
 }
 
 static float norm2(const float *x, int n) {
@@ -558,7 +574,6 @@ int model_prefill(model *m, const int32_t *tokens, int T, float *logits, err *e)
 
 static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, err *e) {
     const model_config *c = &m->c;
-    const family_ops *f = family_of(c->family);
     if (check_token(m, token, e) || check_room(m, 1, e)) return -1;
     memcpy(m->x, m->embed + (size_t)token * (size_t)c->hidden, (size_t)c->hidden * sizeof(float));
     /* what goes into the trace (rec_skip: the engine's probe selection) */
@@ -566,6 +581,7 @@ static int model_step_impl(model *m, int32_t token, float *logits, trace *tr, er
     m->fprobe_on = (rec & MODEL_REC_FAMILY) != 0;
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
+        const family_ops *f = family_of(L->cfg->family);
         mixer_tok tok;
         float *probes = rec & MODEL_REC_CORE ? L->probes : NULL;
         if (m->fprobe_on)
@@ -655,7 +671,7 @@ static int pf_backend(float *y, const float *x, const float *W, const float *b, 
 /* prep for tokens [t0, t0 + n) of a layer: XN [n, C] holds their normalised inputs */
 static void prefill_prep(model *m, layer *L, const float *XN, int t0, int n, float *SEQ[IN_COUNT],
                          const size_t stride[IN_COUNT], float *AUX) {
-    const family_ops *f = family_of(m->c.family);
+    const family_ops *f = family_of(L->cfg->family);
     size_t C = (size_t)m->c.hidden;
     pf_memo memo = {.C = m->c.hidden, .t = -1};
     /* under `device gpu` the products go to cuBLAS token by token */
@@ -712,7 +728,6 @@ static void prefill_head(const model *m, const float *X, int n, float *XN, float
 
 static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *logits, err *e) {
     const model_config *c = &m->c;
-    const family_ops *f = family_of(c->family);
     if (T <= 0) return 0;
     for (int t = 0; t < T; t++)
         if (check_token(m, tokens[t], e)) return -1;
@@ -734,6 +749,7 @@ static int model_prefill_impl(model *m, const int32_t *tokens, int T, float *log
         memcpy(X + t * C, m->embed + (size_t)tokens[t] * C, C * sizeof(float));
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
+        const family_ops *f = family_of(L->cfg->family);
         size_t stride[IN_COUNT], os = (size_t)L->mc.H * (size_t)L->mc.dv;
         mixer_seq seq = {.T = T};
         for (int i = 0; i < IN_COUNT; i++) {
@@ -788,8 +804,9 @@ void model_print_info(const model *m, FILE *out) {
             (long long)model_param_count(m));
     for (int li = 0; li < c->layers; li++) {
         const layer *L = &m->layers[li];
-        fprintf(out, "  layer %d: %s core, %d heads, dk %d, dv %d%s\n", li, L->mx->name, L->mc.H,
-                L->mc.dk, L->mc.dv, L->grows ? " (KV cache)" : "");
+        fprintf(out, "  layer %d: %s core, %d heads, dk %d, dv %d%s%s\n", li, L->mx->name, L->mc.H,
+                L->mc.dk, L->mc.dv, L->grows ? " (KV cache)" : "",
+                L->cfg != c ? ", hybrid attention layer" : "");
     }
     char buf[160];
     fprintf(out, "  swappable cores: %s\n", model_swappable(m, buf, sizeof buf));
@@ -809,10 +826,10 @@ void family_stream(const model *m, layer *L, int s, const float *x, const float 
 }
 
 int model_refresh(model *m, err *e) {
-    const family_ops *f = family_of(m->c.family);
-    if (!f->finish) return 0;
     for (int li = 0; li < m->c.layers; li++) {
         layer *L = &m->layers[li];
+        const family_ops *f = family_of(L->cfg->family);
+        if (!f->finish) continue;
         if (f->finish(m, L, e)) return -1;
         if (f->tune) f->tune(m, L, NULL); /* the core's parameters point at the new arrays */
     }

@@ -110,6 +110,9 @@ typedef struct wslot {
 
 /* One layer: the family's weights (NULL when absent), its mixer and the caches. */
 typedef struct layer {
+    /* the layer's configuration: the model's (&model.c), or in a hybrid model an attention
+     * layer's (&model.attn_cfg[k], family FAM_ATTN); the family code reads this, not model.c */
+    const model_config *cfg;
     /* block norms and MLP */
     float *attn_norm, *mlp_norm, *gate_proj, *up_proj, *down_proj;
     /* projections shared by several families */
@@ -136,8 +139,15 @@ typedef struct layer {
     float *probes; /* [mixer_probe_floats] */
 } layer;
 
+/* Specifications in a hybrid model's "attn" key (models/hybrid.c). */
+#define MODEL_MAX_ATTN_SPECS 8
+
 typedef struct model {
     model_config c;
+    /* hybrid models (fla's "attn" key): softmax attention layers with their own heads, window and
+     * RoPE at the listed indices; layer.cfg points at their configuration */
+    int nattn;
+    model_config attn_cfg[MODEL_MAX_ATTN_SPECS];
     char *config_json; /* config.json as loaded or generated; written back by save */
     char source[512];  /* where it came from, for info and provenance */
     /* The file whose bytes are the weights (absolute; model_load: model.safetensors, else
@@ -193,6 +203,8 @@ enum {
 
 /* "gated_deltanet", ... */
 const char *model_kind_name(model_kind k);
+/* 1 when some layers are fla hybrid attention layers (config key "attn"). */
+int model_is_hybrid(const model *m);
 /* The default mixer of a model type ("gdn" for gated_deltanet, ...). */
 const char *model_kind_mixer(model_kind k);
 
@@ -227,6 +239,8 @@ int model_swap(model *m, int li, const char *mixer, opts *o, err *e);
 int model_swap_ops(model *m, int li, const mixer_ops *mx, opts *o, err *e);
 /* Comma-separated mixers a layer's projections can feed, into buf. */
 const char *model_swappable(const model *m, char *buf, size_t n);
+/* What layer L is, for messages: the model type's name, or "attention (hybrid)". */
+const char *model_layer_kind(const model *m, const layer *L);
 
 /* Back to position 0: states to their prior, caches to zero. max_t: KV capacity of mixers whose
  * state grows with tokens (softmax, parallax); 0 keeps the current one. */

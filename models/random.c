@@ -428,6 +428,60 @@ static void put_value(cJSON *cfg, const char *key, const char *val) {
         cJSON_AddStringToObject(cfg, key, val);
 }
 
+/* A hybrid model's attention layers (fla's "attn" key, models/hybrid.c): attn=1,3 with
+ * attn_heads= (default 4, or 1 when 4 does not divide hidden), attn_kv_heads=, attn_window=,
+ * attn_rope_theta=; or attn= a JSON object or list as config.json holds it. */
+static int random_attn(cJSON *cfg, opts *o, int hidden, err *e) {
+    const char *av = opts_str(o, "attn", NULL);
+    long heads, kvh, window;
+    double theta;
+    if (opts_int_in(o, "attn_heads", hidden % 4 ? 1 : 4, 1, 4096, &heads, e) ||
+        opts_int_in(o, "attn_kv_heads", 0, 1, 4096, &kvh, e) ||
+        opts_int_in(o, "attn_window", 0, 1, 1 << 30, &window, e) ||
+        opts_float(o, "attn_rope_theta", 10000.0, &theta, e))
+        return -1;
+    if (!av || !strcmp(av, "null")) {
+        if (opts_has(o, "attn_heads") || opts_has(o, "attn_kv_heads") ||
+            opts_has(o, "attn_window") || opts_has(o, "attn_rope_theta"))
+            return err_set(e, "attn_heads=, attn_kv_heads=, attn_window= and attn_rope_theta= "
+                              "need attn=LAYERS (e.g. attn=1,3)");
+        return 0;
+    }
+    cJSON *spec;
+    if (av[0] == '{' || av[0] == '[') {
+        if (!(spec = cJSON_Parse(av))) return err_set(e, "attn=%.60s is not JSON", av);
+    } else {
+        spec = cJSON_CreateObject();
+        cJSON *ls = spec ? cJSON_AddArrayToObject(spec, "layers") : NULL;
+        if (!ls) {
+            cJSON_Delete(spec);
+            return err_set(e, "out of memory");
+        }
+        for (const char *p = av; *p;) {
+            char *end;
+            errno = 0;
+            long li = strtol(p, &end, 10);
+            if (end == p || errno || (*end && *end != ',')) {
+                cJSON_Delete(spec);
+                return err_set(e, "attn=%.60s: expected layer indices such as attn=1,3", av);
+            }
+            cJSON_AddItemToArray(ls, cJSON_CreateNumber((double)li));
+            p = *end ? end + 1 : end;
+        }
+        cJSON_AddNumberToObject(spec, "num_heads", (double)heads);
+        if (kvh) cJSON_AddNumberToObject(spec, "num_kv_heads", (double)kvh);
+        cJSON_AddBoolToObject(spec, "qkv_bias", 0);
+        if (window)
+            cJSON_AddNumberToObject(spec, "window_size", (double)window);
+        else
+            cJSON_AddNullToObject(spec, "window_size");
+        cJSON_AddNumberToObject(spec, "rope_theta", theta);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "attn");
+    cJSON_AddItemToObject(cfg, "attn", spec);
+    return 0;
+}
+
 int model_random(model **out, const char *mixer, opts *o, err *e) {
     *out = NULL;
     model_kind k;
@@ -503,6 +557,10 @@ int model_random(model **out, const char *mixer, opts *o, err *e) {
     static const layer_family FAM[MK_COUNT] = {FAM_GDN,  FAM_GDN,  FAM_GDN,    FAM_GLA, FAM_MAMBA2,
                                                FAM_ATTN, FAM_ATTN, FAM_KALMAN, FAM_KATA};
     if (family_of(FAM[k])->random_config(cfg, k, (int)hidden, (int)heads, (int)head_dim, e)) {
+        cJSON_Delete(cfg);
+        return err_prefix(e, "model random %s", mixer);
+    }
+    if (random_attn(cfg, o, (int)hidden, e)) {
         cJSON_Delete(cfg);
         return err_prefix(e, "model random %s", mixer);
     }

@@ -91,6 +91,8 @@ static int core_kind(const layer *L) {
 
 int train_model_check(const model *m, err *e) {
     const model_config *c = &m->c;
+    if (model_is_hybrid(m))
+        return err_set(e, "train: hybrid models (attention layers, attn=) do not train yet");
     if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX) {
         const char *core = c->kind == MK_PARALLAX ? "parallax" : "softmax";
         if (c->Hkv != c->H)

@@ -255,8 +255,8 @@ int recall_record_kv(trace *tr, int layers, int layer, int H, int dk, int dv, co
     int sk, sv;
     if (add_kv(tr, layers, H, dk, dv, &sk, &sv, e)) return -1;
     if (layer < 0 || layer >= layers) return err_set(e, "recall: layer %d out of range", layer);
-    memcpy(trace_at_lh(tr, sk, t, layer, 0), k, (size_t)H * dk * sizeof *k);
-    memcpy(trace_at_lh(tr, sv, t, layer, 0), v, (size_t)H * dv * sizeof *v);
+    if (trace_put_heads(tr, sk, t, layer, k, H, dk) || trace_put_heads(tr, sv, t, layer, v, H, dv))
+        return err_set(e, "recall: the keys and values of layer %d do not fit the trace", layer);
     return 0;
 }
 
