@@ -36,11 +36,11 @@ CPPFLAGS += -D_DEFAULT_SOURCE -I. -DMIXSCOPE_SOURCE_DIR='"$(CURDIR)"'
 SANITIZE ?=
 
 # Debian packages found through pkg-config (scripts/deps.sh installs them).
-PKGS     := libcjson libpcre2-8 sdl2 ncursesw readline stb cmocka
+PKGS     := libcjson libpcre2-8 cairo freetype2 sdl2 ncursesw readline stb cmocka
 PKG_CFLAGS := $(filter-out -D_XOPEN_SOURCE=% -D_REENTRANT,$(shell pkg-config --cflags $(PKGS) 2>/dev/null))
-PKG_LIBS   := $(shell pkg-config --libs libcjson libpcre2-8 sdl2 ncursesw readline stb 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs libcjson libpcre2-8 cairo freetype2 sdl2 ncursesw readline stb 2>/dev/null)
 ifeq ($(PKG_LIBS),)
-PKG_LIBS := -lcjson -lSDL2 -lncursesw -lreadline -lstb
+PKG_LIBS := -lcjson -lpcre2-8 -lcairo -lfreetype -lSDL2 -lncursesw -lreadline -lstb
 endif
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
@@ -131,32 +131,32 @@ GPU_TEST_OBJ := $(filter $(BUILD)/core/% $(BUILD)/mixers/% $(BUILD)/models/%,$(L
 $(BUILD)/tests/gpu/test_gpu: tests/gpu/test_gpu.c $(GPU_TEST_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 # the engine's device gpu paths against its CPU path: the engine, the lanes and the recorders too
 GPU_ENGINE_OBJ := $(GPU_TEST_OBJ) $(filter $(BUILD)/engine/% $(BUILD)/scenes/raw.o $(BUILD)/scenes/stream.o $(BUILD)/viz/recall.o $(BUILD)/kernels/gpu_none.o,$(LIB_OBJ))
 $(BUILD)/tests/gpu/test_engine_gpu: tests/gpu/test_engine_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 $(BUILD)/tests/gpu/test_lanes_gpu: tests/gpu/test_lanes_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 # the trainer on the GPU against the trainer on the CPU
 GPU_TRAIN_OBJ := $(GPU_TEST_OBJ) $(filter $(BUILD)/train/model_grad.o $(BUILD)/train/ops_f.o $(BUILD)/train/ops_d.o $(BUILD)/train/train.o $(BUILD)/train/train_gpu.o $(BUILD)/scenes/prompts.o,$(LIB_OBJ))
 $(BUILD)/tests/gpu/test_train_gpu: tests/gpu/test_train_gpu.c $(GPU_TRAIN_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 # `train` timed beside its FLOP floor; links no SDL, ncurses or readline (builds on the GPU machine)
 $(BUILD)/bench/train/bench_train: bench/train/bench_train.c $(GPU_TRAIN_OBJ) $(BUILD)/train/cfg.o $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(BUILD)/train/cfg.o $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TRAIN_OBJ) $(BUILD)/train/cfg.o $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 bench-train: $(BUILD)/bench/train/bench_train
 	@$(BUILD)/bench/train/bench_train gdn steps=$(TRAIN_STEPS) $(TRAIN_ARGS)
@@ -165,12 +165,12 @@ bench-train: $(BUILD)/bench/train/bench_train
 $(BUILD)/tests/gpu/test_attribution_gpu: tests/gpu/test_attribution_gpu.c $(GPU_TEST_OBJ) $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(if $(KOBJ),,$(BUILD)/kernels/gpu_none.o) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 $(BUILD)/bench/gpu/bench_attribution: bench/gpu/bench_attribution.c $(GPU_TEST_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_TEST_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 bench-attribution: $(BUILD)/bench/gpu/bench_attribution
 	@$(BUILD)/bench/gpu/bench_attribution
@@ -188,7 +188,7 @@ bench: $(BENCH_BIN)
 $(BUILD)/bench/gpu/bench_gpu: bench/gpu/bench_gpu.c $(GPU_ENGINE_OBJ) $(KOBJ)
 	@mkdir -p $(dir $@)
 	@echo LINK $@
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8,$(LDLIBS))
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(GPU_ENGINE_OBJ) $(KOBJ) $(filter-out -lSDL2 -lncursesw -ltinfo -lreadline -lstb -lpcre2-8 -lcairo -lfreetype,$(LDLIBS))
 
 # the engine's CPU stepping (tokens/s against the memory floor); its own target: it takes minutes
 $(BUILD)/bench/step/bench_step: bench/step/bench_step.c $(LIB_OBJ) $(KOBJ)

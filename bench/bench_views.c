@@ -34,8 +34,10 @@ int main(void) {
            EXPORTS);
     printf("%-9s %12s %12s %10s %12s\n", "view", "frame ms", "png ms", "png KiB", "60 fps");
     int bad = 0;
+    const char *only = getenv("MIXSCOPE_BENCH_VIEW"); /* one view (profiling) */
     for (int i = 0; i < view_count; i++) {
         const view *v = view_all[i];
+        if (only && *only && strcmp(only, v->name)) continue;
         trace tr;
         trace_init(&tr);
         err e = {{0}};
@@ -57,6 +59,7 @@ int main(void) {
                 bad = 1;
                 break;
             }
+            canvas_pixels(&c); /* what a window shows: the frame's RGBA bytes */
             fr[k] = now_ms() - t0;
         }
         char path[128];

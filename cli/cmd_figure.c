@@ -21,6 +21,7 @@
 #include "../core/safetensors.h"
 #include "../export/csv.h"
 #include "../export/png.h"
+#include "../export/vector.h"
 #include "../models/model.h"
 #include "../viz/demo.h"
 #include "../viz/view.h"
@@ -116,11 +117,12 @@ static const trace *session_trace_or_err(session *s, const char *what, err *e) {
     return &s->eng.tr;
 }
 
-/* Renders view v over tr into a new canvas and writes it with provenance. */
-static int write_png(session *s, const char *path, const char *cmd, const view *v, const trace *tr,
-                     view_params *p, const canvas *given, err *e) {
+/* Writes the figure drawn on c (a new 1280 x 800 drawing of nothing when c is NULL) with its
+ * provenance: PNG text chunks, or through vo (vector.h) the SVG / PDF metadata. */
+static int write_figure(session *s, const char *path, const char *cmd, const view *v,
+                        const trace *tr, view_params *p, canvas *given, vector_out *vo, err *e) {
     canvas c;
-    const canvas *out = given;
+    canvas *out = given;
     if (!given) {
         if (canvas_init(&c, 1280, 800, e)) return -1;
         out = &c;
@@ -134,6 +136,7 @@ static int write_png(session *s, const char *path, const char *cmd, const view *
     png_text text[] = {
         {"Software", software},
         {"Command", cmd},
+        {"Commands", session_history_text(s)},
         {"Checkpoint SHA-256", checkpoint_sha(s)},
         {"Mixer", p->mixer[0] ? p->mixer : "none"},
         {"View", v->name},
@@ -142,9 +145,16 @@ static int write_png(session *s, const char *path, const char *cmd, const view *
         {"Tokens", p->shown_to > p->shown_from ? tokens : "none"},
         {"Colour range", p->crange[0] ? p->crange : "none"},
     };
-    int rc = png_write(path, out, text, (int)(sizeof text / sizeof text[0]), e);
+    int n = (int)(sizeof text / sizeof text[0]);
+    int rc =
+        vo && vo->surf ? vector_end(vo, out, path, text, n, e) : png_write(path, out, text, n, e);
     if (!given) canvas_free(&c);
     return rc;
+}
+
+static int write_png(session *s, const char *path, const char *cmd, const view *v, const trace *tr,
+                     view_params *p, canvas *given, err *e) {
+    return write_figure(s, path, cmd, v, tr, p, given, NULL, e);
 }
 
 /* The view asks for what it draws: a note naming what the probe selection leaves out. */
@@ -166,22 +176,39 @@ static void note_unrecorded(session *s, const view *v) {
                 v->name, miss, engine_probes_text(&s->eng));
 }
 
-static int export_png(session *s, int argc, char **argv, err *e) {
+/* export png|svg|pdf VIEW FILE [scale= dpi= width= height= ...]: one drawing, three formats */
+static int export_figure(session *s, int fmt, int argc, char **argv, err *e) {
+    const char *kind = figure_format_name(fmt);
     if (argc < 3)
-        return err_set(e, "usage: export png VIEW FILE.png [width= height= layer= head= from= to= "
-                          "index= probe= dim= seed= demo=]");
+        return err_set(e,
+                       "usage: export %s VIEW FILE.%s [scale= dpi= width= height= layer= head= "
+                       "from= to= index= probe= dim= seed= demo=]",
+                       kind, kind);
     const view *v = view_find(argv[1]);
     if (!v) return view_unknown(argv[1], e);
+    int named = figure_format_of_path(argv[2]);
+    if (named >= 0 && named != fmt)
+        return err_set(e, "export %s: %s names a %s file; use export %s, or a .%s name", kind,
+                       argv[2], figure_format_name(named), figure_format_name(named), kind);
     opts o;
     if (opts_parse(&o, argc - 3, argv + 3, e)) return -1;
     view_params p;
     long w, h, demo;
-    int rc = history_run_opt(s, v, &o, e) || parse_view_opts(&o, &p, &w, &h, &demo, e) ||
+    double scale = 1, dpi = 0;
+    int rc = opts_float(&o, "scale", 1.0, &scale, e) || opts_float(&o, "dpi", 0, &dpi, e) ||
+                     history_run_opt(s, v, &o, e) || parse_view_opts(&o, &p, &w, &h, &demo, e) ||
                      opts_check_unused(&o, e)
                  ? -1
                  : 0;
+    int both = opts_has(&o, "scale") && opts_has(&o, "dpi");
     opts_free(&o);
-    if (rc) return err_prefix(e, "export png");
+    if (!rc && both) rc = err_set(e, "scale= and dpi= say the same thing: give one");
+    /* dpi: the figure's 1280 units are 1280 / 96 inches (CSS pixels), as SVG and browsers read
+     * them; dpi=300 makes a PNG 3.125 times as many pixels a side */
+    if (!rc && dpi != 0) scale = dpi / 96.0;
+    if (!rc && !(scale >= 0.25 && scale <= 8))
+        rc = err_set(e, "scale=%g (dpi=%g) must lie in 0.25..8 (dpi 24..768)", scale, scale * 96);
+    if (rc) return err_prefix(e, "export %s", kind);
     if (!demo) note_unrecorded(s, v);
 
     trace dt;
@@ -190,36 +217,53 @@ static int export_png(session *s, int argc, char **argv, err *e) {
     if (demo) {
         if (demo_trace(&dt, v->name, demo > 1 ? (int)demo : DEMO_TOKENS, p.seed, e)) {
             trace_free(&dt);
-            return err_prefix(e, "export png");
+            return err_prefix(e, "export %s", kind);
         }
         tr = &dt;
     } else if (v->history) {
         tr = &s->train_tr;
-    } else if (!(tr = session_trace_or_err(s, "export png", e))) {
+    } else if (!(tr = session_trace_or_err(s, "export", e))) {
         return -1;
     } else if (!strcmp(v->name, "attribution") && engine_attribution(&s->eng, p.layer, p.head, e)) {
-        return err_prefix(e, "export png");
+        return err_prefix(e, "export %s", kind);
     }
     canvas c;
     char cmd[1024];
     command_text(s, "export", argc, argv, cmd, sizeof cmd);
-    if (canvas_init(&c, (int)w, (int)h, e)) {
+    if (canvas_init_scaled(&c, (int)w, (int)h, fmt == FIG_PNG ? scale : 1.0, e)) {
         trace_free(&dt);
-        return err_prefix(e, "export png");
+        return err_prefix(e, "export %s", kind);
     }
-    rc = v->draw(&c, tr, &p, e);
-    if (!rc) rc = write_png(s, argv[2], cmd, v, tr, &p, &c, e);
-    char whole[4096];
+    vector_out vo = {0};
+    rc = fmt != FIG_PNG ? vector_begin(&vo, &c, fmt, e) : 0;
+    if (!rc) rc = v->draw(&c, tr, &p, e);
+    if (!rc) rc = write_figure(s, argv[2], cmd, v, tr, &p, &c, &vo, e);
+    if (vo.surf) vector_abort(&vo, &c);
+    char whole[4096], size[64];
+    if (fmt == FIG_PNG)
+        snprintf(size, sizeof size, "%dx%d", c.pw, c.ph);
+    else
+        snprintf(size, sizeof size, "%ldx%ld pt", w, h);
     if (!rc && v->history)
-        fprintf(s->out, "wrote %s (view %s, %ldx%ld, %lld reports)\n",
-                session_whole_path(argv[2], whole, sizeof whole), v->name, w, h, (long long)tr->T);
+        fprintf(s->out, "wrote %s (view %s, %s, %lld reports)\n",
+                session_whole_path(argv[2], whole, sizeof whole), v->name, size, (long long)tr->T);
     else if (!rc)
-        fprintf(s->out, "wrote %s (view %s, %ldx%ld, layer %d head %d, tokens %lld..%lld)\n",
-                session_whole_path(argv[2], whole, sizeof whole), v->name, w, h, p.layer, p.head,
+        fprintf(s->out, "wrote %s (view %s, %s, layer %d head %d, tokens %lld..%lld)\n",
+                session_whole_path(argv[2], whole, sizeof whole), v->name, size, p.layer, p.head,
                 (long long)p.shown_from, (long long)p.shown_to - 1);
     canvas_free(&c);
     trace_free(&dt);
-    return rc ? err_prefix(e, "export png") : 0;
+    return rc ? err_prefix(e, "export %s", kind) : 0;
+}
+
+static int export_png(session *s, int argc, char **argv, err *e) {
+    return export_figure(s, FIG_PNG, argc, argv, e);
+}
+static int export_svg(session *s, int argc, char **argv, err *e) {
+    return export_figure(s, FIG_SVG, argc, argv, e);
+}
+static int export_pdf(session *s, int argc, char **argv, err *e) {
+    return export_figure(s, FIG_PDF, argc, argv, e);
 }
 
 /* export csv attribution FILE [layer= head=]: M as a matrix, one row per output token i. */
@@ -391,7 +435,7 @@ static int hook_step(void *ctx, err *e) {
     return command_exec((session *)ctx, "step", e);
 }
 
-static int hook_save(void *ctx, const canvas *c, const view *v, const view_params *p, char *path,
+static int hook_save(void *ctx, canvas *c, const view *v, const view_params *p, char *path,
                      size_t n, err *e) {
     session *s = ctx;
     for (int i = 1; i < 10000; i++) {
@@ -601,7 +645,9 @@ static const struct {
     const char *usage;
 } KINDS[] = {
     {"logits", export_logits, "export logits FILE.safetensors"},
-    {"png", export_png, "export png VIEW FILE.png [width= height= layer= head= from= to=]"},
+    {"png", export_png, "export png VIEW FILE.png [scale= dpi= width= height= layer= head=]"},
+    {"svg", export_svg, "export svg VIEW FILE.svg [width= height= layer= head= from= to=]"},
+    {"pdf", export_pdf, "export pdf VIEW FILE.pdf [width= height= layer= head= from= to=]"},
     {"csv", export_csv, "export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]"},
     {"inputs", export_inputs, "export inputs FILE.safetensors [layer= from= to=]"},
     {"state", export_state, "export state FILE.safetensors [layer=]"},
@@ -613,17 +659,23 @@ static int run_export(session *s, int argc, char **argv, const char *rest, err *
         if (strcmp(argv[1], KINDS[i].kind) != 0) continue;
         return KINDS[i].fn(s, argc - 1, argv + 1, e);
     }
-    return err_set(e, "export: unknown kind '%.40s' (logits, png, csv, inputs, state)", argv[1]);
+    return err_set(e, "export: unknown kind '%.40s' (logits, png, svg, pdf, csv, inputs, state)",
+                   argv[1]);
 }
 
 const command cmd_export = {
     "export",
-    "logits|png|csv|inputs|state ...",
-    "write logits, a view as PNG, a probe as CSV, a core's inputs or state",
+    "logits|png|svg|pdf|csv|inputs|state ...",
+    "write logits, a view as PNG, SVG or PDF, a probe as CSV, a core's inputs or state",
     "  export logits FILE.safetensors\n"
     "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
-    "  export png VIEW FILE.png [width= height= layer= head= from= to=]\n"
-    "      render a view without a display; the PNG carries provenance text chunks\n"
+    "  export png VIEW FILE.png [scale= dpi= width= height= layer= head= from= to=]\n"
+    "      render a view without a display; the PNG carries provenance text chunks.\n"
+    "      width x height (1280 x 800) is the layout; scale=2 (or dpi=192) doubles the\n"
+    "      pixels, text and lines with them\n"
+    "  export svg|pdf VIEW FILE [width= height= layer= head= from= to=]\n"
+    "      the same drawing as vectors; provenance in the SVG's <metadata> or the PDF's\n"
+    "      document information. A FILE ending in another format's extension is refused\n"
     "  export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]\n"
     "      long (default): token,layer,head,lane,probe,value, one row per value;\n"
     "      wide: token,l0h0,l0h1,..., one row per token; provenance in FILE.csv.json\n"
@@ -642,4 +694,4 @@ const command cmd_export = {
     -1,
     run_export,
     COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE,
-    "width height layer head from to format"};
+    "width height layer head from to format scale dpi"};

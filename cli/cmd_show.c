@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../core/opts.h"
 #include "../scenes/raw.h"
@@ -317,7 +318,13 @@ static void append_word(char *buf, size_t n, const char *w) {
 static int run_figure(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)rest;
     if (make_parent(argv[2], e)) return err_prefix(e, "figure");
-    char cmd[2048] = "export png";
+    /* the format from the file's extension: .svg, .pdf, else PNG */
+    const char *dot = strrchr(argv[2], '.');
+    const char *fmt = dot && !strcasecmp(dot, ".svg")   ? "svg"
+                      : dot && !strcasecmp(dot, ".pdf") ? "pdf"
+                                                        : "png";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "export %s", fmt);
     for (int i = 1; i < argc; i++) append_word(cmd, sizeof cmd, argv[i]);
     if (command_exec(s, cmd, e)) return -1;
     char why[256];
@@ -333,9 +340,10 @@ static int run_figure(session *s, int argc, char **argv, const char *rest, err *
 
 const command cmd_figure = {
     "figure",
-    "VIEW FILE.png [layer= head= from= to= index= probe= width= height=]",
-    "write a view to a PNG, and show it live when a display and a terminal are there",
-    "Runs `export png VIEW FILE.png ...` (creating FILE's folder), then, in the interactive\n"
+    "VIEW FILE.png|.svg|.pdf [layer= head= from= to= index= probe= width= height= scale=]",
+    "write a view to a PNG, SVG or PDF, and show it live when a display and a terminal are there",
+    "Runs `export png|svg|pdf VIEW FILE ...` (the format from FILE's extension, PNG when it has\n"
+    "none of those; FILE's folder created), then, in the interactive\n"
     "REPL with a display, `view VIEW ...` too. Scenes use it so the same script writes its\n"
     "figures headless (make test, no display) and shows windows in a live demo.\n"
     "Example: figure kaczmarz $outdir/kaczmarz-vs-gdn.png head=0",
@@ -343,4 +351,4 @@ const command cmd_figure = {
     -1,
     run_figure,
     COMPLETE_VIEW | COMPLETE_FILE,
-    "layer head from to index probe dim seed width height"};
+    "layer head from to index probe dim seed width height scale dpi"};

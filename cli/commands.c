@@ -49,11 +49,12 @@ CMD(cmd_tokenize);
 CMD(cmd_detokenize);
 
 const command *const command_table[] = {
-    &cmd_help,   &cmd_quit,     &cmd_source,  &cmd_echo,   &cmd_set,      &cmd_device,  &cmd_info,
-    &cmd_load,   &cmd_save,     &cmd_model,   &cmd_swap,   &cmd_tokens,   &cmd_prompt,  &cmd_mixer,
-    &cmd_stream, &cmd_step,     &cmd_run,     &cmd_reset,  &cmd_show,     &cmd_compare, &cmd_replay,
-    &cmd_view,   &cmd_export,   &cmd_figure,  &cmd_tui,    &cmd_diagnose, &cmd_train,   &cmd_edit,
-    &cmd_edits,  &cmd_snapshot, &cmd_restore, &cmd_ablate, &cmd_lens, &cmd_tokenizer, &cmd_tokenize, &cmd_detokenize,
+    &cmd_help,    &cmd_quit,     &cmd_source, &cmd_echo,      &cmd_set,      &cmd_device,
+    &cmd_info,    &cmd_load,     &cmd_save,   &cmd_model,     &cmd_swap,     &cmd_tokens,
+    &cmd_prompt,  &cmd_mixer,    &cmd_stream, &cmd_step,      &cmd_run,      &cmd_reset,
+    &cmd_show,    &cmd_compare,  &cmd_replay, &cmd_view,      &cmd_export,   &cmd_figure,
+    &cmd_tui,     &cmd_diagnose, &cmd_train,  &cmd_edit,      &cmd_edits,    &cmd_snapshot,
+    &cmd_restore, &cmd_ablate,   &cmd_lens,   &cmd_tokenizer, &cmd_tokenize, &cmd_detokenize,
 };
 const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
 
@@ -158,6 +159,7 @@ static int command_exec_line(struct session *s, const char *line, err *e) {
     }
     while (*rest && isspace((unsigned char)*rest)) rest++;
     rc = c->run(s, argc, argv, rest, e);
+    if (rc == 0) session_recipe_add(s, c->name, argc, argv, line);
 done:
     free(argv), free(buf);
     return rc;

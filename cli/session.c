@@ -44,6 +44,7 @@ int session_init(session *s, err *e) {
 }
 
 void session_free(session *s) {
+    free(s->recipe);
     engine_free(&s->eng);
     hf_free(s->tok);
     trace_free(&s->train_tr);
@@ -52,6 +53,40 @@ void session_free(session *s) {
         free(s->task);
     }
     memset(s, 0, sizeof *s);
+}
+
+/* Commands whose run changes nothing a figure shows. */
+static int reads_only(const char *name) {
+    static const char *const RO[] = {"help",     "show",       "info",    "view", "export",
+                                     "figure",   "echo",       "lens",    "quit", "diagnose",
+                                     "tokenize", "detokenize", "history", "tui",  "compare",
+                                     "edits",    "source",     "model"};
+    for (size_t i = 0; i < sizeof RO / sizeof RO[0]; i++)
+        if (!strcmp(name, RO[i])) return 1;
+    return 0;
+}
+
+void session_recipe_add(session *s, const char *name, int argc, char **argv, const char *line) {
+    enum { RECIPE_MAX = 16384 };
+    int fresh = !strcmp(name, "load") || !strcmp(name, "mixer") || !strcmp(name, "train") ||
+                (!strcmp(name, "model") && argc > 1 && !strcmp(argv[1], "random"));
+    if (!fresh && reads_only(name)) return;
+    if (fresh) s->recipe_len = 0;
+    while (*line == ' ' || *line == '\t') line++;
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == ' ' || line[n - 1] == '\n')) n--;
+    if (s->recipe_len + n + 3 > RECIPE_MAX) return; /* the first 16 KB of a very long session */
+    char *r = realloc(s->recipe, s->recipe_len + n + 3);
+    if (!r) return;
+    s->recipe = r;
+    if (s->recipe_len) memcpy(r + s->recipe_len, "; ", 2), s->recipe_len += 2;
+    memcpy(r + s->recipe_len, line, n);
+    s->recipe_len += n;
+    r[s->recipe_len] = 0;
+}
+
+const char *session_history_text(const session *s) {
+    return s->recipe && s->recipe_len ? s->recipe : "none";
 }
 
 int session_set_tokens(session *s, const int32_t *ids, int n, err *e) {

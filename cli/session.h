@@ -41,6 +41,10 @@ typedef struct session {
     char set_models[1024];    /* `set models`: the shipped checkpoints ($models), "" = default */
     int set_arith;            /* `set arith`: 1 tf32, fla's GPU arithmetic on models (arith.h) */
     double progress_t0, progress_last; /* progress lines on long runs (seconds, monotonic) */
+    /* the commands that made what is in the session: from the last load, model random, mixer
+     * or train on, read-only commands (show, export, view, ...) left out; figures carry it */
+    char *recipe;
+    size_t recipe_len;
 } session;
 
 /* session.c: the session's lifetime and what several commands share. */
@@ -52,6 +56,11 @@ int session_set_tokens(session *s, const int32_t *ids, int n, err *e);
 int session_set_arith(session *s, int tf32, err *e);
 /* `device cpu|gpu` and `set device`: prints what happened. */
 int session_set_device(session *s, const char *name, err *e);
+/* Notes a command that ran without error (commands.c): the recipe restarts at a command that
+ * makes a new model or lanes and skips those that only read. */
+void session_recipe_add(session *s, const char *name, int argc, char **argv, const char *line);
+/* The recipe: command lines separated by "; ", or "none". */
+const char *session_history_text(const session *s);
 /* Provenance for exports: the digest of the weights file that was loaded, or NULL. */
 const char *session_checkpoint_sha256(session *s);
 /* A token as short printable text: the tokenizer's piece, or the byte ('a', '\n', '\xff'). */

@@ -89,10 +89,11 @@ static int key_ok(const char *k) {
     return 1;
 }
 
-int png_encode(const canvas *c, const png_text *text, int ntext, unsigned char **out, size_t *size,
+int png_encode(canvas *c, const png_text *text, int ntext, unsigned char **out, size_t *size,
                err *e) {
     membuf raw = {0};
-    if (!stbi_write_png_to_func(on_write, &raw, c->w, c->h, 4, c->px, c->w * 4) || raw.failed) {
+    const uint8_t *px = canvas_pixels(c);
+    if (!stbi_write_png_to_func(on_write, &raw, c->pw, c->ph, 4, px, c->pw * 4) || raw.failed) {
         free(raw.p);
         return err_set(e, "PNG encoding failed (out of memory?)");
     }
@@ -122,7 +123,7 @@ int png_encode(const canvas *c, const png_text *text, int ntext, unsigned char *
     return 0;
 }
 
-int png_write(const char *path, const canvas *c, const png_text *text, int ntext, err *e) {
+int png_write(const char *path, canvas *c, const png_text *text, int ntext, err *e) {
     unsigned char *png;
     size_t n;
     if (png_encode(c, text, ntext, &png, &n, e)) return -1;

@@ -17,10 +17,10 @@ typedef struct png_text {
 } png_text;
 
 /* Encodes the canvas with its text chunks into a malloc'd buffer (*out, *size). */
-int png_encode(const canvas *c, const png_text *text, int ntext, unsigned char **out, size_t *size,
+int png_encode(canvas *c, const png_text *text, int ntext, unsigned char **out, size_t *size,
                err *e);
 /* Encodes and writes atomically; an unwritable path names the path and the reason. */
-int png_write(const char *path, const canvas *c, const png_text *text, int ntext, err *e);
+int png_write(const char *path, canvas *c, const png_text *text, int ntext, err *e);
 /* The value of text chunk `key` in an encoded PNG, copied into val (NUL-terminated). Returns 0,
  * or -1 when there is no such chunk. For tests and tools. */
 int png_find_text(const unsigned char *png, size_t size, const char *key, char *val, size_t n);

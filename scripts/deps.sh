@@ -2,7 +2,7 @@
 # deps.sh: makes sure the Debian packages mixscope builds and tests with are installed.
 # Checks with dpkg; when something is missing it runs apt-get install for exactly that list if we
 # are root, and otherwise prints the apt-get line and stops (exit 1).
-PKGS="build-essential pkg-config clang libcjson-dev libpcre2-dev libsdl2-dev libncurses-dev libreadline-dev \
+PKGS="build-essential pkg-config clang libcjson-dev libpcre2-dev libcairo2-dev fonts-dejavu-core libsdl2-dev libncurses-dev libreadline-dev \
 libstb-dev libcmocka-dev xvfb x11-apps tmux"
 missing=""
 for p in $PKGS; do

@@ -51,8 +51,8 @@ static const char *root_dir(void) {
     return r && *r ? r : ".";
 }
 
-static const uint8_t *px(const canvas *c, int x, int y) {
-    return c->px + ((size_t)y * c->w + x) * 4;
+static const uint8_t *px(canvas *c, int x, int y) {
+    return canvas_px_at(c, x, y);
 }
 
 static int same_rgb(const uint8_t *p, rgba c) {
@@ -146,11 +146,19 @@ static void test_canvas_line_and_text(void **st) {
     /* a NaN end point draws nothing */
     canvas_line(&c, NAN, 5, 90, 5, 1.0f, rgb(0, 0, 0));
     assert_true(same_rgb(px(&c, 50, 5), rgb(255, 255, 255)));
-    /* text: widths add up, unknown characters take the width of '?', Greek is in the font */
+    /* text: widths add up (to the rounding of each), a character the font lacks still takes
+     * room (its box), malformed UTF-8 draws as '?', Greek is in the font */
     int w_ab = canvas_text_width("ab", FONT_SMALL);
-    assert_int_equal(w_ab, canvas_text_width("a", FONT_SMALL) + canvas_text_width("b", FONT_SMALL));
-    assert_int_equal(canvas_text_width("\xe4\xb8\xad", FONT_SMALL),
-                     canvas_text_width("?", FONT_SMALL));
+    assert_in_range(w_ab,
+                    canvas_text_width("a", FONT_SMALL) + canvas_text_width("b", FONT_SMALL) - 1,
+                    canvas_text_width("a", FONT_SMALL) + canvas_text_width("b", FONT_SMALL));
+    assert_true(canvas_text_width("\xe4\xb8\xad", FONT_SMALL) > 3);
+    assert_int_equal(canvas_text_width("\xff", FONT_SMALL), canvas_text_width("?", FONT_SMALL));
+    /* sub/superscripts: the markup is not drawn, the script is smaller */
+    assert_true(canvas_text_width("S_{t-1}", FONT_SMALL) < canvas_text_width("St-1", FONT_SMALL));
+    assert_true(canvas_text_width("S_{t-1}", FONT_SMALL) > canvas_text_width("S", FONT_SMALL));
+    assert_int_equal(canvas_text_width("key_norm", FONT_SMALL),
+                     canvas_text_width("key_norm", FONT_SMALL)); /* a lone _ stays */
     assert_true(canvas_text_width("β", FONT_SMALL) > 3);
     assert_true(canvas_text_width("x", FONT_LARGE) > canvas_text_width("x", FONT_SMALL));
     canvas_clear(&c, rgb(255, 255, 255));
@@ -278,6 +286,7 @@ static void test_png_provenance_and_pixels(void **st) {
             uint8_t *p = c.px + ((size_t)y * c.w + x) * 4;
             p[0] = (uint8_t)(x * 7), p[1] = (uint8_t)(y * 11), p[2] = (uint8_t)(x ^ y), p[3] = 255;
         }
+    c.stale = 0; /* px written by hand: the pixels to encode */
     png_text text[] = {{"Command", "export png kalman k.png layer=1"},
                        {"Mixer", "kalman"},
                        {"Colour range", "λ 0.1..10 (log10)"}};
@@ -543,20 +552,31 @@ static void test_golden_images(void **st) {
             canvas_free(&c);
             continue;
         }
-        long diff = 0;
+        /* anti-aliasing may round differently where cairo or FreeType differ: a pixel counts
+         * as different when a channel moves by more than 48, and 0.2% of them may */
+        const uint8_t *cp = canvas_pixels(&c);
+        long diff = 0, tol = (long)c.pw * c.ph / 500;
         int maxd = 0;
-        if (w == c.w && h == c.h)
-            for (size_t k = 0; k < (size_t)w * h * 4; k++) {
-                int d = abs((int)g[k] - (int)c.px[k]);
-                if (d) diff++;
-                if (d > maxd) maxd = d;
+        if (w == c.pw && h == c.ph)
+            for (size_t k = 0; k < (size_t)w * h; k++) {
+                int dk = 0;
+                for (int ch = 0; ch < 4; ch++) {
+                    int d = abs((int)g[4 * k + ch] - (int)cp[4 * k + ch]);
+                    if (d > dk) dk = d;
+                }
+                if (dk > 48) diff++;
+                if (dk > maxd) maxd = dk;
             }
-        if (w != c.w || h != c.h || diff) {
+        if (diff)
+            printf("view %s: %ld pixels differ from the golden (%ld allowed)\n", v->name, diff,
+                   tol);
+        if (diff <= tol) diff = 0;
+        if (w != c.pw || h != c.ph || diff) {
             char got[300], dpath[300];
             snprintf(got, sizeof got, "/tmp/mixscope-golden-%s-actual.png", v->name);
             snprintf(dpath, sizeof dpath, "/tmp/mixscope-golden-%s-diff.png", v->name);
             png_write(got, &c, NULL, 0, &e);
-            if (w == c.w && h == c.h) {
+            if (w == c.pw && h == c.ph) {
                 /* differing pixels red over a faded copy */
                 for (size_t k = 0; k < (size_t)w * h; k++) {
                     int d = memcmp(g + 4 * k, c.px + 4 * k, 4) != 0;
@@ -564,6 +584,7 @@ static void test_golden_images(void **st) {
                         c.px[4 * k + ch] =
                             d ? (ch == 0 ? 255 : 0) : (uint8_t)(200 + c.px[4 * k + ch] / 5);
                 }
+                c.stale = 0; /* write the diff, not the drawing */
                 png_write(dpath, &c, NULL, 0, &e);
             }
             printf("view %s differs from %s: %ld bytes, max |diff| %d (%dx%d vs %dx%d); new render "
@@ -585,7 +606,7 @@ static void test_views_deterministic(void **st) {
         view_params pa, pb;
         render_golden(view_all[i], &a, &pa);
         render_golden(view_all[i], &b, &pb);
-        assert_memory_equal(a.px, b.px, (size_t)a.w * a.h * 4);
+        assert_memory_equal(canvas_pixels(&a), canvas_pixels(&b), (size_t)a.pw * a.ph * 4);
         assert_string_equal(pa.crange, pb.crange);
         canvas_free(&a), canvas_free(&b);
     }
@@ -738,6 +759,127 @@ static void test_precision_view_commands(void **st) {
 }
 
 /* ---- the binary ---- */
+
+/* memmem, which C11 lacks */
+static const char *find_bytes(const char *h, size_t n, const char *needle, size_t k) {
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(h + i, needle, k)) return h + i;
+    return NULL;
+}
+
+/* A minimal XML well-formedness check: every tag closed in order, attributes quoted, the
+ * prolog, comments and CDATA skipped. Returns the number of elements, or -1. */
+static int xml_elements(const char *x, const char *name, int *named) {
+    const char *stack[256];
+    size_t len[256];
+    int depth = 0, count = 0;
+    *named = 0;
+    for (const char *p = x; (p = strchr(p, '<'));) {
+        if (!strncmp(p, "<?", 2) || !strncmp(p, "<!--", 4) || !strncmp(p, "<!", 2)) {
+            const char *end = strstr(p, !strncmp(p, "<!--", 4) ? "-->" : ">");
+            if (!end) return -1;
+            p = end + 1;
+            continue;
+        }
+        const char *gt = strchr(p, '>');
+        if (!gt) return -1;
+        for (const char *q = p; q < gt; q++) /* quoted attribute values may not hold '<' */
+            if (*q == '<' && q != p) return -1;
+        if (p[1] == '/') {
+            size_t n = strcspn(p + 2, " >");
+            if (depth == 0 || len[depth - 1] != n || strncmp(stack[depth - 1], p + 2, n)) return -1;
+            depth--;
+        } else {
+            size_t n = strcspn(p + 1, " />\n");
+            count++;
+            if (strlen(name) == n && !strncmp(p + 1, name, n)) (*named)++;
+            if (gt[-1] != '/') {
+                if (depth == 256) return -1;
+                stack[depth] = p + 1, len[depth] = n, depth++;
+            }
+        }
+        p = gt + 1;
+    }
+    return depth == 0 ? count : -1;
+}
+
+/* export svg / pdf: one drawing as vectors, with the provenance and what the figure shows in
+ * the metadata; scale= and dpi= on PNG; a file name that names another format is refused */
+static void test_vector_exports(void **st) {
+    (void)st;
+    char *d = test_tmpdir(), *out;
+    int rc = run_mixscope(&out,
+                          "-c 'mixer gdn kaczmarz heads=2; stream keys 40 seed=2; run; "
+                          "export svg kaczmarz %s/k.svg; export pdf state %s/s.pdf layer=1; "
+                          "export png kaczmarz %s/k2.png scale=2; export png state %s/k3.png "
+                          "dpi=48 width=640 height=400; export png state %s/noext'",
+                          d, d, d, d, d);
+    if (rc != 0) fail_msg("exports: %s", out);
+    free(out);
+    char path[600], *text;
+    size_t n;
+    err e = {{0}};
+    snprintf(path, sizeof path, "%s/k.svg", d);
+    assert_int_equal(file_read_all(path, 1 << 26, &text, &n, &e), 0);
+    int paths, entries, shows;
+    int elems = xml_elements(text, "path", &paths);
+    assert_true(elems > 100);
+    assert_true(paths > 20); /* glyphs and series drawn as paths */
+    xml_elements(text, "mixscope:entry", &entries);
+    xml_elements(text, "mixscope:shows", &shows);
+    assert_true(entries >= 8 && shows >= 10);
+    assert_non_null(strstr(text, "width=\"1280pt\" height=\"800pt\""));
+    assert_non_null(strstr(
+        text, "<title>Kaczmarz / delta rule: write strength, residuals, relaxation</title>"));
+    assert_non_null(strstr(text, "<mixscope:entry key=\"View\">kaczmarz</mixscope:entry>"));
+    assert_non_null(strstr(text, "<mixscope:entry key=\"Commands\">mixer gdn kaczmarz heads=2; "
+                                 "stream keys 40 seed=2; run</mixscope:entry>"));
+    assert_non_null(strstr(text, "<mixscope:shows kind=\"axis\">token</mixscope:shows>"));
+    assert_non_null(strstr(text, "<mixscope:shows kind=\"series\">"));
+    assert_non_null(strstr(text, "<mixscope:shows kind=\"panel\">relaxation"));
+    free(text);
+    snprintf(path, sizeof path, "%s/s.pdf", d);
+    assert_int_equal(file_read_all(path, 1 << 26, &text, &n, &e), 0);
+    assert_true(n > 1000 && !memcmp(text, "%PDF-", 5));
+    /* "state S after token 39  [16 × 16]": not ASCII, so UTF-16 (FEFF "stat...") */
+    assert_non_null(find_bytes(text, n, "/Title <FEFF0073007400610074006500200053", 40));
+    assert_non_null(find_bytes(text, n, "/Keywords", 9));
+    assert_non_null(find_bytes(text, n, "/Creator (mixscope", 18));
+    free(text);
+    /* scale=2: twice the pixels a side; dpi=48: half */
+    int w, h, comp;
+    snprintf(path, sizeof path, "%s/k2.png", d);
+    unsigned char *img = stbi_load(path, &w, &h, &comp, 4);
+    assert_non_null(img);
+    assert_int_equal(w, 2560), assert_int_equal(h, 1600);
+    stbi_image_free(img);
+    snprintf(path, sizeof path, "%s/k3.png", d);
+    img = stbi_load(path, &w, &h, &comp, 4);
+    assert_non_null(img);
+    assert_int_equal(w, 320), assert_int_equal(h, 200);
+    stbi_image_free(img);
+    /* refusals: another format's extension, both scale and dpi, out of range */
+    rc = run_mixscope(&out, "-c 'export png state %s/x.svg demo=1'", d);
+    assert_int_equal(rc, 1);
+    expect_has(out, "export png: ");
+    expect_has(out, "x.svg names a svg file; use export svg, or a .png name");
+    free(out);
+    rc = run_mixscope(&out, "-c 'export svg state %s/x.pdf demo=1'", d);
+    assert_int_equal(rc, 1);
+    expect_has(out, "names a pdf file; use export pdf");
+    free(out);
+    rc = run_mixscope(&out, "-c 'export png state %s/y.png demo=1 scale=2 dpi=300'", d);
+    assert_int_equal(rc, 1);
+    expect_has(out, "scale= and dpi= say the same thing");
+    free(out);
+    rc = run_mixscope(&out, "-c 'export png state %s/y.png demo=1 scale=9'", d);
+    assert_int_equal(rc, 1);
+    expect_has(out, "must lie in 0.25..8");
+    free(out);
+    snprintf(path, sizeof path, "%s/x.svg", d);
+    assert_int_equal(access(path, F_OK), -1); /* nothing written */
+    test_rmdir(d);
+}
 
 static void test_export_commands(void **st) {
     (void)st;
@@ -926,6 +1068,7 @@ static int xwd_capture(unsigned long id, canvas *c) {
             p[1] = (uint8_t)((v & gm) >> mask_shift(gm));
             p[2] = (uint8_t)((v & bm) >> mask_shift(bm)), p[3] = 255;
         }
+    c->stale = 0; /* px holds the captured window */
     free(d);
     return 0;
 }
@@ -1012,7 +1155,7 @@ static void test_live_windows(void **st) {
         canvas got;
         if (window_capture(ws, 0, &got, &e)) fail_msg("%s: %s", v->name, e.msg);
         assert_int_equal(got.w, W), assert_int_equal(got.h, H);
-        if (memcmp(got.px, want.px, (size_t)W * H * 4) != 0)
+        if (memcmp(got.px, canvas_pixels(&want), (size_t)W * H * 4) != 0)
             fail_msg("view %s: the window's pixels differ from the offscreen render", v->name);
         canvas_free(&got);
         if (have_xwd) {
@@ -1075,6 +1218,7 @@ int main(void) {
         cmocka_unit_test(test_precision_demo),
         cmocka_unit_test(test_precision_view_commands),
         cmocka_unit_test(test_export_commands),
+        cmocka_unit_test(test_vector_exports),
         cmocka_unit_test_teardown(test_live_windows, stop_xvfb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,6 +282,9 @@ axis axis_fit(const range *r, int want_log, double decades, const char *label) {
 
 void plot_begin(plot *p, canvas *c, int x, int y, int w, int h, const char *title, axis ax, axis ay,
                 unsigned flags) {
+    canvas_note(c, "panel", title);
+    canvas_note(c, "axis", ax.label);
+    canvas_note(c, "axis", ay.label);
     axis_sane(&ax);
     axis_sane(&ay);
     p->c = c, p->ax = ax, p->ay = ay;
@@ -460,55 +463,51 @@ void plot_band(plot *p, double y0, double y1, rgba col) {
 void plot_heatmap(plot *p, const float *v, int rows, int cols, ptrdiff_t rstride, ptrdiff_t cstride,
                   double x0, double dx, double y0, double dy, cmap_kind k, double lo, double hi,
                   int log) {
-    if (rows <= 0 || cols <= 0) return;
+    if (rows <= 0 || cols <= 0 || !(dx != 0) || !(dy != 0)) return;
     canvas *c = p->c;
     int fx0 = c->cx0 > p->x ? c->cx0 : p->x, fx1 = c->cx1 < p->x + p->w ? c->cx1 : p->x + p->w;
     int fy0 = c->cy0 > p->y ? c->cy0 : p->y, fy1 = c->cy1 < p->y + p->h ? c->cy1 : p->y + p->h;
     if (fx1 <= fx0 || fy1 <= fy0) return;
-    /* pixel -> cell index once per column and row, then one lookup per pixel */
-    int *cj = malloc((size_t)(fx1 - fx0) * sizeof *cj);
-    int *ri = malloc((size_t)(fy1 - fy0) * sizeof *ri);
-    if (!cj || !ri) {
-        free(cj), free(ri);
-        return;
+    /* the cells the visible area shows: their index range along each axis */
+    double ja = floor((plot_dx(p, fx0) - (x0 - dx / 2)) / dx);
+    double jb = floor((plot_dx(p, fx1) - (x0 - dx / 2)) / dx);
+    double ia = floor((plot_dy(p, fy0) - (y0 - dy / 2)) / dy);
+    double ib = floor((plot_dy(p, fy1) - (y0 - dy / 2)) / dy);
+    int j0 = (int)fmax(0, fmin(ja, jb)), j1 = (int)fmin(cols - 1, fmax(ja, jb));
+    int i0 = (int)fmax(0, fmin(ia, ib)), i1 = (int)fmin(rows - 1, fmax(ia, ib));
+    if (j1 < j0 || i1 < i0) return;
+    int nc = j1 - j0 + 1, nr = i1 - i0 + 1;
+    /* where those cells lie on the canvas, and whether rows (columns) run up or down */
+    double xa = plot_px(p, x0 - dx / 2 + j0 * dx), xb = plot_px(p, x0 - dx / 2 + (j1 + 1) * dx);
+    double ya = plot_py(p, y0 - dy / 2 + i0 * dy), yb = plot_py(p, y0 - dy / 2 + (i1 + 1) * dy);
+    int flip_x = xb < xa, flip_y = yb < ya;
+    /* more cells than raster pixels: one cell per pixel (the one under its centre), as nearest
+     * neighbour would show anyway; a vector export keeps every cell */
+    int mc = nc, mr = nr;
+    if (c->ncr == 1) {
+        int wpx = (int)ceil(fabs(xb - xa) * c->scale), hpx = (int)ceil(fabs(yb - ya) * c->scale);
+        if (wpx >= 1 && wpx < mc) mc = wpx;
+        if (hpx >= 1 && hpx < mr) mr = hpx;
     }
-    for (int px = fx0; px < fx1; px++) {
-        double x = plot_dx(p, px + 0.5);
-        double j = floor((x - (x0 - dx / 2)) / dx);
-        cj[px - fx0] = (j >= 0 && j < cols) ? (int)j : -1;
-    }
-    for (int py = fy0; py < fy1; py++) {
-        double y = plot_dy(p, py + 0.5);
-        double i = floor((y - (y0 - dy / 2)) / dy);
-        ri[py - fy0] = (i >= 0 && i < rows) ? (int)i : -1;
-    }
-    /* each visible cell's colour once (a row of cells is reused by every pixel row in it) */
-    rgba *row = malloc((size_t)(fx1 - fx0) * sizeof *row);
-    int last_i = -1;
-    for (int py = fy0; row && py < fy1; py++) {
-        int i = ri[py - fy0];
-        if (i < 0) continue;
-        if (i != last_i) {
-            int last_j = -1;
-            rgba col = cmap_nan();
-            for (int px = fx0; px < fx1; px++) {
-                int j = cj[px - fx0];
-                if (j >= 0 && j != last_j)
-                    col = cmap_value(k, v[(ptrdiff_t)i * rstride + (ptrdiff_t)j * cstride], lo, hi,
-                                     log),
-                    last_j = j;
-                row[px - fx0] = col;
-            }
-            last_i = i;
-        }
-        uint8_t *d = c->px + ((size_t)py * (size_t)c->w + (size_t)fx0) * 4;
-        for (int px = fx0; px < fx1; px++, d += 4) {
-            if (cj[px - fx0] < 0) continue;
-            rgba col = row[px - fx0];
-            d[0] = col.r, d[1] = col.g, d[2] = col.b, d[3] = 255;
+    rgba *img = malloc((size_t)mc * (size_t)mr * sizeof *img);
+    if (!img) return;
+    for (int r = 0; r < mr; r++) {
+        int rr = mr == nr ? r : (int)((r + 0.5) * nr / mr);
+        int i = flip_y ? i1 - rr : i0 + rr;
+        for (int q = 0; q < mc; q++) {
+            int qq = mc == nc ? q : (int)((q + 0.5) * nc / mc);
+            int j = flip_x ? j1 - qq : j0 + qq;
+            img[(size_t)r * mc + q] =
+                cmap_value(k, v[(ptrdiff_t)i * rstride + (ptrdiff_t)j * cstride], lo, hi, log);
         }
     }
-    free(row), free(cj), free(ri);
+    nc = mc, nr = mr;
+    /* drawn inside the plot area only */
+    int sx0 = c->cx0, sy0 = c->cy0, sx1 = c->cx1, sy1 = c->cy1;
+    canvas_clip(c, fx0, fy0, fx1 - fx0, fy1 - fy0);
+    canvas_image(c, fmin(xa, xb), fmin(ya, yb), fabs(xb - xa), fabs(yb - ya), img, nc, nr);
+    canvas_clip(c, sx0, sy0, sx1 - sx0, sy1 - sy0);
+    free(img);
 }
 
 void plot_colorbar(canvas *c, int x, int y, int w, int h, cmap_kind k, double lo, double hi,
@@ -554,7 +553,7 @@ void plot_colorbar(canvas *c, int x, int y, int w, int h, cmap_kind k, double lo
  * the background and grid colours); ties keep the order top-right, top-left, bottom-right,
  * bottom-left. */
 static int quiet_corner(const plot *p, int bw, int bh) {
-    const canvas *c = p->c;
+    canvas *c = p->c;
     rgba bg = theme_bg(), gr = theme_grid();
     int best = 0;
     long fewest = -1;
@@ -564,10 +563,10 @@ static int quiet_corner(const plot *p, int bw, int bh) {
         long n = 0;
         for (int y = by; y < by + bh; y += 2)
             for (int x = bx; x < bx + bw; x += 2) {
-                if (x < 0 || y < 0 || x >= c->w || y >= c->h) continue;
-                const uint8_t *q = c->px + ((size_t)y * (size_t)c->w + (size_t)x) * 4;
-                int is_bg = q[0] == bg.r && q[1] == bg.g && q[2] == bg.b;
-                int is_grid = q[0] == gr.r && q[1] == gr.g && q[2] == gr.b;
+                rgba q;
+                if (!canvas_peek(c, x, y, &q)) continue;
+                int is_bg = q.r == bg.r && q.g == bg.g && q.b == bg.b;
+                int is_grid = q.r == gr.r && q.g == gr.g && q.b == gr.b;
                 n += !is_bg && !is_grid;
             }
         if (fewest < 0 || n < fewest) fewest = n, best = k;
@@ -577,6 +576,7 @@ static int quiet_corner(const plot *p, int bw, int bh) {
 
 void plot_legend(plot *p, const legend_item *items, int n, int corner) {
     if (n <= 0) return;
+    for (int i = 0; i < n; i++) canvas_note(p->c, "series", items[i].label);
     int th = canvas_text_height(FONT_SMALL), sw = 22, pad = 5;
     int lw = 0;
     for (int i = 0; i < n; i++) {

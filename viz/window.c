@@ -130,7 +130,7 @@ static void redraw(window_set *ws, vwin *w) {
     w->p.layer = p.layer, w->p.head = p.head, w->p.index = p.index;
     w->last_tr = tr, w->last_T = tr->T, w->last_nseries = tr->nseries, w->last_snap_t = snap_t(tr);
     w->dirty = 0;
-    SDL_UpdateTexture(w->tex, NULL, w->cv.px, w->cv.w * 4);
+    SDL_UpdateTexture(w->tex, NULL, canvas_pixels(&w->cv), w->cv.pw * 4);
     SDL_RenderClear(w->ren);
     SDL_RenderCopy(w->ren, w->tex, NULL, NULL);
     SDL_RenderPresent(w->ren);
@@ -279,8 +279,9 @@ int window_capture(window_set *ws, int i, canvas *out, err *e) {
     /* read the frame back from the renderer: draw it again and read before presenting */
     SDL_RenderClear(w->ren);
     SDL_RenderCopy(w->ren, w->tex, NULL, NULL);
-    int rc = SDL_RenderReadPixels(w->ren, NULL, SDL_PIXELFORMAT_RGBA32, out->px, out->w * 4);
+    int rc = SDL_RenderReadPixels(w->ren, NULL, SDL_PIXELFORMAT_RGBA32, out->px, out->pw * 4);
     SDL_RenderPresent(w->ren);
+    out->stale = 0; /* px holds the window's frame, not the (empty) surface's */
     if (rc != 0) {
         canvas_free(out);
         return err_set(e, "cannot read the window back: %s", SDL_GetError());

@@ -27,8 +27,8 @@ typedef struct window_hooks {
     int (*step)(void *ctx, err *e);
     /* s: write the canvas as a PNG, its path into `path`. NULL: a plain PNG in the working
      * folder, mixscope-VIEW-N.png. */
-    int (*save)(void *ctx, const canvas *c, const view *v, const view_params *p, char *path,
-                size_t n, err *e);
+    int (*save)(void *ctx, canvas *c, const view *v, const view_params *p, char *path, size_t n,
+                err *e);
 } window_hooks;
 
 typedef struct window_set window_set;
