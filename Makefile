@@ -230,7 +230,7 @@ deps:
 	@sh scripts/deps.sh
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' | grep -v viz/font_data.h)
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
 
 clean:
 	rm -rf build mixscope
