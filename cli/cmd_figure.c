@@ -94,7 +94,15 @@ static int parse_view_opts(opts *o, view_params *p, long *w, long *h, long *demo
     p->layer = (int)layer, p->head = (int)head, p->index = (int)index;
     p->from = from, p->to = to, p->dim = (int)dim, p->seed = (uint64_t)seed;
     snprintf(p->probe, sizeof p->probe, "%s", opts_str(o, "probe", ""));
+    snprintf(p->px, sizeof p->px, "%s", opts_str(o, "x", ""));
+    snprintf(p->py, sizeof p->py, "%s", opts_str(o, "y", ""));
     return 0;
+}
+
+/* `set title` and `set labels` into a figure's parameters */
+static void figure_settings(const session *s, view_params *p) {
+    snprintf(p->title, sizeof p->title, "%s", s->set_title);
+    snprintf(p->labels, sizeof p->labels, "%s", s->set_labels);
 }
 
 /* run=DIR of a history view: that run's log.csv replaces the session's training history */
@@ -209,6 +217,7 @@ static int export_figure(session *s, int fmt, int argc, char **argv, err *e) {
     if (!rc && !(scale >= 0.25 && scale <= 8))
         rc = err_set(e, "scale=%g (dpi=%g) must lie in 0.25..8 (dpi 24..768)", scale, scale * 96);
     if (rc) return err_prefix(e, "export %s", kind);
+    figure_settings(s, &p);
     if (!demo) note_unrecorded(s, v);
 
     trace dt;
@@ -490,6 +499,7 @@ static int run_view(session *s, int argc, char **argv, const char *rest, err *e)
                  : 0;
     opts_free(&o);
     if (rc) return err_prefix(e, "view");
+    figure_settings(s, &p);
     if (demo)
         return err_set(e, "view: demo= is for export png; a window shows the session's trace");
     if (!strcmp(v->name, "attribution") && engine_attribution(&s->eng, p.layer, p.head, e))
@@ -542,7 +552,7 @@ const command cmd_view = {
     -1,
     run_view,
     COMPLETE_VIEW,
-    "layer head from to index probe dim seed width height"};
+    "layer head from to index probe dim seed width height x y"};
 
 /* Tab completion's list of view names (cli/repl.c asks for it). */
 const char *const *view_names(void) {
@@ -694,4 +704,4 @@ const command cmd_export = {
     -1,
     run_export,
     COMPLETE_FILE | COMPLETE_VIEW | COMPLETE_PROBE,
-    "width height layer head from to format scale dpi"};
+    "width height layer head from to format scale dpi x y index probe dim seed demo"};

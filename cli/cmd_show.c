@@ -351,4 +351,4 @@ const command cmd_figure = {
     -1,
     run_figure,
     COMPLETE_VIEW | COMPLETE_FILE,
-    "layer head from to index probe dim seed width height scale dpi"};
+    "layer head from to index probe dim seed width height scale dpi x y"};

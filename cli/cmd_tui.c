@@ -206,6 +206,22 @@ static void draw_keybar(tui *u) {
     }
 }
 
+/* Probes with a natural range are drawn on it, so a line tells where it is (rho at 1 is an
+ * exact write, at 2 the contraction limit) and not only how it moves; values outside widen it. */
+static void natural_range(const char *name, double *lo, double *hi) {
+    static const struct {
+        const char *name;
+        double lo, hi;
+    } R[] = {{"rho", 0, 2},        {"alpha", 0, 1},  {"gate_mean", 0, 1}, {"entropy_norm", 0, 1},
+             {"max_weight", 0, 1}, {"sink_p", 0, 1}, {"cpa", 0, 1},       {"lla_cos", -1, 1}};
+    for (size_t i = 0; i < sizeof R / sizeof R[0]; i++)
+        if (!strcmp(name, R[i].name)) {
+            if (!(*lo < R[i].lo)) *lo = R[i].lo;
+            if (!(*hi > R[i].hi)) *hi = R[i].hi;
+            return;
+        }
+}
+
 static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
     const trace *tr = &u->s->eng.tr;
     int k = sel_series(u);
@@ -224,6 +240,7 @@ static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
     for (int hd = 0; hd < se->heads; hd++) gather(tr, k, u->layer, hd, t0, t1, v + (size_t)hd * n);
     double lo, hi;
     range_of(v, n * se->heads, &lo, &hi);
+    natural_range(se->name, &lo, &hi);
     char lab[64];
     snprintf(line, sizeof line, "%s (%s) layer %d, tokens %lld..%lld, %.4g..%.4g", se->name,
              session_layer_label(u->s, u->layer, lab, sizeof lab), u->layer, (long long)t0,
@@ -274,6 +291,7 @@ static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
         for (int j = 0; j < rn; j++) any |= !isnan(rv[j]);
         if (!any) continue;
         range_of(rv, rn, &lo, &hi);
+        natural_range(o->name, &lo, &hi);
         snprintf(line, sizeof line, "%-12.12s ", o->name);
         put_clipped(y, x0, lw, line);
         sparkline(u, y, x0 + lw, rv, rn, lo, hi);

@@ -40,6 +40,8 @@ typedef struct session {
     char set_outdir[256];     /* `set outdir`: where scenes write figures ($outdir), "" = default */
     char set_models[1024];    /* `set models`: the shipped checkpoints ($models), "" = default */
     int set_arith;            /* `set arith`: 1 tf32, fla's GPU arithmetic on models (arith.h) */
+    char set_title[160];      /* `set title`: the figures' title, "" = each view's own */
+    char set_labels[256];     /* `set labels`: legend names of layers / lanes, comma separated */
     double progress_t0, progress_last; /* progress lines on long runs (seconds, monotonic) */
     /* the commands that made what is in the session: from the last load, model random, mixer
      * or train on, read-only commands (show, export, view, ...) left out; figures carry it */

@@ -199,6 +199,27 @@ static int set_stop_on(session *s, const char *v, err *e) {
     return engine_set_stop_on(&s->eng, v, e);
 }
 
+static const char *show_title(const session *s, char *b, size_t n) {
+    (void)b, (void)n;
+    return s->set_title[0] ? s->set_title : "none";
+}
+static int set_title(session *s, const char *v, err *e) {
+    if (strlen(v) >= sizeof s->set_title)
+        return err_set(e, "set title: at most %zu bytes", sizeof s->set_title - 1);
+    snprintf(s->set_title, sizeof s->set_title, "%s", strcmp(v, "none") ? v : "");
+    return 0;
+}
+static const char *show_labels(const session *s, char *b, size_t n) {
+    (void)b, (void)n;
+    return s->set_labels[0] ? s->set_labels : "none";
+}
+static int set_labels(session *s, const char *v, err *e) {
+    if (strlen(v) >= sizeof s->set_labels)
+        return err_set(e, "set labels: at most %zu bytes", sizeof s->set_labels - 1);
+    snprintf(s->set_labels, sizeof s->set_labels, "%s", strcmp(v, "none") ? v : "");
+    return 0;
+}
+
 typedef struct setting {
     const char *key, *meaning;
     const char *(*show)(const session *s, char *buf, size_t n);
@@ -228,6 +249,12 @@ static const setting SETTINGS[] = {
      set_probes},
     {"threads", "CPU threads for the dense products and the cores (all: every core)", show_threads,
      set_threads},
+    {"title", "the figures' title (none: each view's own); quote words: set title 'GDN vs ours'",
+     show_title, set_title},
+    {"labels",
+     "legend names of the layers or lanes, comma separated (none: their mixers): set labels "
+     "GDN,Kaczmarz",
+     show_labels, set_labels},
     {"stop-on",
      "none, or nonfinite,NAME>X,NAME<X: stepping stops after the first token, layer and head "
      "that meets one (a token at a time)",

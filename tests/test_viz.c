@@ -878,6 +878,23 @@ static void test_vector_exports(void **st) {
     free(out);
     snprintf(path, sizeof path, "%s/x.svg", d);
     assert_int_equal(access(path, F_OK), -1); /* nothing written */
+    /* set title and set labels reach the figure; scatter names a missing probe */
+    rc =
+        run_mixscope(&out,
+                     "-c \"mixer gdn kaczmarz:eta=0.5; stream keys 30 norms=0.1..5; run; set title "
+                     "'GDN against ours'; set labels GDN,Kaczmarz; export svg scatter %s/t.svg; "
+                     "export png scatter %s/u.png x=nosuch\"",
+                     d, d);
+    assert_int_equal(rc, 1);
+    expect_has(out, "view scatter: no probe 'nosuch' in the trace");
+    free(out);
+    snprintf(path, sizeof path, "%s/t.svg", d);
+    assert_int_equal(file_read_all(path, 1 << 26, &text, &n, &e), 0);
+    expect_has(text, "<title>GDN against ours</title>");
+    expect_has(text, "<mixscope:shows kind=\"series\">Kaczmarz</mixscope:shows>");
+    expect_has(text, "<mixscope:shows kind=\"axis\">k_norm</mixscope:shows>");
+    expect_has(text, "<mixscope:entry key=\"Mixer\">gdn,kaczmarz:eta=0.5</mixscope:entry>");
+    free(text);
     test_rmdir(d);
 }
 

@@ -336,7 +336,7 @@ int demo_trace(trace *tr, const char *view, int T, uint64_t seed, err *e) {
         L[0].m->state_init(&L[0].c, L[0].state);
     }
     for (int l = 0; l < nl; l++)
-        if (probe_register(tr, L[l].m, &L[l].c, nl, e) ||
+        if (trace_set_label(tr, l, L[l].m->name, e) || probe_register(tr, L[l].m, &L[l].c, nl, e) ||
             probe_register_state(tr, L[l].m, &L[l].c, nl, e) ||
             probe_register_attn(tr, L[l].m, &L[l].c, nl, e))
             goto done;

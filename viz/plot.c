@@ -406,6 +406,16 @@ void plot_series(plot *p, const float *y, size_t stride, int64_t n, double x0, d
     }
     draw_points(p, xy, (int)k, style, width, col);
     free(xy);
+    /* infinities are marked where they happened (a triangle at the edge they went past), not
+     * left as a gap that reads like "not recorded" */
+    for (int64_t i = 0; i < n; i++) {
+        float v = y[(size_t)i * stride];
+        if (!isinf(v)) continue;
+        float px = (float)plot_px(p, x0 + i * dx), edge = v > 0 ? p->y + 4.0f : p->y + p->h - 4.0f;
+        float dir = v > 0 ? -1.0f : 1.0f;
+        canvas_line(p->c, px - 3, edge - 2 * dir, px, edge + 2 * dir, 1.4f, rgb(200, 30, 30));
+        canvas_line(p->c, px + 3, edge - 2 * dir, px, edge + 2 * dir, 1.4f, rgb(200, 30, 30));
+    }
 }
 
 void plot_xy(plot *p, const double *x, const double *y, int n, int style, float width, rgba col) {
@@ -426,12 +436,21 @@ void plot_hline(plot *p, double y, rgba col, int style, const char *label) {
         canvas_dashed(p->c, (float)p->x, fy, (float)(p->x + p->w), fy, 1.2f, 6, 4, col);
     else
         canvas_line(p->c, (float)p->x, fy, (float)(p->x + p->w), fy, 1.2f, col);
-    if (label && *label) {
-        int th = canvas_text_height(FONT_SMALL);
-        int ly = (int)fy - th - 1;
-        if (ly < p->y + 1) ly = (int)fy + 2;
-        canvas_text(p->c, p->x + p->w - 4, ly, label, FONT_SMALL, ALIGN_RIGHT, col);
-    }
+    plot_hline_label(p, y, col, label);
+}
+
+void plot_hline_label(plot *p, double y, rgba col, const char *label) {
+    double py = plot_py(p, y);
+    if (!isfinite(py) || !label || !*label) return;
+    float fy = (float)floor(py) + 0.5f;
+    int th = canvas_text_height(FONT_SMALL), tw = canvas_text_width(label, FONT_SMALL);
+    int ly = (int)fy - th - 1;
+    if (ly < p->y + 1) ly = (int)fy + 2;
+    /* on a plate of the background, so the data drawn since does not run through the words */
+    rgba plate = theme_bg();
+    plate.a = 215;
+    canvas_fill(p->c, p->x + p->w - 6 - tw, ly, tw + 4, th, plate);
+    canvas_text(p->c, p->x + p->w - 4, ly, label, FONT_SMALL, ALIGN_RIGHT, col);
 }
 
 void plot_vline(plot *p, double x, rgba col, int style, const char *label) {
@@ -510,6 +529,19 @@ void plot_heatmap(plot *p, const float *v, int rows, int cols, ptrdiff_t rstride
     free(img);
 }
 
+/* A colour bar's end value at (x, y), kept inside the canvas: fewer digits when 4 do not fit
+ * (0.01271 -> 0.0127 -> 0.013), then moved left against the edge. */
+static void end_label(canvas *c, int x, int y, double v) {
+    char buf[40];
+    int room = c->w - 2 - x, tw = 0;
+    for (int digits = 4; digits >= 2; digits--) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v), tidy(buf, sizeof buf);
+        if ((tw = canvas_text_width(buf, FONT_SMALL)) <= room) break;
+    }
+    if (tw > room) x = c->w - 2 - tw;
+    canvas_text(c, x, y, buf, FONT_SMALL, ALIGN_LEFT, theme_ink());
+}
+
 void plot_colorbar(canvas *c, int x, int y, int w, int h, cmap_kind k, double lo, double hi,
                    int log, const char *label) {
     (void)w;
@@ -524,11 +556,8 @@ void plot_colorbar(canvas *c, int x, int y, int w, int h, cmap_kind k, double lo
     axis a = {lo, hi, log && lo > 0 && hi > lo, 0, NULL, 0};
     if (!(a.hi > a.lo)) a.hi = a.lo + 1;
     /* the exact limits at the ends, nice ticks between when they do not crowd the ends */
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.4g", hi), tidy(buf, sizeof buf);
-    canvas_text(c, x + bw + 5, top - th / 2, buf, FONT_SMALL, ALIGN_LEFT, theme_ink());
-    snprintf(buf, sizeof buf, "%.4g", lo), tidy(buf, sizeof buf);
-    canvas_text(c, x + bw + 5, top + bh - th / 2, buf, FONT_SMALL, ALIGN_LEFT, theme_ink());
+    end_label(c, x + bw + 5, top - th / 2, hi);
+    end_label(c, x + bw + 5, top + bh - th / 2, lo);
     int labw = 0;
     tick t[MAX_TICKS];
     int n = fit_ticks(&a, bh, 0, t, MAX_TICKS);

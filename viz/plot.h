@@ -65,6 +65,9 @@ void plot_series(plot *p, const float *y, size_t stride, int64_t n, double x0, d
 void plot_xy(plot *p, const double *x, const double *y, int n, int style, float width, rgba col);
 /* Reference lines across the frame, with an optional label at the end. */
 void plot_hline(plot *p, double y, rgba col, int style, const char *label);
+/* The label of a horizontal reference line alone, on a plate of the background (drawn after the
+ * data so the data does not run through it). */
+void plot_hline_label(plot *p, double y, rgba col, const char *label);
 void plot_vline(plot *p, double x, rgba col, int style, const char *label);
 /* A translucent horizontal band between two y values. */
 void plot_band(plot *p, double y0, double y1, rgba col);

@@ -9,11 +9,11 @@
 #include "plot.h"
 
 extern const view view_attribution, view_kaczmarz, view_kalman, view_kata, view_parallax,
-    view_state, view_recall, view_probes, view_precision, view_train;
+    view_state, view_recall, view_probes, view_precision, view_train, view_scatter;
 
 const view *const view_all[] = {
-    &view_kaczmarz, &view_kalman, &view_kata,      &view_parallax, &view_state,
-    &view_recall,   &view_probes, &view_precision, &view_train,    &view_attribution,
+    &view_kaczmarz, &view_kalman,    &view_kata,  &view_parallax,    &view_state,   &view_recall,
+    &view_probes,   &view_precision, &view_train, &view_attribution, &view_scatter,
 };
 const int view_count = (int)(sizeof view_all / sizeof view_all[0]);
 
@@ -69,16 +69,54 @@ const float *vu_ptr(const trace *tr, int s, int64_t from, int layer, int head, i
     return trace_at_lh(tr, s, from, layer, head) + i;
 }
 
-void vu_note_mixer(view_params *p, const trace *tr, int s) {
-    if (s < 0) return;
-    const char *src = tr->series[s].source;
-    if (!src || !*src) return;
+static void note_word(view_params *p, const char *src) {
     /* already listed as a whole word? */
     size_t n = strlen(src);
     for (const char *q = p->mixer; (q = strstr(q, src)); q += n)
         if ((q == p->mixer || q[-1] == ',') && (q[n] == 0 || q[n] == ',')) return;
     size_t used = strlen(p->mixer);
     snprintf(p->mixer + used, sizeof p->mixer - used, "%s%s", used ? "," : "", src);
+}
+
+/* The series' source names the mixer only when a mixer registered it; "input", "stream",
+ * "model", "recall", ... are the lab's own recorders: then the selected layer's mixer is meant. */
+void vu_note_mixer(view_params *p, const trace *tr, int s) {
+    if (s < 0) return;
+    const char *src = tr->series[s].source, *lb = trace_label(tr, p->layer);
+    if (lb) {
+        note_word(p, lb);
+        return;
+    }
+    if (src && *src) note_word(p, src);
+}
+
+void vu_note_layer(view_params *p, const trace *tr, int l) {
+    const char *lb = trace_label(tr, l);
+    if (lb) note_word(p, lb);
+}
+
+const char *vu_layer_name(const trace *tr, const view_params *p, int l, char *buf, size_t n) {
+    /* entry l of the user's labels */
+    const char *q = p ? p->labels : "";
+    for (int k = 0; *q && k < l; k++) {
+        q = strchr(q, ',');
+        q = q ? q + 1 : "";
+    }
+    if (*q && *q != ',') {
+        snprintf(buf, n, "%.*s", (int)strcspn(q, ","), q);
+        return buf;
+    }
+    const char *lb = trace_label(tr, l);
+    int shared = 0;
+    for (int k = 0; lb && k < tr->nlabels; k++)
+        if (k != l && !strcmp(tr->label[k], lb)) shared = 1;
+    if (!lb)
+        snprintf(buf, n, "layer %d", l);
+    else if (shared)
+        snprintf(buf, n, "layer %d (%s)", l, lb);
+    else
+        snprintf(buf, n, "%s", lb);
+    return buf;
 }
 
 void vu_note_crange(view_params *p, const char *name, double lo, double hi, int log) {
@@ -90,6 +128,7 @@ void vu_note_crange(view_params *p, const char *name, double lo, double hi, int 
 box vu_header(canvas *c, const char *title, const trace *tr, const view_params *p) {
     canvas_unclip(c);
     canvas_clear(c, theme_bg());
+    if (p->title[0]) title = p->title; /* set title */
     canvas_note(c, "title", title);
     int layers = 0, heads = 0;
     if (tr->nseries > 0) layers = tr->series[0].layers, heads = tr->series[0].heads;
@@ -154,8 +193,7 @@ void vu_lines(plot *pl, canvas *c, box b, const char *title, const char *ylabel,
                flags & PLOT_NO_XTICKS ? NULL : "token",
                0};
     plot_begin(pl, c, b.x, b.y, b.w, b.h, title, ax, ay, flags);
-    for (int k = 0; k < nrefs; k++)
-        plot_hline(pl, refs[k].y, refs[k].col, refs[k].style, refs[k].label);
+    for (int k = 0; k < nrefs; k++) plot_hline(pl, refs[k].y, refs[k].col, refs[k].style, NULL);
     legend_item items[12];
     int ni = 0;
     for (int k = 0; k < n; k++) {
@@ -178,6 +216,7 @@ void vu_lines(plot *pl, canvas *c, box b, const char *title, const char *ylabel,
         }
         if (L[k].label && ni < 12) items[ni++] = (legend_item){L[k].label, L[k].col, L[k].style};
     }
+    for (int k = 0; k < nrefs; k++) plot_hline_label(pl, refs[k].y, refs[k].col, refs[k].label);
     if (ni) plot_legend(pl, items, ni, LEGEND_AUTO);
     if (to <= from) plot_message(pl, "no tokens yet");
 }

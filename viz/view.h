@@ -15,12 +15,15 @@
 #include "canvas.h"
 
 typedef struct view_params {
-    int layer, head;  /* selection; clamped into the trace's shape */
-    int64_t from, to; /* token range [from, to); to < 0: through the last token */
-    int index;        /* a lane or channel inside wide probes (kalman: lane s); clamped */
-    char probe[64];   /* `probes`: the series to show ("": every per-head scalar series) */
-    int dim;          /* kata: key dimension p of the random-key experiments (0: 16) */
-    uint64_t seed;    /* kata: seed of the random keys */
+    int layer, head;     /* selection; clamped into the trace's shape */
+    int64_t from, to;    /* token range [from, to); to < 0: through the last token */
+    int index;           /* a lane or channel inside wide probes (kalman: lane s); clamped */
+    char probe[64];      /* `probes`: the series to show ("": every per-head scalar series) */
+    char px[64], py[64]; /* `scatter`: the probes on x and y ("": its defaults) */
+    char title[160];     /* `set title`: replaces the view's title ("": its own) */
+    char labels[256];    /* `set labels`: legend names of layers / lanes, comma separated */
+    int dim;             /* kata: key dimension p of the random-key experiments (0: 16) */
+    uint64_t seed;       /* kata: seed of the random keys */
     /* written by draw: what the figure shows, for provenance and the window title */
     int64_t shown_from, shown_to; /* the token range actually drawn, [from, to) */
     char mixer[96];               /* source mixer(s) of the series drawn */
@@ -69,6 +72,12 @@ float vu_at(const trace *tr, int s, int64_t t, int layer, int head, int i);
 /* A pointer to element i of (layer, head) at token `from`, and the stride between tokens. */
 const float *vu_ptr(const trace *tr, int s, int64_t from, int layer, int head, int i,
                     size_t *stride);
+/* How a legend names layer l: entry l of `set labels` when given; else its mixer (raw lanes: the
+ * lane as typed) when the layers' mixers differ, "layer l (mixer)" when several share one,
+ * "layer l" when the trace has no labels. */
+const char *vu_layer_name(const trace *tr, const view_params *p, int l, char *buf, size_t n);
+/* Notes layer l's mixer in p->mixer (provenance): the figure draws that layer. */
+void vu_note_layer(view_params *p, const trace *tr, int l);
 /* Appends a source mixer name to p->mixer (once) and a colour range to p->crange. */
 void vu_note_mixer(view_params *p, const trace *tr, int s);
 void vu_note_crange(view_params *p, const char *name, double lo, double hi, int log);

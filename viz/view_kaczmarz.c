@@ -14,8 +14,8 @@
 #include "view.h"
 
 /* Adds one line per layer of series s at the selected head (the selected layer thick). */
-static int layer_lines(const trace *tr, int s, const view_params *p, const char *what, vu_line *L,
-                       char (*labels)[48], int max) {
+static int layer_lines(const trace *tr, int s, view_params *p, const char *what, vu_line *L,
+                       char (*labels)[48], int max, int style) {
     int n = 0;
     if (s < 0) return 0;
     int layers = tr->series[s].layers;
@@ -25,14 +25,16 @@ static int layer_lines(const trace *tr, int s, const view_params *p, const char 
         for (int64_t t = p->shown_from; t < p->shown_to && !any; t++)
             any = isfinite(vu_at(tr, s, t, l, p->head, 0));
         if (!any && l != p->layer) continue;
-        snprintf(labels[n], 48, "%s layer %d", what, l);
+        char name[48];
+        snprintf(labels[n], 48, "%s %s", what, vu_layer_name(tr, p, l, name, sizeof name));
+        vu_note_layer(p, tr, l);
         L[n] = (vu_line){s,
                          l,
                          p->head,
                          0,
-                         layers > 1 ? labels[n] : NULL,
+                         layers > 1 || *what ? labels[n] : NULL,
                          l == p->layer ? palette(0) : palette(1 + l % 6),
-                         STYLE_LINE,
+                         style,
                          l == p->layer ? 2.0f : 1.2f,
                          0};
         n++;
@@ -69,7 +71,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     box b = vu_cell(area, 3, 2, 0, 0);
     vu_line L[16];
     char labels[16][48];
-    int n = layer_lines(tr, s_beta, p, "β", L, labels, 8);
+    int n = layer_lines(tr, s_beta, p, "β", L, labels, 8, STYLE_LINE);
     for (int i = 0; i < tr->nseries && n < 14; i++) {
         const char *nm = tr->series[i].name, *dot = strrchr(nm, '.');
         if (!dot || strcmp(dot, ".beta") != 0) continue;
@@ -99,29 +101,27 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     } else
         missing(&pl, c, b, "key norm ‖k_t‖²", "k_norm");
 
-    /* 3: residual before, error after */
+    /* 3: residual before, error after: every lane that recorded them, ‖e‖ solid, ‖r‖ dashed */
     b = vu_cell(area, 3, 2, 1, 0);
-    n = 0;
-    if (s_e >= 0)
-        L[n++] = (vu_line){s_e, L0, H0, 0, "‖e_t‖ before", palette(0), STYLE_LINE, 1.6f, 0};
-    if (s_r >= 0)
-        L[n++] = (vu_line){s_r, L0, H0, 0, "‖r_t‖ after", palette(1), STYLE_LINE, 1.6f, 0};
+    n = layer_lines(tr, s_e, p, "‖e‖", L, labels, 6, STYLE_LINE);
+    n += layer_lines(tr, s_r, p, "‖r‖", L + n, labels + n, 6, STYLE_DASHED);
     if (n) {
         vu_lines(&pl, c, b,
-                 "residual e_t = v_t − αS_{t−1}ᵀk_t and post-write error r_t = S_tᵀk_t − v_t",
+                 "residual e_t = v_t − αS_{t−1}ᵀk_t before the write (solid), r_t = S_tᵀk_t − v_t "
+                 "after (dashed)",
                  "norm", tr, p, L, n, NULL, 0, 1, PLOT_NO_XTICKS);
         plot_end(&pl);
     } else
         missing(&pl, c, b, "residual and post-write error", "e_norm");
 
-    /* 4: relaxation */
+    /* 4: relaxation, every lane */
     b = vu_cell(area, 3, 2, 1, 1);
-    if (s_rho >= 0) {
-        vu_line r = {s_rho, L0, H0, 0, NULL, palette(0), STYLE_LINE, 1.6f, 0};
+    n = layer_lines(tr, s_rho, p, "ρ", L, labels, 8, STYLE_LINE);
+    if (n) {
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE},
                          {1, "ρ = 1: exact write", palette(2), STYLE_DASHED},
                          {2, "ρ = 2: contraction limit", palette(1), STYLE_DASHED}};
-        vu_lines(&pl, c, b, "relaxation ρ_t = β_t‖k_t‖²", "ρ", tr, p, &r, 1, refs, 3, 0,
+        vu_lines(&pl, c, b, "relaxation ρ_t = β_t‖k_t‖²", "ρ", tr, p, L, n, refs, 3, 0,
                  PLOT_NO_XTICKS);
         plot_end(&pl);
     } else
