@@ -338,6 +338,27 @@ void canvas_polyline(canvas *c, const float *xy, int n, float width, rgba col) {
     c->stale = 1;
 }
 
+void canvas_polygon(canvas *c, const float *xy, int n, rgba col) {
+    for (int i = 0; i < c->ncr; i++) {
+        cairo_t *cr = c->cr[i];
+        int k = 0;
+        for (int j = 0; j < n; j++) {
+            if (!isfinite(xy[2 * j]) || !isfinite(xy[2 * j + 1])) continue;
+            if (k++ == 0)
+                cairo_move_to(cr, tame(xy[2 * j]), tame(xy[2 * j + 1]));
+            else
+                cairo_line_to(cr, tame(xy[2 * j]), tame(xy[2 * j + 1]));
+        }
+        if (k >= 3) {
+            cairo_close_path(cr);
+            source(cr, col, 1);
+            cairo_fill(cr);
+        }
+        cairo_new_path(cr);
+    }
+    c->stale = 1;
+}
+
 void canvas_disc(canvas *c, float cx, float cy, float r, rgba col) {
     if (!isfinite(cx) || !isfinite(cy) || !(r > 0)) return;
     for (int i = 0; i < c->ncr; i++) {

@@ -99,6 +99,8 @@ void canvas_dashed(canvas *c, float x0, float y0, float x1, float y1, float widt
                    float off, rgba col);
 /* n points xy[2n]; a NaN coordinate breaks the line. */
 void canvas_polyline(canvas *c, const float *xy, int n, float width, rgba col);
+/* A filled polygon of n points xy[2n] (points with a NaN coordinate are skipped). */
+void canvas_polygon(canvas *c, const float *xy, int n, rgba col);
 /* A filled anti-aliased disc. */
 void canvas_disc(canvas *c, float x, float y, float r, rgba col);
 /* An image of rows x cols cells (cells[row * cols + col], row 0 at the top) stretched over the

@@ -469,6 +469,22 @@ void plot_vline(plot *p, double x, rgba col, int style, const char *label) {
     }
 }
 
+void plot_fill_between(plot *p, const double *x, const double *lo, const double *hi, int n,
+                       rgba col) {
+    if (n < 2) return;
+    float *xy = malloc((size_t)n * 4 * sizeof *xy);
+    if (!xy) return;
+    int k = 0;
+    for (int i = 0; i < n; i++) /* along the top, then back along the bottom */
+        if (isfinite(lo[i]) && isfinite(hi[i]))
+            xy[2 * k] = (float)plot_px(p, x[i]), xy[2 * k + 1] = (float)plot_py(p, hi[i]), k++;
+    for (int i = n - 1; i >= 0; i--)
+        if (isfinite(lo[i]) && isfinite(hi[i]))
+            xy[2 * k] = (float)plot_px(p, x[i]), xy[2 * k + 1] = (float)plot_py(p, lo[i]), k++;
+    canvas_polygon(p->c, xy, k, col);
+    free(xy);
+}
+
 void plot_band(plot *p, double y0, double y1, rgba col) {
     double a = plot_py(p, y0), b = plot_py(p, y1);
     if (!isfinite(a) || !isfinite(b)) return;

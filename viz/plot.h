@@ -71,6 +71,10 @@ void plot_hline_label(plot *p, double y, rgba col, const char *label);
 void plot_vline(plot *p, double x, rgba col, int style, const char *label);
 /* A translucent horizontal band between two y values. */
 void plot_band(plot *p, double y0, double y1, rgba col);
+/* The area between lo[i] and hi[i] over x[i] (n points; non-finite ones break nothing, they are
+ * left out): a spread over seeds behind its mean line. */
+void plot_fill_between(plot *p, const double *x, const double *lo, const double *hi, int n,
+                       rgba col);
 
 /* A heatmap: cell (i, j) = v[i * rstride + j * cstride] for i < rows, j < cols, centred on
  * x = x0 + j dx, y = y0 + i dy. NaN cells are grey. */

@@ -48,9 +48,10 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     p->shown_from = r0, p->shown_to = r1;
     snprintf(p->mixer, sizeof p->mixer, "attribution");
     char title[200];
-    snprintf(title, sizeof title,
-             "exact attribution o_i = Σ_j M_ij v_j + o_init_i · layer %d head %d · %d tokens",
-             (int)at[0], (int)at[1], T);
+    snprintf(
+        title, sizeof title,
+        "exact attribution o_{i} = Σ_{j} M_{ij} v_{j} + o_{init,i} · layer %d head %d · %d tokens",
+        (int)at[0], (int)at[1], T);
     box area = vu_header(c, title, tr, p);
     if (p->layer != (int)at[0] || p->head != (int)at[1]) {
         char msg[200];
@@ -92,7 +93,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         range_add(&r, M[(size_t)i * T + j], 0), range_add(&r, Md[(size_t)i * T + j], 0);
     axis ax = {-0.5, i + 0.5, 0, 0, "j", 1};
     char rt[96];
-    snprintf(rt, sizeof rt, "row of token %d: M_ij, decay-only, |M_ij| |v_j|", i);
+    snprintf(rt, sizeof rt, "row of token %d: M_{ij}, decay-only, |M_{ij}| |v_{j}|", i);
     plot pl;
     plot_begin(&pl, c, b.x, b.y, b.w, b.h, rt, ax, axis_fit(&r, 0, 0, NULL), 0);
     float *w = malloc((size_t)(i + 1) * sizeof(float));
@@ -108,7 +109,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     plot_series(&pl, M + (size_t)i * T, 1, i + 1, 0, 1, STYLE_LINE, 1.8f, palette(0));
     legend_item li[] = {{"M_ij", palette(0), STYLE_LINE},
                         {"decay-only", palette(1), STYLE_LINE},
-                        {"|M_ij||v_j| (scaled)", palette(2), STYLE_STEP}};
+                        {"|M_{ij}||v_{j}| (scaled)", palette(2), STYLE_STEP}};
     plot_legend(&pl, li, 3, LEGEND_AUTO);
     plot_end(&pl);
     free(R);

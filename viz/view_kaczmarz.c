@@ -86,20 +86,20 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     }
     if (s_eta >= 0) L[n++] = (vu_line){s_eta, L0, H0, 0, "η", palette(2), STYLE_DASHED, 1.4f, 0};
     if (n) {
-        vu_lines(&pl, c, b, "write strength β_t (Kaczmarz: η/(‖k‖²+ε))", "β", tr, p, L, n, NULL, 0,
-                 1, PLOT_NO_XTICKS);
+        vu_lines(&pl, c, b, "write strength β_{t} (Kaczmarz: η/(‖k‖²+ε))", "β", tr, p, L, n, NULL,
+                 0, 1, PLOT_NO_XTICKS);
         plot_end(&pl);
     } else
-        missing(&pl, c, b, "write strength β_t", "beta");
+        missing(&pl, c, b, "write strength β_{t}", "beta");
 
     /* 2: |k|^2 */
     b = vu_cell(area, 3, 2, 0, 1);
     if (s_k >= 0) {
         vu_line k = {s_k, L0, H0, 0, NULL, palette(0), STYLE_LINE, 1.6f, 1};
-        vu_lines(&pl, c, b, "key norm ‖k_t‖²", "‖k‖²", tr, p, &k, 1, NULL, 0, 1, PLOT_NO_XTICKS);
+        vu_lines(&pl, c, b, "key norm ‖k_{t}‖²", "‖k‖²", tr, p, &k, 1, NULL, 0, 1, PLOT_NO_XTICKS);
         plot_end(&pl);
     } else
-        missing(&pl, c, b, "key norm ‖k_t‖²", "k_norm");
+        missing(&pl, c, b, "key norm ‖k_{t}‖²", "k_norm");
 
     /* 3: residual before, error after: every lane that recorded them, ‖e‖ solid, ‖r‖ dashed */
     b = vu_cell(area, 3, 2, 1, 0);
@@ -107,7 +107,8 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     n += layer_lines(tr, s_r, p, "‖r‖", L + n, labels + n, 6, STYLE_DASHED);
     if (n) {
         vu_lines(&pl, c, b,
-                 "residual e_t = v_t − αS_{t−1}ᵀk_t before the write (solid), r_t = S_tᵀk_t − v_t "
+                 "residual e_{t} = v_{t} − αS_{t−1}ᵀk_{t} before the write (solid), r_{t} = "
+                 "S_{t}ᵀk_{t} − v_{t} "
                  "after (dashed)",
                  "norm", tr, p, L, n, NULL, 0, 1, PLOT_NO_XTICKS);
         plot_end(&pl);
@@ -121,17 +122,17 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE},
                          {1, "ρ = 1: exact write", palette(2), STYLE_DASHED},
                          {2, "ρ = 2: contraction limit", palette(1), STYLE_DASHED}};
-        vu_lines(&pl, c, b, "relaxation ρ_t = β_t‖k_t‖²", "ρ", tr, p, L, n, refs, 3, 0,
+        vu_lines(&pl, c, b, "relaxation ρ_{t} = β_{t}‖k_{t}‖²", "ρ", tr, p, L, n, refs, 3, 0,
                  PLOT_NO_XTICKS);
         plot_end(&pl);
     } else
-        missing(&pl, c, b, "relaxation ρ_t", "rho");
+        missing(&pl, c, b, "relaxation ρ_{t}", "rho");
 
     /* 5: state norm */
     b = vu_cell(area, 3, 2, 2, 0);
     if (s_sn >= 0) {
         vu_line sn = {s_sn, L0, H0, 0, NULL, palette(0), STYLE_LINE, 1.6f, 0};
-        vu_lines(&pl, c, b, "state norm ‖S_t‖_F", "‖S‖_F", tr, p, &sn, 1, NULL, 0, 1, 0);
+        vu_lines(&pl, c, b, "state norm ‖S_{t}‖_{F}", "‖S‖_{F}", tr, p, &sn, 1, NULL, 0, 1, 0);
         plot_end(&pl);
     } else
         missing(&pl, c, b, "state norm", "state_norm");

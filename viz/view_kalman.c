@@ -84,7 +84,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     /* 1: precision per channel */
     box b = vu_cell(area, 3, 2, 0, 0);
     float *v = channels(tr, p, s_lam, M, S, 1);
-    vu_heatmap_tokens(c, b, "posterior precision λ_t per channel (geometric mean over s)",
+    vu_heatmap_tokens(c, b, "posterior precision λ_{t} per channel (geometric mean over s)",
                       "channel m", p, v, M, VU_LOG, "λ");
     free(v);
 
@@ -92,9 +92,10 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     b = vu_cell(area, 3, 2, 0, 1);
     vu_line L[4];
     int n = 0;
-    L[n++] = (vu_line){s_lam, L0, H0, p->index, "λ_t posterior", palette(0), STYLE_LINE, 1.8f, 0};
+    L[n++] = (vu_line){s_lam, L0, H0, p->index, "λ_{t} posterior", palette(0), STYLE_LINE, 1.8f, 0};
     if (s_pri >= 0)
-        L[n++] = (vu_line){s_pri, L0, H0, p->index, "λ⁻_t prior", palette(5), STYLE_LINE, 1.2f, 0};
+        L[n++] =
+            (vu_line){s_pri, L0, H0, p->index, "λ⁻_{t} prior", palette(5), STYLE_LINE, 1.2f, 0};
     if (s_star >= 0)
         L[n++] = (vu_line){s_star,     L0,           H0,   p->index, "λ* steady state",
                            palette(1), STYLE_DASHED, 1.6f, 0};
@@ -107,9 +108,9 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     b = vu_cell(area, 3, 2, 1, 0);
     n = 0;
     if (s_f >= 0)
-        L[n++] = (vu_line){s_f, L0, H0, p->index, "forget f_t", palette(0), STYLE_LINE, 1.8f, 0};
+        L[n++] = (vu_line){s_f, L0, H0, p->index, "forget f_{t}", palette(0), STYLE_LINE, 1.8f, 0};
     if (s_w >= 0)
-        L[n++] = (vu_line){s_w, L0, H0, p->index, "write w_t", palette(1), STYLE_LINE, 1.8f, 0};
+        L[n++] = (vu_line){s_w, L0, H0, p->index, "write w_{t}", palette(1), STYLE_LINE, 1.8f, 0};
     if (s_fm >= 0)
         L[n++] = (vu_line){s_fm, L0, H0, 0, "head mean f", palette(0), STYLE_DASHED, 1.0f, 0};
     if (s_wm >= 0)
@@ -127,7 +128,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     b = vu_cell(area, 3, 2, 1, 1);
     if (s_yv >= 0) {
         v = channels(tr, p, s_yv, M, S, 0);
-        vu_heatmap_tokens(c, b, "output variance Σ_s q²/λ per channel (posterior uncertainty)",
+        vu_heatmap_tokens(c, b, "output variance Σ_{s} q²/λ per channel (posterior uncertainty)",
                           "channel m", p, v, M, VU_LOG, "yvar");
         free(v);
     } else
@@ -137,7 +138,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     b = vu_cell(area, 3, 2, 2, 0);
     if (s_z >= 0) {
         v = channels(tr, p, s_z, M, S, 0);
-        vu_heatmap_tokens(c, b, "standardised innovation e_t/√S_t per channel (surprise)",
+        vu_heatmap_tokens(c, b, "standardised innovation e_{t}/√S_{t} per channel (surprise)",
                           "channel m", p, v, M, VU_SIGNED, "e/√S");
         free(v);
     } else

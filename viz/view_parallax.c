@@ -71,9 +71,9 @@ static void draw_rows(canvas *c, box b, const trace *tr, view_params *p) {
     if (!(hi > 0)) hi = 1;
     char title[96];
     if (n)
-        snprintf(title, sizeof title, "rows a_ij, layer %d head %d", p->layer, p->head);
+        snprintf(title, sizeof title, "rows a_{ij}, layer %d head %d", p->layer, p->head);
     else
-        snprintf(title, sizeof title, "effective weight rows a_ij");
+        snprintf(title, sizeof title, "effective weight rows a_{ij}");
     const int cbw = 88;
     int kfirst = k0 < 0 ? 0 : k0, qfirst = q0 < 0 ? 0 : q0;
     axis ax = {kfirst - 0.5, k0 + K - 0.5, 0, 0, "key position j", 1};
@@ -127,7 +127,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
                 vh[(size_t)h * T + t] = vu_at(tr, s_cor, from + t, L0, h, 0);
         }
         char t1[96];
-        snprintf(t1, sizeof t1, "COR ‖Σρ‖/‖o_SA‖ per token × layer (head %d)", H0);
+        snprintf(t1, sizeof t1, "COR ‖Σρ‖/‖o_{SA}‖ per token × layer (head %d)", H0);
         vu_heatmap_tokens(c, b1, t1, "layer", p, v, layers, VU_LOG, "COR");
         snprintf(t1, sizeof t1, "COR per token × head (layer %d)", L0);
         vu_heatmap_tokens(c, b2, t1, "head", p, vh, heads, VU_LOG, "COR");
@@ -198,10 +198,10 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         /* one shared log range so the iso-COR lines are diagonals */
         range rb = rx;
         if (ry.n) range_add(&rb, ry.lo, 1), range_add(&rb, ry.hi, 1);
-        axis ax = axis_fit(&rb, 2, 0, "‖o_SA‖"), ay = axis_fit(&rb, 2, 0, "‖Σρ‖");
+        axis ax = axis_fit(&rb, 2, 0, "‖o_{SA}‖"), ay = axis_fit(&rb, 2, 0, "‖Σρ‖");
         if (!ax.log) ax.log = ay.log = 1, ax.lo = ay.lo = 1e-3, ax.hi = ay.hi = 10;
         char t4[96];
-        snprintf(t4, sizeof t4, "‖Σρ‖ against ‖o_SA‖, layer %d head %d (dashed: COR 1, 4, 8)", L0,
+        snprintf(t4, sizeof t4, "‖Σρ‖ against ‖o_{SA}‖, layer %d head %d (dashed: COR 1, 4, 8)", L0,
                  H0);
         plot_begin(&pl, c, b4.x, b4.y, b4.w - 64, b4.h, t4, ax, ay, 0);
         static const double ISO[3] = {1, 4, 8};
@@ -226,7 +226,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         plot_colorbar(c, b4.x + b4.w - 50, pl.y - 8, 50, pl.h + 16, CMAP_VIRIDIS, (double)from,
                       (double)(to > from ? to - 1 : from), 0, NULL);
     } else
-        missing(c, b4, "‖Σρ‖ against ‖o_SA‖", "corr_norm");
+        missing(c, b4, "‖Σρ‖ against ‖o_{SA}‖", "corr_norm");
 
     /* the bottom row in thirds: 5 entropy, 6 the weights' extremes, 7 the rows a_ij */
     box bottom = vu_cell(area, 3, 1, 2, 0);
@@ -254,19 +254,19 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     vu_line L[6];
     int n = 0;
     if (s_amin >= 0)
-        L[n++] = (vu_line){s_amin, L0, H0, 0, "min a_j", palette(0), STYLE_LINE, 1.6f, 0};
+        L[n++] = (vu_line){s_amin, L0, H0, 0, "min a_{j}", palette(0), STYLE_LINE, 1.6f, 0};
     if (s_amax >= 0)
-        L[n++] = (vu_line){s_amax, L0, H0, 0, "max a_j", palette(1), STYLE_LINE, 1.6f, 0};
+        L[n++] = (vu_line){s_amax, L0, H0, 0, "max a_{j}", palette(1), STYLE_LINE, 1.6f, 0};
     if (s_neg >= 0)
         L[n++] = (vu_line){s_neg, L0, H0, 0, "negative mass N", palette(3), STYLE_LINE, 1.6f, 0};
     if (s_sp >= 0)
-        L[n++] = (vu_line){s_sp, L0, H0, 0, "sink p_t,0", palette(4), STYLE_DASHED, 1.3f, 0};
+        L[n++] = (vu_line){s_sp, L0, H0, 0, "sink p_{t,0}", palette(4), STYLE_DASHED, 1.3f, 0};
     if (s_sa0 >= 0)
-        L[n++] = (vu_line){s_sa0, L0, H0, 0, "sink a_t,0", palette(5), STYLE_DASHED, 1.3f, 0};
+        L[n++] = (vu_line){s_sa0, L0, H0, 0, "sink a_{t,0}", palette(5), STYLE_DASHED, 1.3f, 0};
     if (n) {
         vu_ref refs[] = {{0, NULL, theme_faint(), STYLE_LINE}};
-        vu_lines(&pl, c, b6, "a_j = p_j(1 + ū − u_j): extremes, sink", NULL, tr, p, L, n, refs, 1,
-                 0, 0);
+        vu_lines(&pl, c, b6, "a_{j} = p_{j}(1 + ū − u_{j}): extremes, sink", NULL, tr, p, L, n,
+                 refs, 1, 0, 0);
         plot_end(&pl);
     } else
         missing(c, b6, "effective weights", "a_min");

@@ -48,8 +48,8 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
             L[n++] = (vu_line){s, p->layer, p->head, 0, NULL, palette(v - 1), STYLE_LINE, 1.6f, 0};
     }
     char t[120];
-    snprintf(t, sizeof t, "state of layer %d, head %d: |S - S_fp32|_F / |S_fp32|_F", p->layer,
-             p->head);
+    snprintf(t, sizeof t, "state of layer %d, head %d: |S − S_{fp32}|_{F} / |S_{fp32}|_{F}",
+             p->layer, p->head);
     vu_lines(&pl, c, bot, t, "rel. difference", tr, p, L, n, NULL, 0, 3, 0);
     plot_end(&pl);
     return 0;

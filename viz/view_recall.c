@@ -26,8 +26,8 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     vu_note_mixer(p, tr, vu_series(tr, "k"));
     const trace_series *se = &tr->series[s];
     int W = se->width;
-    box area =
-        vu_header(c, "recall: readback error ‖S_tᵀk_i − v_i‖ / ‖v_i‖ of earlier keys", tr, p);
+    box area = vu_header(
+        c, "recall: readback error ‖S_{t}ᵀk_{i} − v_{i}‖ / ‖v_{i}‖ of earlier keys", tr, p);
     box top = {area.x, area.y, area.w, area.h * 58 / 100};
     box bl = {area.x, top.y + top.h + 14, area.w / 2 - 7, area.h - top.h - 14};
     box br = {area.x + area.w / 2 + 7, bl.y, area.w / 2 - 7, bl.h};

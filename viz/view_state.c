@@ -58,8 +58,8 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     axis ax = {-0.5, sn->cols - 0.5, 0, 0, "column j (value dim; Kalman: lane s)", 1};
     axis ay = {-0.5, sn->rows - 0.5, 0, 1, "row i (key dim; Kalman: channel m)", 1};
     plot_begin(&pl, c, left.x, left.y, left.w - cbw, left.h,
-               kind == CMAP_DIVERGING ? "S_ij (blue < 0 < red)" : "S_ij (never negative)", ax, ay,
-               PLOT_NO_GRID);
+               kind == CMAP_DIVERGING ? "S_{ij} (blue < 0 < red)" : "S_{ij} (never negative)", ax,
+               ay, PLOT_NO_GRID);
     if (sn->t >= 0)
         plot_heatmap(&pl, S, sn->rows, sn->cols, sn->cols, 1, 0, 1, 0, 1, kind, clo, chi, log);
     else
@@ -73,10 +73,10 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
         r2 = vu_cell(right, 3, 1, 2, 0);
     if (s_norm >= 0) {
         vu_line l = {s_norm, p->layer, p->head, 0, NULL, palette(0), STYLE_LINE, 1.6f, 0};
-        vu_lines(&pl, c, r0, "‖S_t‖_F over tokens", "‖S‖_F", tr, p, &l, 1, NULL, 0, 1, 0);
+        vu_lines(&pl, c, r0, "‖S_{t}‖_{F} over tokens", "‖S‖_{F}", tr, p, &l, 1, NULL, 0, 1, 0);
     } else {
         axis a0 = {0, 1, 0, 0, "token", 0}, a1 = {0, 1, 0, 0, NULL, 0};
-        plot_begin(&pl, c, r0.x, r0.y, r0.w, r0.h, "‖S_t‖_F over tokens", a0, a1, 0);
+        plot_begin(&pl, c, r0.x, r0.y, r0.w, r0.h, "‖S_{t}‖_{F} over tokens", a0, a1, 0);
         plot_message(&pl, "no 'state_norm' probe");
     }
     plot_end(&pl);
@@ -102,7 +102,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
     }
     range_add(&rr, 0, 0), range_add(&rc, 0, 0);
     axis xr = {-0.5, sn->rows - 0.5, 0, 0, "row i", 1};
-    plot_begin(&pl, c, r1.x, r1.y, r1.w, r1.h, "row norms ‖S_i,:‖", xr, axis_fit(&rr, 0, 0, NULL),
+    plot_begin(&pl, c, r1.x, r1.y, r1.w, r1.h, "row norms ‖S_{i},:‖", xr, axis_fit(&rr, 0, 0, NULL),
                0);
     plot_series(&pl, rn, 1, sn->rows, 0, 1, STYLE_STEP, 1.6f, palette(0));
     plot_end(&pl);
