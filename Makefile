@@ -86,6 +86,19 @@ $(BUILD)/%.o: %.c $(wildcard */*.h */*.inc)
 	@echo CC $<
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
+# The commit the binary was built from, for figures' provenance (cli/version.c): rewritten only
+# when it changes, so it rebuilds one file.
+$(BUILD)/commit.h: FORCE
+	@mkdir -p $(BUILD)
+	@c=$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown); \
+	 d=$$(git diff --quiet HEAD -- 2>/dev/null || echo +changes); \
+	 printf '#define MIXSCOPE_COMMIT "%s%s"\n' "$$c" "$$d" > $@.tmp; \
+	 cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(BUILD)/cli/version.o: $(BUILD)/commit.h
+$(BUILD)/cli/version.o: CPPFLAGS += -I$(BUILD)
+.PHONY: FORCE
+FORCE:
+
 $(BUILD)/kernels/%.o: kernels/%.cu $(wildcard kernels/*.h kernels/*.cuh mixers/*.h core/*.h)
 	@mkdir -p $(dir $@)
 	@echo NVCC $<

@@ -135,16 +135,19 @@ static int write_figure(session *s, const char *path, const char *cmd, const vie
         if (canvas_init(&c, 1280, 800, e)) return -1;
         out = &c;
     }
-    char layer[16], head[16], tokens[80], software[64];
+    char layer[16], head[16], tokens[80], software[128], seed[64];
+    snprintf(seed, sizeof seed, "%ld (set seed: generators without seed=)", s->set_seed);
     snprintf(layer, sizeof layer, "%d", p->layer);
     snprintf(head, sizeof head, "%d", p->head);
     snprintf(tokens, sizeof tokens, "%lld..%lld of %lld", (long long)p->shown_from,
              (long long)p->shown_to - 1, (long long)tr->T);
-    snprintf(software, sizeof software, "mixscope %s", MIXSCOPE_VERSION);
+    snprintf(software, sizeof software, "mixscope %s (commit %s)", MIXSCOPE_VERSION,
+             mixscope_commit());
     png_text text[] = {
         {"Software", software},
         {"Command", cmd},
         {"Commands", session_history_text(s)},
+        {"Seed", seed},
         {"Checkpoint SHA-256", checkpoint_sha(s)},
         {"Mixer", p->mixer[0] ? p->mixer : "none"},
         {"View", v->name},
@@ -382,9 +385,10 @@ static int export_csv(session *s, int argc, char **argv, err *e) {
     }
     int64_t f = from < 0 ? 0 : from, t = to < 0 || to > tr->T ? tr->T : to;
     if (f > t) f = t;
-    char cmd[1024], software[64], shape[96], sel[64], tokens[80], meaning[300];
+    char cmd[1024], software[128], shape[96], sel[64], tokens[80], meaning[300];
     command_text(s, "export", argc, argv, cmd, sizeof cmd);
-    snprintf(software, sizeof software, "mixscope %s", MIXSCOPE_VERSION);
+    snprintf(software, sizeof software, "mixscope %s (commit %s)", MIXSCOPE_VERSION,
+             mixscope_commit());
     snprintf(shape, sizeof shape, "%d layers x %d heads x %d values", se->layers, se->heads,
              se->width);
     char lb[16] = "all", hb[16] = "all";
