@@ -599,7 +599,6 @@ void plot_colorbar(canvas *c, int x, int y, int w, int h, cmap_kind k, double lo
  * bottom-left. */
 static int quiet_corner(const plot *p, int bw, int bh) {
     canvas *c = p->c;
-    rgba bg = theme_bg(), gr = theme_grid();
     int best = 0;
     long fewest = -1;
     for (int k = 0; k < 4; k++) {
@@ -610,9 +609,12 @@ static int quiet_corner(const plot *p, int bw, int bh) {
             for (int x = bx; x < bx + bw; x += 2) {
                 rgba q;
                 if (!canvas_peek(c, x, y, &q)) continue;
-                int is_bg = q.r == bg.r && q.g == bg.g && q.b == bg.b;
-                int is_grid = q.r == gr.r && q.g == gr.g && q.b == gr.b;
-                n += !is_bg && !is_grid;
+                /* ink: lines, markers and text, saturated or dark; not the background, the grid
+                 * or a light tint (a band behind the data may cover a whole plot) */
+                int mx = q.r > q.g ? (q.r > q.b ? q.r : q.b) : (q.g > q.b ? q.g : q.b);
+                int mn = q.r < q.g ? (q.r < q.b ? q.r : q.b) : (q.g < q.b ? q.g : q.b);
+                int lum = (q.r * 3 + q.g * 6 + q.b) / 10;
+                n += mx - mn > 80 || lum < 150;
             }
         if (fewest < 0 || n < fewest) fewest = n, best = k;
     }

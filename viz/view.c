@@ -95,6 +95,36 @@ void vu_note_layer(view_params *p, const trace *tr, int l) {
     if (lb) note_word(p, lb);
 }
 
+int vu_lanes(const trace *tr) {
+    if (tr->nlabels < 2) return 0;
+    for (int a = 0; a < tr->nlabels; a++)
+        for (int b = a + 1; b < tr->nlabels; b++)
+            if (!strcmp(tr->label[a], tr->label[b])) return 0;
+    return 1;
+}
+
+const char *vu_lane_list(const trace *tr, const view_params *p, char *buf, size_t n) {
+    size_t o = 0;
+    buf[0] = 0;
+    /* "parallax:rscale=0.5", "parallax:rscale=2": the shared "parallax:" says nothing */
+    size_t skip = 0;
+    const char *colon = tr->nlabels ? strchr(tr->label[0], ':') : NULL;
+    if (colon && !p->labels[0]) {
+        skip = (size_t)(colon - tr->label[0]) + 1;
+        for (int l = 1; l < tr->nlabels; l++)
+            if (strncmp(tr->label[l], tr->label[0], skip)) skip = 0;
+    }
+    for (int l = 0; l < tr->nlabels && o + 1 < n; l++) {
+        char nm[64];
+        const char *name = vu_layer_name(tr, p, l, nm, sizeof nm);
+        int w = snprintf(buf + o, n - o, "%s%d %s", l ? " · " : "", l,
+                         strlen(name) > skip ? name + skip : name);
+        if (w < 0) break;
+        o += (size_t)w < n - o ? (size_t)w : n - o - 1;
+    }
+    return buf;
+}
+
 const char *vu_layer_name(const trace *tr, const view_params *p, int l, char *buf, size_t n) {
     /* entry l of the user's labels */
     const char *q = p ? p->labels : "";

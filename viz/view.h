@@ -76,6 +76,11 @@ const float *vu_ptr(const trace *tr, int s, int64_t from, int layer, int head, i
  * lane as typed) when the layers' mixers differ, "layer l (mixer)" when several share one,
  * "layer l" when the trace has no labels. */
 const char *vu_layer_name(const trace *tr, const view_params *p, int l, char *buf, size_t n);
+/* 1 when the trace's layers are raw-mixer lanes (each labelled by a different spec), so figures
+ * say "lane" and name them rather than speak of depth. */
+int vu_lanes(const trace *tr);
+/* "0 gdn · 1 kaczmarz:eta=0.5" (the names as vu_layer_name gives them), cut to n. */
+const char *vu_lane_list(const trace *tr, const view_params *p, char *buf, size_t n);
 /* Notes layer l's mixer in p->mixer (provenance): the figure draws that layer. */
 void vu_note_layer(view_params *p, const trace *tr, int l);
 /* Appends a source mixer name to p->mixer (once) and a colour range to p->crange. */

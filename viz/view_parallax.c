@@ -126,10 +126,15 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
             for (int h = 0; h < heads; h++)
                 vh[(size_t)h * T + t] = vu_at(tr, s_cor, from + t, L0, h, 0);
         }
-        char t1[96];
-        snprintf(t1, sizeof t1, "COR ‖Σρ‖/‖o_{SA}‖ per token × layer (head %d)", H0);
-        vu_heatmap_tokens(c, b1, t1, "layer", p, v, layers, VU_LOG, "COR");
-        snprintf(t1, sizeof t1, "COR per token × head (layer %d)", L0);
+        char t1[300], lanes[200];
+        if (vu_lanes(tr))
+            snprintf(t1, sizeof t1, "COR ‖Σρ‖/‖o_{SA}‖ per token × lane (head %d): %s", H0,
+                     vu_lane_list(tr, p, lanes, sizeof lanes));
+        else
+            snprintf(t1, sizeof t1, "COR ‖Σρ‖/‖o_{SA}‖ per token × layer (head %d)", H0);
+        vu_heatmap_tokens(c, b1, t1, vu_lanes(tr) ? "lane" : "layer", p, v, layers, VU_LOG, "COR");
+        snprintf(t1, sizeof t1, "COR per token × head (%s %d)", vu_lanes(tr) ? "lane" : "layer",
+                 L0);
         vu_heatmap_tokens(c, b2, t1, "head", p, vh, heads, VU_LOG, "COR");
         free(v);
     } else {
@@ -159,16 +164,22 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
             rom[l] = n && ss > 0 ? sn / ss : NAN;
             range_add(&r, mcor[l], 1), range_add(&r, rom[l], 1);
         }
-        range_add(&r, 4, 1), range_add(&r, 8, 1);
-        axis ax = {-0.5, layers - 0.5, 0, 0, "layer", 1};
-        plot_begin(&pl, c, b3.x, b3.y, b3.w, b3.h, "depth profile of COR (head mean over tokens)",
+        /* raw lanes are not depth: no paper bands, which are about the layers of trained models */
+        int lanes = vu_lanes(tr);
+        if (!lanes) range_add(&r, 4, 1), range_add(&r, 8, 1);
+        axis ax = {-0.5, layers - 0.5, 0, 0, lanes ? "lane" : "layer", 1};
+        plot_begin(&pl, c, b3.x, b3.y, b3.w, b3.h,
+                   lanes ? "COR by lane (head mean over tokens)"
+                         : "depth profile of COR (head mean over tokens)",
                    ax, axis_fit(&r, 1, 0, "COR"), 0);
         rgba low = palette(2), high = palette(1);
         low.a = 40, high.a = 40;
-        plot_band(&pl, pl.ay.lo, 4, low);
-        plot_band(&pl, 8, pl.ay.hi, high);
-        plot_hline(&pl, 4, palette(2), STYLE_DASHED, NULL);
-        plot_hline(&pl, 8, palette(1), STYLE_DASHED, NULL);
+        if (!lanes) {
+            plot_band(&pl, pl.ay.lo, 4, low);
+            plot_band(&pl, 8, pl.ay.hi, high);
+            plot_hline(&pl, 4, palette(2), STYLE_DASHED, NULL);
+            plot_hline(&pl, 8, palette(1), STYLE_DASHED, NULL);
+        }
         if (lx) {
             plot_xy(&pl, lx, mcor, layers, STYLE_LINE, 1.8f, palette(0));
             plot_xy(&pl, lx, mcor, layers, STYLE_MARKERS, 3.0f, palette(0));
@@ -180,7 +191,7 @@ static int draw(canvas *c, const trace *tr, view_params *p, err *e) {
                             {"< 4: AdamW (paper)", low, STYLE_BOX},
                             {"> 8: Muon, deep layers", high, STYLE_BOX}};
         li[2].col.a = 110, li[3].col.a = 110;
-        plot_legend(&pl, li, 4, LEGEND_AUTO);
+        plot_legend(&pl, li, lanes ? 2 : 4, LEGEND_AUTO);
         plot_end(&pl);
         free(lx);
     } else
