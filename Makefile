@@ -222,9 +222,9 @@ FUZZ_LIB_SRC := $(filter-out kernels/gpu_none.c,$(LIB_SRC)) kernels/gpu_none.c
 
 fuzz: $(FUZZ_BIN)
 
-build/fuzz/%: fuzz/%.c $(FUZZ_LIB_SRC) $(wildcard */*.h)
+build/fuzz/%: fuzz/%.c $(FUZZ_LIB_SRC) $(wildcard */*.h) $(BUILD)/commit.h
 	@mkdir -p $(dir $@)
-	clang -std=c11 -g -O1 $(CPPFLAGS) $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+	clang -std=c11 -g -O1 $(CPPFLAGS) -I$(BUILD) $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
 	  -o $@ $< $(FUZZ_LIB_SRC) $(PKG_LIBS) -lm -lpthread
 
 fuzz-run: fuzz
