@@ -306,6 +306,12 @@ int main(void) {
     test_model("kaczmarz", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=4", 1);
     test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5", 1);
     test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6", 0);
+    /* a hybrid (fla's attn key): the attention layer's softmax core keeps it off the resident
+     * stepper, so it steps on the cpu under device gpu, the cores on the gpu where they can */
+    test_model("gdn",
+               "layers=3 hidden=128 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=4 "
+               "attn_kv_heads=2 attn_window=64",
+               0);
     test_interventions();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;
