@@ -1,5 +1,7 @@
 #include "tensor.h"
 
+#include "busguard.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,6 +243,38 @@ void tensor_read_i64(const tensor *t, int64_t *dst) {
             dst[i] = sat_int(v, INT64_MIN, INT64_MAX);
         }
     }
+}
+
+typedef struct guarded_read {
+    const tensor *t;
+    void *dst;
+    int i64;
+} guarded_read;
+
+static void guarded(void *ctx) {
+    guarded_read *g = ctx;
+    if (g->i64)
+        tensor_read_i64(g->t, g->dst);
+    else
+        tensor_read_f32(g->t, g->dst);
+}
+
+static int read_file(const tensor *t, void *dst, int i64, err *e) {
+    guarded_read g = {t, dst, i64};
+    if (busguard_run(guarded, &g))
+        return err_set(e,
+                       "tensor '%.120s': the file changed while it was read (another program "
+                       "truncated or rewrote it); nothing was kept",
+                       t->name ? t->name : "?");
+    return 0;
+}
+
+int tensor_read_f32_file(const tensor *t, float *dst, err *e) {
+    return read_file(t, dst, 0, e);
+}
+
+int tensor_read_i64_file(const tensor *t, int64_t *dst, err *e) {
+    return read_file(t, dst, 1, e);
 }
 
 tensor *tensor_to_f32(const tensor *t, err *e) {

@@ -61,6 +61,11 @@ int64_t shape_numel_checked(int ndim, const int64_t *shape, size_t elem_size);
 void tensor_read_f32(const tensor *t, float *dst);
 /* Converts to int64 (integer and bool tensors; floats are truncated). */
 void tensor_read_i64(const tensor *t, int64_t *dst);
+/* The same for a tensor that views a mapped file (st_open): the copy runs under
+ * core/busguard.h, so a file truncated by another program since it was opened is an error naming
+ * the tensor ("the file changed while it was read"), not a SIGBUS that ends the session. */
+int tensor_read_f32_file(const tensor *t, float *dst, err *e);
+int tensor_read_i64_file(const tensor *t, int64_t *dst, err *e);
 /* A new owned float32 copy with the same name and shape. */
 tensor *tensor_to_f32(const tensor *t, err *e);
 /* A new owned tensor of dtype `dt` converted from float32 values src[numel]. */

@@ -268,7 +268,10 @@ int diag_load(model **out, const char *path, diag_ckpt *ck, err *e) {
             err_set(e, "out of memory");
             goto done;
         }
-        tensor_read_f32(t, v);
+        if (tensor_read_f32_file(t, v, e)) {
+            free(v);
+            goto done;
+        }
         int64_t j = 0;
         while (j < n && isfinite(v[j])) j++;
         if (j == n) {

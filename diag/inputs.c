@@ -53,7 +53,10 @@ static float *read_exact(const st_file *f, const char *name, int ndim, const int
         err_set(e, "out of memory");
         return NULL;
     }
-    tensor_read_f32(t, d);
+    if (tensor_read_f32_file(t, d, e)) {
+        free(d);
+        return NULL;
+    }
     return d;
 }
 

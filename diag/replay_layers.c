@@ -51,7 +51,12 @@ static int seq_read(seq *s, const st_file *f, const char *full, const char *name
     if (!t || t->ndim < 2 || !dtype_is_float(t->dtype)) return 0;
     int64_t n = tensor_numel(t);
     if (!(s->v = malloc((size_t)(n ? n : 1) * sizeof(float)))) return -1;
-    tensor_read_f32(t, s->v);
+    err lost = {{0}};
+    if (tensor_read_f32_file(t, s->v, &lost)) { /* the file shrank since: as if absent */
+        free(s->v);
+        s->v = NULL;
+        return 0;
+    }
     s->B = t->shape[0], s->T = t->shape[1];
     s->per = s->B > 0 && s->T > 0 ? n / (s->B * s->T) : 0;
     return 0;

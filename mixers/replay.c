@@ -164,7 +164,7 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
         int nd = want_shape(&d, w, id->width == W_1, shape);
         if (check_float(t, e) || check_shape(t, nd, shape, e)) goto done;
         if (!(in[id->which] = malloc(n * sizeof(float)))) goto oom;
-        tensor_read_f32(t, in[id->which]);
+        if (tensor_read_f32_file(t, in[id->which], e)) goto done;
         if (check_domain(m, prefix, id->name, in[id->which], n, e)) goto done;
     }
     /* static parameters: [dv, dk] per head */
@@ -183,7 +183,7 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
             shape[nd++] = mixer_width_floats(&c, m->params[i].width);
         if (check_float(t, e) || check_shape(t, nd, shape, e)) goto done;
         if (!(params[i] = malloc((size_t)tensor_numel(t) * sizeof(float)))) goto oom;
-        tensor_read_f32(t, params[i]);
+        if (tensor_read_f32_file(t, params[i], e)) goto done;
         if (check_domain(m, prefix, m->params[i].name, params[i], (size_t)tensor_numel(t), e))
             goto done;
         c.params[i] = params[i];
@@ -239,7 +239,10 @@ int replay_run(const mixer_ops *m, const char *in_path, const char *prefix, cons
             size_t n = (size_t)(tensor_numel(t) / d.B);
             float *tmp = malloc(n * d.B * sizeof(float));
             if (!tmp) goto oom;
-            tensor_read_f32(t, tmp);
+            if (tensor_read_f32_file(t, tmp, e)) {
+                free(tmp);
+                goto done;
+            }
             memcpy(init + parts[p].offset, tmp + (size_t)b * n, n * sizeof(float));
             free(tmp);
         }

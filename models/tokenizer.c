@@ -78,7 +78,7 @@ int tok_read_file(const char *path, const char *name, int32_t **ids, int *n, err
         err_set(e, "out of memory");
         goto done;
     }
-    tensor_read_i64(t, tmp);
+    if (tensor_read_i64_file(t, tmp, e)) goto done;
     for (int64_t i = 0; i < T; i++) {
         if (tmp[i] < 0 || tmp[i] > INT32_MAX) {
             err_set(e, "%s: tensor '%s': token %lld at position %lld is negative or too large",

@@ -465,6 +465,41 @@ static void test_malformed_every_truncation(void **state) {
     tensor_free(t);
 }
 
+/* A mapped file truncated by another program after it was opened: reading its tensors is an
+ * error naming the tensor (SIGBUS caught), and the process goes on (replay, tokens, diagnose and
+ * export-inputs readers go through tensor_read_*_file). */
+static void test_truncated_after_open(void **state) {
+    (void)state;
+    int64_t sh[1] = {1 << 18};
+    err e = {{0}};
+    tensor *t = tensor_new("layers.0.q", DT_F32, 1, sh, &e);
+    tensor *ids = tensor_new("input_ids", DT_I64, 1, sh, &e);
+    assert_non_null(t);
+    assert_non_null(ids);
+    const tensor *both[2] = {t, ids};
+    char *path = tmp_path("shrinks.st");
+    assert_int_equal(st_write(path, both, 2, NULL, &e), 0);
+    st_file *f;
+    assert_int_equal(st_open(&f, path, &e), 0);
+    float *v = malloc(sizeof(float) << 18);
+    int64_t *iv = malloc(sizeof(int64_t) << 18);
+    assert_int_equal(tensor_read_f32_file(st_find(f, "layers.0.q"), v, &e), 0);
+    assert_int_equal(truncate(path, 8192), 0);
+    assert_int_equal(tensor_read_f32_file(st_find(f, "layers.0.q"), v, &e), -1);
+    expect_has(e.msg, "tensor 'layers.0.q': the file changed while it was read");
+    err_clear(&e);
+    assert_int_equal(tensor_read_i64_file(st_find(f, "input_ids"), iv, &e), -1);
+    expect_has(e.msg, "tensor 'input_ids'");
+    st_close(f);
+    /* the same process reads a good file again */
+    assert_int_equal(st_write(path, both, 2, NULL, &e), 0);
+    assert_int_equal(st_open(&f, path, &e), 0);
+    assert_int_equal(tensor_read_i64_file(st_find(f, "input_ids"), iv, &e), 0);
+    st_close(f);
+    free(v), free(iv), free(path);
+    tensor_free(t), tensor_free(ids);
+}
+
 static void test_not_a_file(void **state) {
     (void)state;
     err e = {{0}};
@@ -1294,6 +1329,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_short_files),
         cmocka_unit_test(test_malformed_every_truncation),
         cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_truncated_after_open),
         cmocka_unit_test(test_roundtrip_every_dtype),
         cmocka_unit_test(test_roundtrip_values),
         cmocka_unit_test(test_from_f32_integers),
