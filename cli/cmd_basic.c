@@ -91,8 +91,8 @@ const command cmd_help = {
     "help",
     "[CMD]",
     "list the commands, or explain one",
-    "Without an argument, lists every command with its usage. With one, prints that command's\n"
-    "usage and full description.",
+    "Without an argument, lists every command with its usage. With one, prints that\n"
+    "command's usage and full description.",
     0,
     1,
     run_help,
@@ -120,9 +120,9 @@ const command cmd_source = {
     "source",
     "FILE",
     "run the commands in FILE (a .scene script)",
-    "Runs FILE line by line; ';' also separates commands and '#' starts a comment. In batch use\n"
-    "the first failing command stops the script; in the REPL each error is printed and the\n"
-    "script goes on.",
+    "Runs FILE line by line; ';' also separates commands and '#' starts a comment. In\n"
+    "batch use the first failing command stops the script; in the REPL each error is\n"
+    "printed and the script goes on.",
     1,
     1,
     run_source,
@@ -145,8 +145,9 @@ const command cmd_device = {
     "device",
     "[cpu|gpu]",
     "choose the backend (gpu falls back to cpu when there is none)",
-    "Without an argument, shows the current backend and what GPU is present. `device gpu` on a\n"
-    "machine without a usable GPU says why and stays on the cpu; that is not an error.",
+    "Without an argument, shows the current backend and what GPU is present. `device\n"
+    "gpu` on a machine without a usable GPU says why and stays on the cpu; that is\n"
+    "not an error.",
     0,
     1,
     run_device,

@@ -430,26 +430,32 @@ static int run_compare(session *s, int argc, char **argv, const char *rest, err 
 
 const command cmd_compare = {
     "compare",
-    "MIXER[:k=v,...] MIXER ... [probe=P,P by=PROBE bins=4 tokens=A..B head=0]",
+    "MIXER[:k=v,...] ... [probe=P,P by=PROBE bins=4 tokens=A..B head=H]",
     "the same stream or prompt through several mixers, side by side",
-    "Raw-mixer mode (after mixer and stream): each MIXER runs the whole stream from its prior\n"
-    "state with the current dimensions and shared options (its own after ':'), into its own\n"
-    "trace; the session's trace and position are untouched. Rows, one column per mixer:\n"
-    "  recall_err mean / max, recalled (< 0.1)     over the query tokens (recall, overwrite)\n"
-    "  P mean (writes) for each probe of probe= (default state_norm out_norm rho e_rel r_norm);\n"
-    "  state_norm also final, max and the token where it passed `set blowup`.\n"
-    "  by=PROBE [bins=4]   the first probe= (default rho) over writes in quantile bins of PROBE\n"
-    "                      (key_norm: over- and under-correction by key norm)\n"
+    "Raw-mixer mode (after mixer and stream): each MIXER runs the whole stream from\n"
+    "its prior state with the current dimensions and shared options (its own after\n"
+    "':'), into its own trace; the session's trace and position are untouched. Rows,\n"
+    "  one column per mixer:\n"
+    "  recall_err mean / max, recalled (< 0.1)     over the query tokens (recall,\n"
+    "                                              overwrite)\n"
+    "  P mean (writes) for each probe of probe= (default state_norm out_norm rho\n"
+    "  e_rel r_norm); state_norm also final, max and the token where it passed `set\n"
+    "  blowup`.\n"
+    "  by=PROBE [bins=4]   the first probe= (default rho) over writes in quantile\n"
+    "                      bins of PROBE (key_norm: over- and under-correction by key\n"
+    "                      norm)\n"
     "  tokens=A..B         the first probe= (default out_norm) per token at head=\n"
-    "Model mode (a model and tokens): every layer's core is swapped to MIXER in turn, the tokens\n"
-    "run with probes, and the cores are restored; rows: next-token loss, the task accuracy of\n"
-    "a generated prompt (prompt mqar ...), mean state_norm, mix_out_norm and resid_norm.\n"
+    "Model mode (a model and tokens): every layer's core is swapped to MIXER in turn,\n"
+    "the tokens run with probes, and the cores are restored; rows: next-token loss,\n"
+    "the task accuracy of a generated prompt (prompt mqar ...), mean state_norm,\n"
+    "mix_out_norm and resid_norm.\n"
     "Examples:\n"
     "  compare gdn kaczmarz probe=rho,r_norm by=key_norm\n"
     "  compare kata:variant=m1 kata:variant=linear deltanet\n"
-    "  compare gdn kaczmarz deltanet            (a gated_deltanet model and prompt mqar)\n"
-    "compare device [tol=1e-4] [tokens=N] [mode=step|prefill]: the same input on the CPU and the\n"
-    "GPU, the first token where they differ (help diagnose).",
+    "  compare gdn kaczmarz deltanet            (a gated_deltanet model and prompt\n"
+    "                                           mqar)\n"
+    "compare device [tol=1e-4] [tokens=N] [mode=step|prefill]: the same input on the\n"
+    "CPU and the GPU, the first token where they differ (help diagnose).",
     1,
     -1,
     run_compare,

@@ -542,16 +542,18 @@ const command cmd_view = {
     "view",
     "NAME|list|close [layer= head= from= to= index= probe= width= height=]",
     "show a view live in a window (needs a display)",
-    "  view NAME [layer=L head=H from=A to=B index=I probe=P dim=D seed=S width=W height=H]\n"
-    "      open a window showing view NAME over the session's probe trace; it redraws as\n"
-    "      tokens are stepped. Several windows can be open at once.\n"
+    "  view NAME [layer=L head=H from=A to=B index=I probe=P dim=D seed=S width=W\n"
+    "      height=H] open a window showing view NAME over the session's probe trace;\n"
+    "      it redraws as tokens are stepped. Several windows can be open at once.\n"
     "  view list     the views and what they show\n"
     "  view close    close every window\n"
-    "Keys in a window: space steps one token, Left/Right change the head, Up/Down the layer,\n"
-    "[ and ] the index (Kalman lane, element of a wide probe), s saves a PNG with provenance,\n"
-    "q or Escape closes it. In scripts (-c, .scene files) the script waits until the windows\n"
-    "are closed. Without a display, view says so: use 'export png NAME FILE.png' instead.\n"
-    "Views: kaczmarz kalman kata parallax state recall probes precision (docs/views.md).",
+    "Keys in a window: space steps one token, Left/Right change the head, Up/Down the\n"
+    "layer, [ and ] the index (Kalman lane, element of a wide probe), s saves a PNG\n"
+    "with provenance, q or Escape closes it. In scripts (-c, .scene files) the script\n"
+    "waits until the windows are closed. Without a display, view says so: use 'export\n"
+    "png NAME FILE.png' instead.\n"
+    "Views: kaczmarz kalman kata parallax state recall probes precision\n"
+    "(docs/views.md).",
     1,
     -1,
     run_view,
@@ -680,29 +682,31 @@ static int run_export(session *s, int argc, char **argv, const char *rest, err *
 const command cmd_export = {
     "export",
     "logits|png|svg|pdf|csv|inputs|state ...",
-    "write logits, a view as PNG, SVG or PDF, a probe as CSV, a core's inputs or state",
+    "write logits, a view (PNG, SVG, PDF), a probe (CSV), a core's inputs or state",
     "  export logits FILE.safetensors\n"
     "      float32 tensor 'logits' [1, T, V] of the tokens run so far\n"
     "  export png VIEW FILE.png [scale= dpi= width= height= layer= head= from= to=]\n"
     "      render a view without a display; the PNG carries provenance text chunks.\n"
-    "      width x height (1280 x 800) is the layout; scale=2 (or dpi=192) doubles the\n"
-    "      pixels, text and lines with them\n"
+    "      width x height (1280 x 800) is the layout; scale=2 (or dpi=192) doubles\n"
+    "      the pixels, text and lines with them\n"
     "  export svg|pdf VIEW FILE [width= height= layer= head= from= to=]\n"
-    "      the same drawing as vectors; provenance in the SVG's <metadata> or the PDF's\n"
-    "      document information. A FILE ending in another format's extension is refused\n"
+    "      the same drawing as vectors; provenance in the SVG's <metadata> or the\n"
+    "      PDF's document information. A FILE ending in another format's extension is\n"
+    "      refused\n"
     "  export csv PROBE FILE.csv [layer= head= from= to= format=long|wide]\n"
     "      long (default): token,layer,head,lane,probe,value, one row per value;\n"
     "      wide: token,l0h0,l0h1,..., one row per token; provenance in FILE.csv.json\n"
     "  export csv attribution FILE.csv [layer= head=]\n"
-    "      the exact attribution M (show attribution): i, j, M_ij, decay-only, key removal\n"
+    "      the exact attribution M (show attribution): i, j, M_ij, decay-only, key\n"
+    "      removal\n"
     "  export inputs FILE.safetensors [layer=L from=T to=T]\n"
-    "      what layer (lane) L's core saw at tokens from..to, in replay's layout (q k v\n"
-    "      [1, T, H, D], g, beta or eta [1, T, H], ...) with its state before token from\n"
-    "      (h0 [1, H, K, V]); prints the replay line that reproduces the core's output\n"
+    "      what layer (lane) L's core saw at tokens from..to, in replay's layout (q k\n"
+    "      v [1, T, H, D], g, beta or eta [1, T, H], ...) with its state before token\n"
+    "      from (h0 [1, H, K, V]); prints the replay line that reproduces the core's\n"
+    "      output\n"
     "  export state FILE.safetensors [layer=L]\n"
-    "      the state now: h [1, H, K, V] of lane L (raw mode), layers.N.h of every layer\n"
-    "      (model mode), other state parts under their own names\n"
-
+    "      the state now: h [1, H, K, V] of lane L (raw mode), layers.N.h of every\n"
+    "      layer (model mode), other state parts under their own names\n"
     "Files are written to a temporary file and renamed: whole or not at all.",
     2,
     -1,

@@ -109,16 +109,17 @@ const command cmd_load = {
     "PATH [arith=fp32|tf32]",
     "load a checkpoint (config.json + model.safetensors, as fla saves them)",
     "PATH is a folder with config.json and model.safetensors (or a sharded\n"
-    "model.safetensors.index.json), or a .safetensors file with config.json beside it.\n"
-    "Model types: gated_deltanet, delta_net, gla, mamba2, transformer, parallax (fla's) and\n"
-    "kaczmarz_deltanet, kalman, kata (docs/models.md). F32, BF16 and F16 weights. A missing,\n"
-    "extra or misshapen tensor, NaN/Inf, or a config the weights disagree with is refused with\n"
-    "one line naming the tensor or key.\n"
-    "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward computes with TF32\n"
-    "products: the delta-rule cores of gated_deltanet and kaczmarz_deltanet layers (unless\n"
-    "attn_mode is fused_recurrent) and the cores of parallax layers. `run` then uses the\n"
-    "chunked form for more than 64 tokens, as fla's layer does. Default: `set arith` (fp32, exact\n"
-    "float32).",
+    "model.safetensors.index.json), or a .safetensors file with config.json beside\n"
+    "it.\n"
+    "Model types: gated_deltanet, delta_net, gla, mamba2, transformer, parallax\n"
+    "(fla's) and kaczmarz_deltanet, kalman, kata (docs/models.md). F32, BF16 and F16\n"
+    "weights. A missing, extra or misshapen tensor, NaN/Inf, or a config the weights\n"
+    "disagree with is refused with one line naming the tensor or key.\n"
+    "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward\n"
+    "computes with TF32 products: the delta-rule cores of gated_deltanet and\n"
+    "kaczmarz_deltanet layers (unless attn_mode is fused_recurrent) and the cores of\n"
+    "parallax layers. `run` then uses the chunked form for more than 64 tokens, as\n"
+    "fla's layer does. Default: `set arith` (fp32, exact float32).",
     1,
     2,
     run_load,
@@ -137,7 +138,8 @@ const command cmd_save = {
     "save",
     "PATH",
     "write the model as fla does (PATH/config.json, PATH/model.safetensors)",
-    "Writes float32 weights with fla's tensor names; `load PATH` reads them back bit for bit.\n"
+    "Writes float32 weights with fla's tensor names; `load PATH` reads them back bit\n"
+    "for bit.\n"
     "A swapped core is not part of the checkpoint (the projections are).",
     1,
     1,
@@ -223,18 +225,22 @@ const command cmd_model = {
     "model",
     "random MIXER [key=value ...] | info | ranks [layer=N]",
     "build a random model, describe it, or list the stable ranks of its projections",
-    "  model random MIXER [layers=2 hidden=64 heads= head_dim= vocab=256 seed=0 KEY=VALUE ...]\n"
-    "      a model whose layers use MIXER (gdn, deltanet, kaczmarz, gla, mamba2, softmax,\n"
-    "      parallax, kalman, kata), initialised as the spec says, deterministic from the seed.\n"
-    "      Other KEY=VALUE pairs are config.json keys (e.g. num_v_heads=4 use_gate=false).\n"
-    "      attn=1,3 makes layers 1 and 3 softmax attention layers (a hybrid model, fla's\n"
-    "      attn key), with attn_heads=4 attn_kv_heads= attn_window= attn_rope_theta=10000\n"
+    "  model random MIXER [layers=2 hidden=64 heads= head_dim= vocab=256 seed=0\n"
+    "      KEY=VALUE ...] a model whose layers use MIXER (gdn, deltanet, kaczmarz,\n"
+    "      gla, mamba2, softmax, parallax, kalman, kata), initialised as the spec\n"
+    "      says, deterministic from the seed.\n"
+    "      Other KEY=VALUE pairs are config.json keys (e.g. num_v_heads=4\n"
+    "      use_gate=false).\n"
+    "      attn=1,3 makes layers 1 and 3 softmax attention layers (a hybrid model,\n"
+    "      fla's attn key), with attn_heads=4 attn_kv_heads= attn_window=\n"
+    "      attn_rope_theta=10000\n"
     "  model [info]\n"
     "      type, sizes, each layer's core, and which cores a swap can use\n"
     "  model ranks [layer=N]\n"
-    "      stable ranks ||M||_F^2 / ||M||_2^2 of each layer's W_Q, W_K, W_V, W_O, W_R and, per\n"
-    "      head, of the circuits W_Q^T W_K, W_R^T W_K (Parallax) and W_O W_V (spec B.7: the\n"
-    "      paper finds W_R far higher under Muon than AdamW). '-': the layer has no such matrix.",
+    "      stable ranks ||M||_F^2 / ||M||_2^2 of each layer's W_Q, W_K, W_V, W_O, W_R\n"
+    "      and, per head, of the circuits W_Q^T W_K, W_R^T W_K (Parallax) and W_O W_V\n"
+    "      (spec B.7: the paper finds W_R far higher under Muon than AdamW). '-': the\n"
+    "      layer has no such matrix.",
     0,
     -1,
     run_model,
@@ -271,12 +277,14 @@ const command cmd_swap = {
     "swap",
     "LAYER|all MIXER [option=value ...]",
     "rerun a layer with another core on its projections",
-    "Replaces the core of one layer (or all) by another that the layer's projections can feed:\n"
-    "GDN-like layers (gated_deltanet, delta_net, kaczmarz_deltanet) take gdn, deltanet and\n"
-    "kaczmarz; attention layers take softmax and parallax. `swap all kaczmarz` on a Gated\n"
-    "DeltaNet checkpoint feeds raw keys and eta = sigmoid(b_proj x), so the core writes with\n"
-    "beta = eta / (|k|^2 + eps) (spec §8.2). Options go to the core (eps=, chunk=, ...).\n"
-    "The position goes back to 0 and the trace restarts; run again to compare on the same tokens.",
+    "Replaces the core of one layer (or all) by another that the layer's projections\n"
+    "can feed: GDN-like layers (gated_deltanet, delta_net, kaczmarz_deltanet) take\n"
+    "gdn, deltanet and kaczmarz; attention layers take softmax and parallax. `swap\n"
+    "all kaczmarz` on a Gated DeltaNet checkpoint feeds raw keys and eta =\n"
+    "sigmoid(b_proj x), so the core writes with beta = eta / (|k|^2 + eps) (spec\n"
+    "§8.2). Options go to the core (eps=, chunk=, ...).\n"
+    "The position goes back to 0 and the trace restarts; run again to compare on the\n"
+    "same tokens.",
     2,
     -1,
     run_swap,
@@ -320,9 +328,10 @@ const command cmd_tokens = {
     "tokens",
     "FILE.safetensors [name=input_ids] | FILE.txt",
     "token ids from an integer tensor [1, T], or a text file",
-    "Reads the ids to run from an integer tensor of shape [1, T] (or [T]); every id must lie in\n"
-    "the model's vocabulary. Any other file is text: encoded by the session's tokenizer (with\n"
-    "its special tokens), or as bytes without one. The position goes back to 0.",
+    "Reads the ids to run from an integer tensor of shape [1, T] (or [T]); every id\n"
+    "must lie in the model's vocabulary. Any other file is text: encoded by the\n"
+    "session's tokenizer (with its special tokens), or as bytes without one. The\n"
+    "position goes back to 0.",
     1,
     2,
     run_tokens,

@@ -115,11 +115,11 @@ const command cmd_prompt = {
     "prompt",
     "TEXT | GENERATOR [key=value ...]",
     "text (through the tokenizer, or bytes), or a generated task prompt",
-    "`prompt TEXT` runs TEXT through the session's tokenizer (tokenizer.json beside the loaded\n"
-    "checkpoint, or `tokenizer PATH`), its special tokens included; without one, its bytes\n"
-    "(UTF-8), which needs a model whose vocabulary is the 256 bytes. `prompt GENERATOR ...`\n"
-    "asks the task generators of scenes/ for a prompt with their own vocabulary. The position\n"
-    "goes back to 0.",
+    "`prompt TEXT` runs TEXT through the session's tokenizer (tokenizer.json beside\n"
+    "the loaded checkpoint, or `tokenizer PATH`), its special tokens included;\n"
+    "without one, its bytes (UTF-8), which needs a model whose vocabulary is the 256\n"
+    "bytes. `prompt GENERATOR ...` asks the task generators of scenes/ for a prompt\n"
+    "with their own vocabulary. The position goes back to 0.",
     1,
     -1,
     run_prompt,

@@ -273,23 +273,27 @@ const command cmd_show = {
     "show",
     "[PROBE|state|attribution] [layer= head= from= to= index= token= top=]",
     "a probe's numbers as a table (tokens x heads, layers or elements)",
-    "  show                the recorded probe series: name, source, [layers][heads][width], "
-    "meaning\n"
+    "  show                the recorded probe series: name, source,\n"
+    "                      [layers][heads][width], meaning\n"
     "  show PROBE [layer=L head=H from=A to=B index=I]\n"
-    "      one row per token, then min, mean and max over the range. A scalar probe shows every\n"
-    "      head of layer L (default 0); with head=H, or with one head, every layer side by side\n"
-    "      (in raw-mixer mode the lanes, e.g. gdn beside kaczmarz). A wider probe (Kalman's\n"
-    "      per-lane values, o_hat) shows 8 elements of one head from index I. '-' is a value\n"
-    "      not recorded (recall_err on writes). Long series print their head and tail (set rows).\n"
+    "      one row per token, then min, mean and max over the range. A scalar probe\n"
+    "      shows every head of layer L (default 0); with head=H, or with one head,\n"
+    "      every layer side by side (in raw-mixer mode the lanes, e.g. gdn beside\n"
+    "      kaczmarz). A wider probe (Kalman's per-lane values, o_hat) shows 8\n"
+    "      elements of one head from index I. '-' is a value not recorded (recall_err\n"
+    "      on writes). Long series print their head and tail (set rows).\n"
     "  show state [layer=L head=H]\n"
-    "      the latest state matrix of a layer and head (its top-left 16 x 10) and its norm.\n"
+    "      the latest state matrix of a layer and head (its top-left 16 x 10) and its\n"
+    "      norm.\n"
     "  show attribution [token=i layer=L head=H top=10]\n"
-    "      the writes that make up the core's output at token i (default the last): o_i =\n"
-    "      sum_j M_ij v_j + o_init exactly, decay and key removal included (replay ...\n"
-    "      attribution=1 for files); each j with M_ij, its decay-only part, what the key\n"
-    "      removal changes, |M_ij v_j| and its share. gdn, deltanet, kaczmarz, gla, mamba2,\n"
-    "      softmax, parallax. view attribution draws M; export csv attribution writes it.\n"
-    "Examples: show rho   show recall_err head=0   show lambda head=1 index=8   show state",
+    "      the writes that make up the core's output at token i (default the last):\n"
+    "      o_i = sum_j M_ij v_j + o_init exactly, decay and key removal included\n"
+    "      (replay ... attribution=1 for files); each j with M_ij, its decay-only\n"
+    "      part, what the key removal changes, |M_ij v_j| and its share. gdn,\n"
+    "      deltanet, kaczmarz, gla, mamba2, softmax, parallax. view attribution\n"
+    "      draws M; export csv attribution writes it.\n"
+    "Examples: show rho   show recall_err head=0   show lambda head=1 index=8\n"
+    "          show state",
     0,
     -1,
     run_show,
@@ -340,12 +344,13 @@ static int run_figure(session *s, int argc, char **argv, const char *rest, err *
 
 const command cmd_figure = {
     "figure",
-    "VIEW FILE.png|.svg|.pdf [layer= head= from= to= index= probe= width= height= scale=]",
-    "write a view to a PNG, SVG or PDF, and show it live when a display and a terminal are there",
-    "Runs `export png|svg|pdf VIEW FILE ...` (the format from FILE's extension, PNG when it has\n"
-    "none of those; FILE's folder created), then, in the interactive\n"
-    "REPL with a display, `view VIEW ...` too. Scenes use it so the same script writes its\n"
-    "figures headless (make test, no display) and shows windows in a live demo.\n"
+    "VIEW FILE.png|.svg|.pdf [layer= head= from= to= width= height= scale=]",
+    "write a view to PNG, SVG or PDF; at a terminal with a display, show it too",
+    "Runs `export png|svg|pdf VIEW FILE ...` (the format from FILE's extension, PNG\n"
+    "when it has none of those; FILE's folder created), then, in the interactive\n"
+    "REPL with a display, `view VIEW ...` too. Scenes use it so the same script\n"
+    "writes its figures headless (make test, no display) and shows windows in a live\n"
+    "demo.\n"
     "Example: figure kaczmarz $outdir/kaczmarz-vs-gdn.png head=0",
     2,
     -1,

@@ -264,9 +264,10 @@ const command cmd_step = {
     "step",
     "[N]",
     "advance N tokens (default 1), recording the selected probes",
-    "Runs the next N tokens through the model one at a time with each core's step, recording\n"
-    "the probes `set probes` selects (default: what the views draw); prints the top next-token\n"
-    "prediction of each. In raw-mixer mode, one line per token for every lane.",
+    "Runs the next N tokens through the model one at a time with each core's step,\n"
+    "recording the probes `set probes` selects (default: what the views draw); prints\n"
+    "the top next-token prediction of each. In raw-mixer mode, one line per token for\n"
+    "every lane.",
     0,
     1,
     run_step,
@@ -330,10 +331,11 @@ const command cmd_run = {
     "run",
     "[prefill]",
     "run every remaining token",
-    "Steps every remaining token, recording the selected probes (set probes). `run prefill` uses\n"
-    "the cores' parallel forms instead: the same logits (to rounding), no probes. After `load\n"
-    "PATH arith=tf32` on a delta-rule model, more than 64 remaining tokens run as prefill (fla's\n"
-    "chunk mode). In raw-mixer mode: every token of the stream, then a summary per lane.",
+    "Steps every remaining token, recording the selected probes (set probes). `run\n"
+    "prefill` uses the cores' parallel forms instead: the same logits (to rounding),\n"
+    "no probes. After `load PATH arith=tf32` on a delta-rule model, more than 64\n"
+    "remaining tokens run as prefill (fla's chunk mode). In raw-mixer mode: every\n"
+    "token of the stream, then a summary per lane.",
     0,
     1,
     run_run,

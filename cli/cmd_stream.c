@@ -105,17 +105,19 @@ const command cmd_mixer = {
     "NAME[:k=v,...] [NAME ...] [heads=1 dk=16 dv=16] [options] | list | off",
     "raw-mixer mode: select mixer cores to feed raw streams (no model)",
     "  mixer NAME [NAME ...] [heads=1] [dk=16] [dv=16] [option=value ...]\n"
-    "      selects one or more cores; each is a lane, recorded as layer 0, 1, ... of the trace,\n"
-    "      all fed the same stream. Options after the names go to every lane; NAME:k=v,k=v gives\n"
-    "      one lane its own (they win). Besides each mixer's options (mixer list) a lane takes\n"
-    "      the stream's gates: decay= (alpha per write, g = log decay; default 1), beta= (gdn,\n"
-    "      deltanet, kata delta; 1), eta= (kaczmarz; 1), lambda_v= (kalman; 1), a= p= (kalman\n"
-    "      dynamics), rscale= (parallax probe |r|; 1). Linear memories read with scale=1, softmax\n"
-    "      and parallax with scale=dk, unless scale= is given.\n"
+    "      selects one or more cores; each is a lane, recorded as layer 0, 1, ... of\n"
+    "      the trace, all fed the same stream. Options after the names go to every\n"
+    "      lane; NAME:k=v,k=v gives one lane its own (they win). Besides each mixer's\n"
+    "      options (mixer list) a lane takes the stream's gates: decay= (alpha per\n"
+    "      write, g = log decay; default 1), beta= (gdn, deltanet, kata delta; 1),\n"
+    "      eta= (kaczmarz; 1), lambda_v= (kalman; 1), a= p= (kalman dynamics),\n"
+    "      rscale= (parallax probe |r|; 1). Linear memories read with scale=1,\n"
+    "      softmax and parallax with scale=dk, unless scale= is given.\n"
     "  mixer          the selection      mixer list     mixers and their options\n"
     "  mixer off      leave raw-mixer mode (load / model random also leave it)\n"
     "Examples:\n"
-    "  mixer gdn kaczmarz dk=16 dv=16            the Kaczmarz view's pair on one stream\n"
+    "  mixer gdn kaczmarz dk=16 dv=16            the Kaczmarz view's pair on one\n"
+    "                                            stream\n"
     "  mixer kata:variant=m1 kata:variant=linear dk=8 dv=8\n"
     "  mixer kalman dk=8 dv=8 a=0.95 p=0.01 lambda_v=4",
     0,
@@ -200,17 +202,19 @@ const command cmd_stream = {
     "keys N | recall | overwrite [key=value ...]",
     "a raw write/query stream for the selected mixer(s)",
     "  stream keys N [norms=LO..HI] [seed=S]\n"
-    "      N writes of new random keys, |k| log-uniform in [LO, HI] (default 1..1), unit values:\n"
-    "      the spread of key norms GDN's beta|k|^2 over- or under-corrects and Kaczmarz does not.\n"
+    "      N writes of new random keys, |k| log-uniform in [LO, HI] (default 1..1),\n"
+    "      unit values: the spread of key norms GDN's beta|k|^2 over- or\n"
+    "      under-corrects and Kaczmarz does not.\n"
     "  stream recall [pairs=16] [queries=pairs] [norms=] [seed=]\n"
-    "      writes the pairs, then queries stored keys (each once per round); run reports the\n"
-    "      recall error |o - v*|/|v*| per query and per lane, and the keys' interference against\n"
-    "      the Welch floor.\n"
+    "      writes the pairs, then queries stored keys (each once per round); run\n"
+    "      reports the recall error |o - v*|/|v*| per query and per lane, and the\n"
+    "      keys' interference against the Welch floor.\n"
     "  stream overwrite [keys=8] [repeats=2] [norms=] [seed=]\n"
-    "      the same keys written `repeats` times with new values, then each queried: the right\n"
-    "      answer is the latest value.\n"
-    "Every form takes heads= dk= dv= (default: the mixer's; other values rebuild the lanes) and\n"
-    "seed= (default: set seed). The position goes back to 0. Then step, run, show, view.",
+    "      the same keys written `repeats` times with new values, then each queried:\n"
+    "      the right answer is the latest value.\n"
+    "Every form takes heads= dk= dv= (default: the mixer's; other values rebuild the\n"
+    "lanes) and seed= (default: set seed). The position goes back to 0. Then step,\n"
+    "run, show, view.",
     1,
     -1,
     run_stream,

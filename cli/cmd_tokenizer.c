@@ -36,14 +36,15 @@ const command cmd_tokenizer = {
     "tokenizer",
     "[PATH | bytes]",
     "the text tokenizer: show it, load a tokenizer.json, or back to bytes",
-    "`tokenizer PATH` loads a tokenizer.json (Hugging Face's format; PATH may be its folder) as\n"
-    "the session's: `prompt TEXT`, `tokens FILE.txt`, `tokenize`, `detokenize` and the token\n"
-    "columns of step and show use it. `load` picks up the tokenizer.json beside a checkpoint.\n"
-    "BPE tokenizers as Llama and Mistral ship them (byte fallback, the Prepend/Replace\n"
-    "normaliser) and byte-level BPE as GPT-2 and Llama 3 ship them, with their templates; what\n"
-    "else a file asks for is refused in words. A tokenizer with more ids than the model's\n"
-    "vocabulary is refused. `tokenizer bytes` goes back to byte-level text; `tokenizer` alone\n"
-    "says which is in use.",
+    "`tokenizer PATH` loads a tokenizer.json (Hugging Face's format; PATH may be its\n"
+    "folder) as the session's: `prompt TEXT`, `tokens FILE.txt`, `tokenize`,\n"
+    "`detokenize` and the token columns of step and show use it. `load` picks up the\n"
+    "tokenizer.json beside a checkpoint.\n"
+    "BPE tokenizers as Llama and Mistral ship them (byte fallback, the\n"
+    "Prepend/Replace normaliser) and byte-level BPE as GPT-2 and Llama 3 ship them,\n"
+    "with their templates; what else a file asks for is refused in words. A tokenizer\n"
+    "with more ids than the model's vocabulary is refused. `tokenizer bytes` goes\n"
+    "back to byte-level text; `tokenizer` alone says which is in use.",
     0,
     1,
     run_tokenizer,
@@ -80,9 +81,10 @@ const command cmd_tokenize = {
     "tokenize",
     "[special=1|0] TEXT",
     "print the ids of TEXT as one line of integers",
-    "Encodes the rest of the line with the session's tokenizer (special=1, the default, adds\n"
-    "its template's special tokens, as Hugging Face's encode does) and prints the ids separated\n"
-    "by single spaces. Without a tokenizer: the UTF-8 bytes. Example: tokenize Hello world",
+    "Encodes the rest of the line with the session's tokenizer (special=1, the\n"
+    "default, adds its template's special tokens, as Hugging Face's encode does) and\n"
+    "prints the ids separated by single spaces. Without a tokenizer: the UTF-8 bytes.\n"
+    "Example: tokenize Hello world",
     0,
     -1,
     run_tokenize,
@@ -128,8 +130,9 @@ const command cmd_detokenize = {
     "detokenize",
     "ID [ID ...]",
     "print the text of token ids",
-    "Decodes the ids with the session's tokenizer (special tokens kept, as Hugging Face's decode\n"
-    "with skip_special_tokens=False) and prints the text; without a tokenizer the ids are bytes.",
+    "Decodes the ids with the session's tokenizer (special tokens kept, as Hugging\n"
+    "Face's decode with skip_special_tokens=False) and prints the text; without a\n"
+    "tokenizer the ids are bytes.",
     1,
     -1,
     run_detokenize,

@@ -570,13 +570,15 @@ const command cmd_tui = {
     "tui",
     "",
     "the ncurses dashboard: sparklines per head, the state heatmap, stepping keys",
-    "A full-screen dashboard over the session (as `mixscope --tui`): a status line (model,\n"
-    "mixer, device, token t), sparklines of the selected probe for every head of a layer and of\n"
-    "the other probes of the selected head, the state matrix as colour blocks (monochrome with\n"
-    "NO_COLOR or without colour), the last message, and a key bar:\n"
-    "  Space step   r run   n/p head   l/L layer   v/V probe   0 reset   ? help   q quit\n"
-    "With nothing loaded it starts on gdn beside kaczmarz over 256 keys of varied norm. It needs\n"
-    "a terminal; it survives resizing.",
+    "A full-screen dashboard over the session (as `mixscope --tui`): a status line\n"
+    "(model, mixer, device, token t), sparklines of the selected probe for every head\n"
+    "of a layer and of the other probes of the selected head, the state matrix as\n"
+    "colour blocks (monochrome with NO_COLOR or without colour), the last message,\n"
+    "and a key bar:\n"
+    "  Space step   r run   n/p head   l/L layer   v/V probe   0 reset   ? help\n"
+    "  q quit\n"
+    "With nothing loaded it starts on gdn beside kaczmarz over 256 keys of varied\n"
+    "norm. It needs a terminal; it survives resizing.",
     0,
     0,
     run_tui,

@@ -82,6 +82,33 @@ static void test_help_page(void **state) {
     free(h), free(out), free(err);
 }
 
+/* Every command's usage line, summary and help text fits 80 columns (UTF-8 characters). */
+static int columns(const char *s, size_t n) {
+    int c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static void test_help_within_80_columns(void **state) {
+    (void)state;
+    int bad = 0;
+    for (int i = 0; i < command_table_size; i++) {
+        const command *c = command_table[i];
+        char usage[600];
+        snprintf(usage, sizeof usage, "%s %s", c->name, c->args ? c->args : "");
+        if (columns(usage, strlen(usage)) > 80) printf("usage of %s: %s\n", c->name, usage), bad++;
+        if (c->summary && columns(c->summary, strlen(c->summary)) > 78)
+            printf("summary of %s: %s\n", c->name, c->summary), bad++;
+        for (const char *h = c->help; h && *h;) {
+            const char *nl = strchr(h, '\n');
+            size_t n = nl ? (size_t)(nl - h) : strlen(h);
+            if (columns(h, n) > 80) printf("help of %s: %.*s\n", c->name, (int)n, h), bad++;
+            h = nl ? nl + 1 : h + n;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
 static void test_help_command(void **state) {
     (void)state;
     char *out, *err;
@@ -736,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_help_page),
         cmocka_unit_test(test_help_command),
+        cmocka_unit_test(test_help_within_80_columns),
         cmocka_unit_test(test_unknown_command),
         cmocka_unit_test(test_stops_at_failure),
         cmocka_unit_test(test_usage_errors),
