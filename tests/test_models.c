@@ -275,6 +275,36 @@ static void test_ref_parallax(void **st) {
     check_ref("parallax", 1e-3);
 }
 
+/* parallax/exact.safetensors: the same model's logits in float64 with the naive core (fla,
+ * use_cache=False): an exact float32 forward lies within 1e-5 of them (refs README), step and
+ * prefill alike; expected.safetensors came from fla's cached TF32 Triton forward */
+static void test_ref_parallax_exact(void **st) {
+    (void)st;
+    ref r;
+    ref_open(&r, "parallax");
+    char dir[512], path[600];
+    ref_path(dir, sizeof dir, "parallax");
+    snprintf(path, sizeof path, "%s/exact.safetensors", dir);
+    err e = {{0}};
+    st_file *f;
+    assert_int_equal(st_open(&f, path, &e), 0);
+    int64_t n;
+    float *exact = st_get_f32(f, "logits", &n);
+    assert_non_null(exact);
+    assert_int_equal(n, (int64_t)r.T * r.V);
+    st_close(f);
+    float *ls = step_logits(r.m, r.ids, r.T, NULL), *lp = prefill_logits(r.m, r.ids, r.T);
+    double es = rel_err(ls, exact, (size_t)n), ep = rel_err(lp, exact, (size_t)n),
+           ef = rel_err(r.logits, exact, (size_t)n);
+    print_message(
+        "  parallax vs float64: step %.2e, prefill %.2e (fla's cached TF32 forward %.2e)\n", es, ep,
+        ef);
+    assert_true(es < 1e-5 && ep < 1e-5);
+    assert_true(ef > 10 * es); /* the reference's own TF32 distance, for scale */
+    free(ls), free(lp), free(exact);
+    ref_close(&r);
+}
+
 /* TF32 as Hopper tensor cores read float32: the low 13 mantissa bits dropped */
 static float tf32(float x) {
     uint32_t u;
@@ -1210,21 +1240,37 @@ static void test_tokens(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_scalars),       cmocka_unit_test(test_blocks_norms),
-        cmocka_unit_test(test_blocks_conv_cache),    cmocka_unit_test(test_blocks_rope),
-        cmocka_unit_test(test_ref_transformer),      cmocka_unit_test(test_ref_gla),
-        cmocka_unit_test(test_ref_delta_net),        cmocka_unit_test(test_ref_mamba2),
-        cmocka_unit_test(test_ref_gated_deltanet),   cmocka_unit_test(test_ref_parallax),
-        cmocka_unit_test(test_ref_parallax_tf32),    cmocka_unit_test(test_ref_gated_deltanet_tf32),
-        cmocka_unit_test(test_random_deterministic), cmocka_unit_test(test_random_init_spec),
-        cmocka_unit_test(test_random_normal_stats),  cmocka_unit_test(test_random_threads),
-        cmocka_unit_test(test_random_size_limit),    cmocka_unit_test(test_random_step_prefill),
-        cmocka_unit_test(test_random_long_stable),   cmocka_unit_test(test_save_load_bitwise),
-        cmocka_unit_test(test_config_variants),      cmocka_unit_test(test_bad_checkpoints),
-        cmocka_unit_test(test_bf16_exact),           cmocka_unit_test(test_load_parallel),
-        cmocka_unit_test(test_weights_sha256),       cmocka_unit_test(test_sharded_and_file_paths),
-        cmocka_unit_test(test_swap_kaczmarz_on_gdn), cmocka_unit_test(test_probes_recorded),
-        cmocka_unit_test(test_gva_and_kinds),        cmocka_unit_test(test_tokens),
+        cmocka_unit_test(test_blocks_scalars),
+        cmocka_unit_test(test_blocks_norms),
+        cmocka_unit_test(test_blocks_conv_cache),
+        cmocka_unit_test(test_blocks_rope),
+        cmocka_unit_test(test_ref_transformer),
+        cmocka_unit_test(test_ref_gla),
+        cmocka_unit_test(test_ref_delta_net),
+        cmocka_unit_test(test_ref_mamba2),
+        cmocka_unit_test(test_ref_gated_deltanet),
+        cmocka_unit_test(test_ref_parallax),
+        cmocka_unit_test(test_ref_parallax_tf32),
+        cmocka_unit_test(test_ref_gated_deltanet_tf32),
+        cmocka_unit_test(test_random_deterministic),
+        cmocka_unit_test(test_random_init_spec),
+        cmocka_unit_test(test_random_normal_stats),
+        cmocka_unit_test(test_random_threads),
+        cmocka_unit_test(test_random_size_limit),
+        cmocka_unit_test(test_random_step_prefill),
+        cmocka_unit_test(test_random_long_stable),
+        cmocka_unit_test(test_save_load_bitwise),
+        cmocka_unit_test(test_config_variants),
+        cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_bf16_exact),
+        cmocka_unit_test(test_ref_parallax_exact),
+        cmocka_unit_test(test_load_parallel),
+        cmocka_unit_test(test_weights_sha256),
+        cmocka_unit_test(test_sharded_and_file_paths),
+        cmocka_unit_test(test_swap_kaczmarz_on_gdn),
+        cmocka_unit_test(test_probes_recorded),
+        cmocka_unit_test(test_gva_and_kinds),
+        cmocka_unit_test(test_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
