@@ -115,8 +115,9 @@ const command cmd_load = {
     "(fla's) and kaczmarz_deltanet, kalman, kata (docs/models.md). F32, BF16 and F16\n"
     "weights. A missing, extra or misshapen tensor, NaN/Inf, or a config the weights\n"
     "disagree with is refused with one line naming the tensor or key.\n"
-    "arith=tf32 reproduces fla's numbers on a Hopper GPU, where fla's forward\n"
-    "computes with TF32 products: the delta-rule cores of gated_deltanet and\n"
+    "arith=tf32 approximates fla's numbers on a Hopper GPU (docs/models.md: an\n"
+    "approximation, 1e-5 to 4.5e-4 from them), where fla's forward computes with\n"
+    "TF32 products: the delta-rule cores of gated_deltanet and\n"
     "kaczmarz_deltanet layers (unless attn_mode is fused_recurrent) and the cores of\n"
     "parallax layers. `run` then uses the chunked form for more than 64 tokens, as\n"
     "fla's layer does. Default: `set arith` (fp32, exact float32).",
