@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "command.h"
 #include "session.h"
@@ -91,6 +92,37 @@ static int run_echo(session *s, int argc, char **argv, const char *rest, err *e)
     fprintf(s->out, "%s\n", rest);
     return 0;
 }
+
+/* pause: on a terminal, waits for Enter between a script's stops; q (or EOF) leaves the script.
+ * In batch use (-c, script files given as arguments) and on pipes it does nothing, so tests and
+ * scripted demos run unpaced. */
+static int run_pause(session *s, int argc, char **argv, const char *rest, err *e) {
+    (void)argc, (void)argv, (void)e;
+    if (s->batch || !s->interactive || !isatty(STDIN_FILENO)) return 0;
+    fprintf(s->out, "%s ", *rest ? rest : "-- Enter: go on, q: leave --");
+    fflush(s->out);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin) || line[0] == 'q' || line[0] == 'Q') {
+        s->leave_script = 1;
+        if (s->script_depth) fprintf(s->out, "(left the script; the session is kept)\n");
+    }
+    return 0;
+}
+
+const command cmd_pause = {
+    "pause",
+    "[TEXT]",
+    "at a terminal: wait for Enter (q leaves the script); elsewhere nothing",
+    "Scripts and the tour pause between their stops when a person is at the terminal:\n"
+    "TEXT (default '-- Enter: go on, q: leave --') is shown, Enter goes on, q or end of\n"
+    "input leaves the running script (the session, its model and figures are kept).\n"
+    "In batch use (-c, scripts given on the command line) and when input is not a\n"
+    "terminal it does nothing.",
+    0,
+    -1,
+    run_pause,
+    0,
+    NULL};
 
 const command cmd_echo = {
     "echo",

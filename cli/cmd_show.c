@@ -46,11 +46,15 @@ static void list_probes(session *s) {
                                                    : "latest value (show state)");
 }
 
-static void print_num(FILE *f, float x) {
+static void print_num_w(FILE *f, float x, int w) {
     if (isnan(x))
-        fprintf(f, " %11s", "-");
+        fprintf(f, " %*s", w, "-");
     else
-        fprintf(f, " %11.5g", x);
+        fprintf(f, " %*.5g", w, x);
+}
+
+static void print_num(FILE *f, float x) {
+    print_num_w(f, x, 11);
 }
 
 static int show_state(session *s, long layer, long head, err *e) {
@@ -195,14 +199,14 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
      * picked or there is only one); wider probes show the elements of one head. */
     enum { MAXCOL = 8 };
     int cl[MAXCOL], ch[MAXCOL], ci[MAXCOL], nc = 0;
-    char hdr[MAXCOL][24];
+    char hdr[MAXCOL][40];
     int by_layer = se->width == 1 && layer < 0 && se->layers > 1 && (head >= 0 || se->heads == 1);
     int L0 = layer < 0 ? 0 : (int)layer, H0 = head < 0 ? 0 : (int)head;
     char lab[64];
     if (by_layer) {
         for (int l = 0; l < se->layers && nc < MAXCOL; l++, nc++) {
             cl[nc] = l, ch[nc] = H0, ci[nc] = 0;
-            snprintf(hdr[nc], sizeof hdr[nc], "%.11s", session_layer_label(s, l, lab, sizeof lab));
+            snprintf(hdr[nc], sizeof hdr[nc], "%.32s", session_layer_label(s, l, lab, sizeof lab));
         }
     } else if (se->width == 1) {
         for (int h = head < 0 ? 0 : H0; h < (head < 0 ? se->heads : H0 + 1) && nc < MAXCOL;
@@ -226,8 +230,12 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
     if (se->width > 1)
         fprintf(s->out, ", elements %ld..%d of %d", index, (int)index + nc - 1, se->width);
     fprintf(s->out, "): %s\n", se->meaning);
+    /* columns as wide as the widest lane name (parallax:rscale=0.5 is not cut to parallax:rs) */
+    int cw = 11;
+    for (int c = 0; c < nc; c++)
+        if ((int)strlen(hdr[c]) > cw) cw = (int)strlen(hdr[c]);
     fprintf(s->out, "%7s", "token");
-    for (int c = 0; c < nc; c++) fprintf(s->out, " %11s", hdr[c]);
+    for (int c = 0; c < nc; c++) fprintf(s->out, " %*s", cw, hdr[c]);
     fputc('\n', s->out);
 
     int rows = setting_rows(s);
@@ -247,7 +255,7 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
         if (print) fprintf(s->out, "%7lld", (long long)tok);
         for (int c = 0; c < nc; c++) {
             float x = trace_at_lh(tr, k, tok, cl[c], ch[c])[ci[c]];
-            if (print) print_num(s->out, x);
+            if (print) print_num_w(s->out, x, cw);
             if (!isnan(x)) {
                 if (x < mn[c]) mn[c] = x;
                 if (x > mx[c]) mx[c] = x;
@@ -260,10 +268,12 @@ static int run_show(session *s, int argc, char **argv, const char *rest, err *e)
     for (int r = 0; r < 3; r++) {
         fprintf(s->out, "%7s", stat[r]);
         for (int c = 0; c < nc; c++)
-            print_num(s->out, !cnt[c]  ? NAN
-                              : r == 0 ? (float)mn[c]
-                              : r == 1 ? (float)(sum[c] / cnt[c])
-                                       : (float)mx[c]);
+            print_num_w(s->out,
+                        !cnt[c]  ? NAN
+                        : r == 0 ? (float)mn[c]
+                        : r == 1 ? (float)(sum[c] / cnt[c])
+                                 : (float)mx[c],
+                        cw);
         fputc('\n', s->out);
     }
     return 0;

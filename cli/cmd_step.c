@@ -100,8 +100,12 @@ static void raw_print_summary(session *s, int from, int to) {
             nq);
     int rows = setting_rows(s);
     if (rows < 0 || nq <= rows) {
+        int cw = 12; /* as wide as the widest lane name */
+        for (int l = 0; l < r->nl; l++)
+            if ((int)strlen(r->lane[l].label) > cw) cw = (int)strlen(r->lane[l].label);
+        if (cw > 40) cw = 40;
         fprintf(s->out, "  %-6s %-5s", "token", "key");
-        for (int l = 0; l < r->nl; l++) fprintf(s->out, " %12.12s", r->lane[l].label);
+        for (int l = 0; l < r->nl; l++) fprintf(s->out, " %*.*s", cw, cw, r->lane[l].label);
         fputc('\n', s->out);
         for (int t = from; t < to; t++) {
             if (!st->query[t]) continue;
@@ -109,7 +113,7 @@ static void raw_print_summary(session *s, int from, int to) {
             for (int l = 0; l < r->nl; l++) {
                 double m = 0;
                 for (int h = 0; h < H; h++) m += val(tr, "recall_err", t, l, h);
-                fprintf(s->out, " %12.4g", m / H);
+                fprintf(s->out, " %*.4g", cw, m / H);
             }
             fputc('\n', s->out);
         }

@@ -15,6 +15,7 @@ CMD(cmd_help);
 CMD(cmd_quit);
 CMD(cmd_source);
 CMD(cmd_echo);
+CMD(cmd_pause);
 CMD(cmd_set);
 CMD(cmd_device);
 CMD(cmd_info);
@@ -55,6 +56,7 @@ const command *const command_table[] = {
     &cmd_show,    &cmd_compare,  &cmd_replay, &cmd_view,      &cmd_export,   &cmd_figure,
     &cmd_tui,     &cmd_diagnose, &cmd_train,  &cmd_edit,      &cmd_edits,    &cmd_snapshot,
     &cmd_restore, &cmd_ablate,   &cmd_lens,   &cmd_tokenizer, &cmd_tokenize, &cmd_detokenize,
+    &cmd_pause,
 };
 const int command_table_size = (int)(sizeof command_table / sizeof command_table[0]);
 
@@ -194,7 +196,7 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
     size_t o = 0;
     char quote = 0;
     int in_comment = 0;
-    for (size_t i = 0; i <= n && !session_interrupted(s); i++) {
+    for (size_t i = 0; i <= n && !session_interrupted(s) && !s->leave_script; i++) {
         char c = text[i];
         int end = c == '\0' || c == '\n' || (c == ';' && !quote && !in_comment);
         if (!end) {
@@ -231,6 +233,7 @@ int command_exec_script(struct session *s, const char *text, const char *label, 
     }
     free(cmd);
     if (label) s->script_depth--;
+    if (s->script_depth == 0) s->leave_script = 0; /* the outermost script has ended */
     if (session_interrupted(s)) return err_set(e, "interrupted");
     return failures ? err_set(e, "%d command%s failed", failures, failures > 1 ? "s" : "") : 0;
 }

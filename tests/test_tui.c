@@ -322,6 +322,34 @@ static void test_ctrl_c_at_the_prompt(void **state) {
     wait_exit(0);
 }
 
+/* pause in a script at a terminal: Enter goes on, q leaves the script, the session stays */
+static void test_pause_at_a_terminal(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    char *scene = path_join(g_dir, "paced.scene");
+    FILE *f = fopen(scene, "w");
+    assert_non_null(f);
+    fputs("echo stop-one\npause\necho stop-two\npause\necho stop-three\n", f);
+    fclose(f);
+    start(120, 30, "", "--no-tour");
+    free(wait_for("mixscope>"));
+    tmux("send-keys -t T 'source %s' Enter", scene);
+    char *c = wait_for("-- Enter: go on, q: leave --");
+    assert_null(strstr(c, "stop-two")); /* it waits */
+    free(c);
+    tmux("send-keys -t T Enter");
+    free(wait_for("stop-two"));
+    tmux("send-keys -t T q Enter");
+    c = wait_for("(left the script; the session is kept)");
+    assert_null(strstr(c, "stop-three"));
+    free(c);
+    tmux("send-keys -t T 'echo still-here' Enter");
+    free(wait_for("\nstill-here"));
+    tmux("send-keys -t T 'quit' Enter");
+    wait_exit(0);
+    free(scene);
+}
+
 /* Two REPLs sharing the history file keep each other's lines, and a hangup loses none. */
 static void test_history_shared_and_kept(void **state) {
     (void)state;
@@ -386,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_tui_with_nothing_loaded),
         cmocka_unit_test(test_progress_and_interrupt_on_a_terminal),
         cmocka_unit_test(test_ctrl_c_at_the_prompt),
+        cmocka_unit_test(test_pause_at_a_terminal),
         cmocka_unit_test(test_history_shared_and_kept),
         cmocka_unit_test(test_tui_unknown_terminal),
         cmocka_unit_test(test_tui_needs_a_terminal),
