@@ -115,7 +115,7 @@ const command cmd_pause = {
     "at a terminal: wait for Enter (q leaves the script); elsewhere nothing",
     "Scripts and the tour pause between their stops when a person is at the terminal:\n"
     "TEXT (default '-- Enter: go on, q: leave --') is shown, Enter goes on, q or end\n"
-    "of input leaves the running script (the session, its model and figures are kept).\n"
+    "of input leaves the running script (the session, its model and figures stay).\n"
     "In batch use (-c, scripts given on the command line) and when input is not a\n"
     "terminal it does nothing.",
     0,
