@@ -302,7 +302,7 @@ const command cmd_show = {
     "      part, what the key removal changes, |M_ij v_j| and its share. gdn,\n"
     "      deltanet, kaczmarz, gla, mamba2, softmax, parallax. view attribution\n"
     "      draws M; export csv attribution writes it.\n"
-    "Examples: show rho   show recall_err head=0   show lambda head=1 index=8\n"
+    "Examples: show rho   show recall_err head=0   show lambda index=8\n"
     "          show state",
     0,
     -1,
