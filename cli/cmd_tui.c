@@ -110,8 +110,15 @@ static void sparkline(tui *u, int y, int x, const float *v, int n, double lo, do
     static const char ascii[] = "_.,-~=*#";
     for (int i = 0; i < n; i++) {
         int lvl = 0;
-        if (isnan(v[i]) || isinf(v[i])) {
-            mvaddch(y, x + i, isnan(v[i]) ? ' ' : '!');
+        if (isnan(v[i])) { /* not recorded */
+            mvaddch(y, x + i, ' ');
+            continue;
+        }
+        if (isinf(v[i])) { /* off the scale: +inf at the top (half_life of no decay), -inf below */
+            if (u->utf8)
+                mvaddstr(y, x + i, v[i] > 0 ? "\u2191" : "\u2193");
+            else
+                mvaddch(y, x + i, v[i] > 0 ? '^' : 'v');
             continue;
         }
         if (hi > lo) lvl = (int)floor((v[i] - lo) / (hi - lo) * 7.999);
@@ -139,6 +146,13 @@ static void range_of(const float *v, int n, double *lo, double *hi) {
             if (v[i] > *hi) *hi = v[i];
         }
     if (*lo > *hi) *lo = 0, *hi = 1;
+    /* a quantity that does not change (to 1e-4 of its size) is drawn flat at mid height, not
+     * autoscaled into full-height noise of its last digits */
+    double floor_span = 1e-4 * fmax(fabs(*lo), fabs(*hi));
+    if (*hi - *lo <= floor_span) {
+        double c = 0.5 * (*lo + *hi), half = floor_span > 0 ? floor_span : 1;
+        *lo = c - half, *hi = c + half;
+    }
 }
 
 /* ---- panels ---- */
@@ -360,6 +374,27 @@ static void draw_state(tui *u, int y0, int x0, int h, int w) {
                 mvaddstr(y, x, cellc);
             }
         }
+    }
+    /* the scale under the matrix: -max .. 0 .. +max, cell by cell */
+    if (R + 1 < h && mx > 0) {
+        int y = y0 + 1 + R;
+        snprintf(line, sizeof line, "%-9.3g", -mx);
+        put_clipped(y, x0, w, line);
+        int x = x0 + 10;
+        for (int lv = 0; lv < HEAT_LEVELS && x + 2 < x0 + w; lv++, x += 2) {
+            if (u->colour) {
+                attron(COLOR_PAIR(PAIR_HEAT + lv));
+                mvaddstr(y, x, "  ");
+                attroff(COLOR_PAIR(PAIR_HEAT + lv));
+            } else {
+                static const char ramp[] = " .:+*#";
+                int m = abs(lv - 5);
+                char cellc[3] = {m == 0 ? ' ' : lv < 5 ? '-' : '+', ramp[m], 0};
+                mvaddstr(y, x, cellc);
+            }
+        }
+        snprintf(line, sizeof line, " %+.3g", mx);
+        if (x < x0 + w) put_clipped(y, x, x0 + w - x, line);
     }
 }
 

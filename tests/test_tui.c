@@ -350,6 +350,31 @@ static void test_pause_at_a_terminal(void **state) {
     free(scene);
 }
 
+/* tui started from the REPL (readline's SIGWINCH handler in place) follows resizes as --tui does */
+static void test_tui_from_the_repl_resizes(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    start(110, 32, "", "--no-tour");
+    free(wait_for("mixscope>"));
+    tmux("send-keys -t T 'mixer gdn heads=2 dk=8 dv=8; stream keys 16 seed=1; tui' Enter");
+    free(wait_for("t=0/16"));
+    tmux("resize-window -t T -x 60 -y 16");
+    for (int i = 0;; i++) { /* laid out again: the key bar on the new last line */
+        char *s = capture(0), *last = s + strlen(s);
+        while (last > s && (last[-1] == '\n' || last[-1] == ' ')) last--;
+        while (last > s && last[-1] != '\n') last--;
+        int ok = strstr(last, "Step") != NULL;
+        free(s);
+        if (ok) break;
+        if (i == 100) fail_msg("the dashboard did not follow the resize");
+        usleep(50000);
+    }
+    tmux("send-keys -t T q");
+    free(wait_for("mixscope>"));
+    tmux("send-keys -t T 'quit' Enter");
+    wait_exit(0);
+}
+
 /* Two REPLs sharing the history file keep each other's lines, and a hangup loses none. */
 static void test_history_shared_and_kept(void **state) {
     (void)state;
@@ -415,6 +440,7 @@ int main(void) {
         cmocka_unit_test(test_progress_and_interrupt_on_a_terminal),
         cmocka_unit_test(test_ctrl_c_at_the_prompt),
         cmocka_unit_test(test_pause_at_a_terminal),
+        cmocka_unit_test(test_tui_from_the_repl_resizes),
         cmocka_unit_test(test_history_shared_and_kept),
         cmocka_unit_test(test_tui_unknown_terminal),
         cmocka_unit_test(test_tui_needs_a_terminal),
