@@ -36,7 +36,7 @@ enum { ENGINE_CPU = 0, ENGINE_GPU = 1 };
 enum { ENGINE_GM_SYNC = 0, ENGINE_GM_GPU_AHEAD = 1, ENGINE_GM_CPU_AHEAD = 2 };
 
 /* The KV capacity growing cores get at least (softmax, parallax caches), in tokens. */
-#define ENGINE_MIN_MAX_T 4096
+#define ENGINE_MIN_MAX_T MIXER_DEFAULT_MAX_T
 /* The readback picture ("recall") is recorded for the first tokens only. */
 #define ENGINE_RECALL_MAX_TOKENS 1024
 /* Conditions `set stop-on` takes. */

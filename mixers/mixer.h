@@ -75,6 +75,10 @@ typedef struct state_part {
 #define MIXER_MAX_PARAMS      4
 #define MIXER_MAX_STATE_PARTS 4
 
+/* The KV capacity a growing core (softmax, parallax) starts with, in tokens: the mixers', the
+ * models' and the engine's default (a longer run grows it). */
+#define MIXER_DEFAULT_MAX_T 4096
+
 typedef struct mixer_cfg {
     int H;       /* heads */
     int dk;      /* key / query width per head (Kalman: S, the state size per channel) */
@@ -82,7 +86,7 @@ typedef struct mixer_cfg {
     float scale; /* query scale; set by configure (default 1/sqrt(dk) unless the mixer says) */
     float eps;   /* kaczmarz: beta = eta / (|k|^2 + eps) */
     int chunk;   /* prefill chunk size (16, 32 or 64) */
-    int max_t;   /* capacity of growing state (KV caches): tokens */
+    int max_t;   /* capacity of growing state (KV caches): tokens (MIXER_DEFAULT_MAX_T) */
     int variant; /* mixer-specific variant (kata: m1, mg, sigma, delta, orthant, lorentz, linear) */
     int groups;  /* kata g */
     int rope;    /* softmax / parallax: apply RoPE to q, k (and r) inside the core */

@@ -28,7 +28,7 @@ int mixer_configure(const mixer_ops *m, mixer_cfg *c, int H, int dk, int dv, opt
     c->H = H, c->dk = dk, c->dv = dv;
     c->scale = 1.0f / sqrtf((float)dk);
     c->chunk = 64;
-    c->max_t = 4096;
+    c->max_t = MIXER_DEFAULT_MAX_T;
     c->rope_theta = 10000.0f;
     if (m->configure(c, o, e)) return err_prefix(e, "%s", m->name);
     return 0;

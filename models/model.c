@@ -312,7 +312,7 @@ int model_finish(model *m, err *e) {
     const model_config *c = &m->c;
     for (int i = 0; i < m->nslots; i++) *m->slots[i].dst = m->slots[i].data;
     if (c->tie) m->lm_head = m->embed;
-    if (!m->max_t) m->max_t = 4096;
+    if (!m->max_t) m->max_t = MIXER_DEFAULT_MAX_T;
     for (int li = 0; li < c->layers; li++) {
         layer *L = &m->layers[li];
         if (!L->cfg) L->cfg = c;

@@ -110,7 +110,7 @@ int raw_lane_build(raw_lane *L, const char *spec, const char *shared, int H, int
         add_word(L->words, sizeof L->words, def, strlen(def));
     }
     if (takes(L->m, "max_t") && !has_key(L->words, "max_t")) {
-        snprintf(def, sizeof def, "max_t=%d", max_t > 0 ? max_t : 4096);
+        snprintf(def, sizeof def, "max_t=%d", max_t > 0 ? max_t : MIXER_DEFAULT_MAX_T);
         add_word(L->words, sizeof L->words, def, strlen(def));
     }
 
