@@ -42,6 +42,7 @@ typedef struct tui {
     int help;
     int colour, utf8;
     char msg[256];
+    int64_t back; /* the sparklines end this many tokens before the latest (< and > scroll) */
 } tui;
 
 /* ---- trace access ---- */
@@ -247,7 +248,9 @@ static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
     const trace_series *se = &tr->series[k];
     int label = 6, valw = 11, sw = w - label - valw - 1;
     if (sw < 4) sw = 4;
-    int64_t t1 = tr->T, t0 = t1 > sw ? t1 - sw : 0;
+    if (u->back > tr->T - 1) u->back = tr->T - 1; /* at least the first token stays in view */
+    if (u->back < 0) u->back = 0;
+    int64_t t1 = tr->T - u->back, t0 = t1 > sw ? t1 - sw : 0;
     int n = (int)(t1 - t0);
     float *v = malloc(((size_t)n * se->heads + 1) * sizeof *v);
     if (!v) return;
@@ -290,7 +293,7 @@ static void draw_sparks(tui *u, int y0, int x0, int h, int w) {
     int lw = 13;
     sw = w - lw - valw - 1;
     if (sw < 4) sw = 4;
-    int64_t r0 = t1 > sw ? t1 - sw : 0;
+    int64_t r0 = t1 > sw ? t1 - sw : 0; /* the same end as above (scrolled back with <) */
     int rn = (int)(t1 - r0);
     float *rv = realloc(row, ((size_t)rn + 1) * sizeof *rv);
     if (!rv) {
@@ -407,6 +410,7 @@ static void draw_help(tui *u) {
         "n / p   next / previous head",
         "l / L   next / previous layer (raw mode: lane)",
         "v / V   next / previous probe for the sparklines",
+        "< / >   scroll the sparklines back / forward in tokens (also PageUp / PageDown)",
         "0       reset to token 0",
         "?       this help (any key closes it)",
         "q       quit the dashboard (back to the prompt)",
@@ -581,6 +585,14 @@ static int run_tui(session *s, int argc, char **argv, const char *rest, err *e) 
             break;
         case '0':
             act(&u, "reset");
+            break;
+        case '<': /* back in time by half a window, > forward, > at the end follows new tokens */
+        case KEY_PPAGE:
+            u.back += COLS / 4;
+            break;
+        case '>':
+        case KEY_NPAGE:
+            u.back = u.back > COLS / 4 ? u.back - COLS / 4 : 0;
             break;
         case '?':
             u.help = 1;

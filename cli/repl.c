@@ -107,6 +107,33 @@ static char **complete(const char *text, int start, int end) {
     word[wl] = '\0';
     const command *c = command_find(word);
     if (!c) return NULL;
+    if (!strcmp(word, "set")) { /* set KEY, then the values a key takes */
+        int ws = cs + wl;
+        while (rl_line_buffer[ws] == ' ') ws++;
+        if (ws >= start) {
+            add_names(setting_keys());
+        } else {
+            static const struct {
+                const char *key;
+                const char *const values[6];
+            } V[] = {{"probes", {"default", "all", "none", NULL}},
+                     {"device", {"cpu", "gpu", NULL}},
+                     {"arith", {"fp32", "tf32", NULL}},
+                     {"progress", {"auto", "on", "off", NULL}},
+                     {"lla", {"off", "on", NULL}},
+                     {"threads", {"all", NULL}},
+                     {"rows", {"all", NULL}},
+                     {"chunk", {"16", "32", "64", "default", NULL}},
+                     {"stop-on", {"none", "nonfinite", NULL}},
+                     {"title", {"none", NULL}},
+                     {"labels", {"none", NULL}}};
+            for (size_t i = 0; i < sizeof V / sizeof V[0]; i++)
+                if (!strncmp(rl_line_buffer + ws, V[i].key, strlen(V[i].key)) &&
+                    rl_line_buffer[ws + strlen(V[i].key)] == ' ')
+                    add_names(V[i].values);
+        }
+        return rl_completion_matches(text, list_generator);
+    }
     if (c->complete & COMPLETE_COMMAND)
         for (int i = 0; i < command_table_size && cand_extra_n < 255; i++)
             if (command_table[i]) cand_extra[cand_extra_n++] = command_table[i]->name;

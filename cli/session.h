@@ -18,6 +18,8 @@ typedef struct session {
     int script_depth;            /* > 0 while a script file (source, a .scene, the tour) runs */
     int script_err_placed;       /* a failing script named its file and line already */
     int leave_script;            /* `pause` got q: the running scripts end quietly */
+    int parse_only;              /* fuzz/fuzz_script: commands are split, found and checked for
+                                  * their argument count, not run */
     int batch;                   /* -c or script files: stop at the first error */
     int interactive;             /* stdin and stdout are a terminal: progress lines, colour */
     FILE *out;                   /* where command output goes (stdout) */

@@ -375,6 +375,39 @@ static void test_tui_from_the_repl_resizes(void **state) {
     wait_exit(0);
 }
 
+/* < scrolls the sparklines back in tokens, > forward again */
+static void test_dashboard_scrolls_back(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    start(100, 30, "",
+          "-c 'mixer gdn heads=2 dk=8 dv=8; stream keys 400 norms=0.3..2 seed=1; run; tui'");
+    free(wait_for("t=400/400"));
+    free(wait_for("..399, "));
+    tmux("send-keys -t T '<'");
+    char *s = wait_for("..374, "); /* a quarter of the 100 columns back */
+    free(s);
+    tmux("send-keys -t T '>'");
+    free(wait_for("..399, "));
+    tmux("send-keys -t T q");
+    wait_exit(0);
+}
+
+/* Tab completes set's keys and then their values */
+static void test_set_completion(void **state) {
+    (void)state;
+    SKIP_WITHOUT_TMUX();
+    start(100, 20, "", "--no-tour");
+    free(wait_for("mixscope>"));
+    tmux("send-keys -t T 'set prob' Tab");
+    free(wait_for("mixscope> set probes"));
+    tmux("send-keys -t T 'al' Tab"); /* the key's completion added the space */
+    free(wait_for("mixscope> set probes all"));
+    tmux("send-keys -t T Enter");
+    free(wait_for("\nprobes all"));
+    tmux("send-keys -t T 'quit' Enter");
+    wait_exit(0);
+}
+
 /* Two REPLs sharing the history file keep each other's lines, and a hangup loses none. */
 static void test_history_shared_and_kept(void **state) {
     (void)state;
@@ -441,6 +474,8 @@ int main(void) {
         cmocka_unit_test(test_ctrl_c_at_the_prompt),
         cmocka_unit_test(test_pause_at_a_terminal),
         cmocka_unit_test(test_tui_from_the_repl_resizes),
+        cmocka_unit_test(test_set_completion),
+        cmocka_unit_test(test_dashboard_scrolls_back),
         cmocka_unit_test(test_history_shared_and_kept),
         cmocka_unit_test(test_tui_unknown_terminal),
         cmocka_unit_test(test_tui_needs_a_terminal),
