@@ -79,6 +79,14 @@ static void test_help_page(void **state) {
     char *h;
     assert_int_equal(run_mixscope(&h, "-h"), 0);
     assert_string_equal(h, out);
+    /* a manual page within 80 columns */
+    for (const char *l = out; *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l), cols = 0;
+        for (size_t i = 0; i < n; i++) cols += ((unsigned char)l[i] & 0xC0) != 0x80;
+        if (cols > 80) fail_msg("--help line over 80 columns: %.*s", (int)n, l);
+        l = nl ? nl + 1 : l + n;
+    }
     free(h), free(out), free(err);
 }
 
