@@ -111,10 +111,11 @@ int train_model_check(const model *m, err *e) {
         for (int li = 0; li < c->layers; li++) {
             const layer *L = &m->layers[li];
             const char *v = strcmp(L->mx->name, "kata") ? NULL : kata_variant_name(L->mc.variant);
-            if (!v || (strcmp(v, "m1") && strcmp(v, "mg")))
+            if (!v || !strcmp(v, "delta"))
                 return err_set(e,
                                "train: layer %d runs %s%s%s, which has no backward pass (KATA "
-                               "trains with variant m1 or mg)",
+                               "trains with the normalised variants: m1, mg, sigma, orthant, "
+                               "lorentz, linear)",
                                li, L->mx->name, v ? " variant " : "", v ? v : "");
         }
         return 0;
@@ -1018,13 +1019,14 @@ static void kata_tasks(void *ctx, int lo, int hi) {
         int b = t / H, h = t % H;
         size_t off = (size_t)b * T * C + (size_t)h * d;
         float *K = a->P + (size_t)t * T * T;
+        const kata_fmap f = kata_variant_fmap(mc->variant, d, mc->groups, mc->scale);
         if (!j->bwd)
-            train_kata_fwd_f(a->q + off, a->k + off, a->v + off, T, d, mc->groups, C, mc->scale,
-                             mc->eps, K, a->on + off);
+            train_kata_fwd_f(a->q + off, a->k + off, a->v + off, T, d, f.kind, f.groups, C,
+                             mc->scale, mc->eps, K, a->on + off);
         else
-            train_kata_bwd_f(a->q + off, a->k + off, a->v + off, T, d, mc->groups, C, mc->scale,
-                             mc->eps, K, a->on + off, p->s[4] + off, p->s[0] + off, p->s[1] + off,
-                             p->s[2] + off, NULL);
+            train_kata_bwd_f(a->q + off, a->k + off, a->v + off, T, d, f.kind, f.groups, C,
+                             mc->scale, mc->eps, K, a->on + off, p->s[4] + off, p->s[0] + off,
+                             p->s[1] + off, p->s[2] + off, NULL);
     }
 }
 

@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include "../mixers/kata_features.h" /* KATA_FEAT_*: the kernels of train_kata_fwd */
+
 /* The delta-rule core of one head over T tokens (mixers/delta_rule.h, spec delta-family.md §2.4):
  *   S~_t = alpha_t S_{t-1},  e_t = v_t - S~_t^T k_t,  S_t = S~_t + beta_t k_t e_t^T,
  *   o_t = S_t^T (scale q_t),  alpha_t = exp(g_t) (g NULL: 1, DeltaNet),
@@ -125,15 +127,16 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     /* RoPE interleaved (pairs 2i, 2i+1; blk_rope_interleaved), in place; inverse: the transpose   \
      */                                                                                            \
     void train_rope_il##S(R *X, int T, int H, int d, int ld, int pos0, float base, int inverse);   \
-    /* KATA's normalised readout (mixers/kata.c, variants m1 and mg) of one head: o_t = sum_{j<=t} \
-     * kappa_tj v_j / max(sum_{j<=t} kappa_tj, eps), kappa_tj = sum_g (scale q_tg . k_jg)^2 over   \
-     * `groups` groups of d / groups; K [T, T] keeps kappa */                                      \
-    void train_kata_fwd##S(const R *q, const R *k, const R *v, int T, int d, int groups, int ld,   \
-                           R scale, R eps, R *K, R *o);                                            \
+    /* KATA's normalised readout (mixers/kata.c, every variant but delta) of one head: o_t =       \
+     * sum_{j<=t} kappa_tj v_j / max(sum_{j<=t} kappa_tj, eps), kappa the variant's kernel         \
+     * (kind: KATA_FEAT_*; PSD_CONCAT sum_g (scale q_tg . k_jg)^2 over `groups` groups of          \
+     * d / groups, PSD_SUM, ORTHANT, LORENTZ, LINEAR); K [T, T] keeps kappa */                     \
+    void train_kata_fwd##S(const R *q, const R *k, const R *v, int T, int d, int kind, int groups, \
+                           int ld, R scale, R eps, R *K, R *o);                                    \
     /* dq, dk, dv += ; work [T] */                                                                 \
-    void train_kata_bwd##S(const R *q, const R *k, const R *v, int T, int d, int groups, int ld,   \
-                           R scale, R eps, const R *K, const R *o, const R *dO, R *dq, R *dk,      \
-                           R *dv, R *work);                                                        \
+    void train_kata_bwd##S(const R *q, const R *k, const R *v, int T, int d, int kind, int groups, \
+                           int ld, R scale, R eps, const R *K, const R *o, const R *dO, R *dq,     \
+                           R *dk, R *dv, R *work);                                                 \
     /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */                 \
     void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);       \
     void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,   \
