@@ -327,6 +327,20 @@ static int heat_level(double x, double mx) {
     return l + 5;
 }
 
+/* One heat cell (2 columns) of level lv: a colour block, or a sign and a ramp character. */
+static void heat_cell(tui *u, int y, int x, int lv) {
+    if (u->colour) {
+        attron(COLOR_PAIR(PAIR_HEAT + lv));
+        mvaddstr(y, x, "  ");
+        attroff(COLOR_PAIR(PAIR_HEAT + lv));
+    } else {
+        static const char ramp[] = " .:+*#";
+        int m = abs(lv - 5);
+        char cellc[3] = {m == 0 ? ' ' : lv < 5 ? '-' : '+', ramp[m], 0};
+        mvaddstr(y, x, cellc);
+    }
+}
+
 static void draw_state(tui *u, int y0, int x0, int h, int w) {
     const trace *tr = &u->s->eng.tr;
     int k = trace_find_snapshot(tr, "state");
@@ -366,16 +380,7 @@ static void draw_state(tui *u, int y0, int x0, int h, int w) {
                 }
             int lv = heat_level(best, mx);
             int y = y0 + 1 + r, x = x0 + 2 * c;
-            if (u->colour) {
-                attron(COLOR_PAIR(PAIR_HEAT + lv));
-                mvaddstr(y, x, "  ");
-                attroff(COLOR_PAIR(PAIR_HEAT + lv));
-            } else {
-                static const char ramp[] = " .:+*#";
-                int m = abs(lv - 5);
-                char cellc[3] = {m == 0 ? ' ' : lv < 5 ? '-' : '+', ramp[m], 0};
-                mvaddstr(y, x, cellc);
-            }
+            heat_cell(u, y, x, lv);
         }
     }
     /* the scale under the matrix: -max .. 0 .. +max, cell by cell */
@@ -385,16 +390,7 @@ static void draw_state(tui *u, int y0, int x0, int h, int w) {
         put_clipped(y, x0, w, line);
         int x = x0 + 10;
         for (int lv = 0; lv < HEAT_LEVELS && x + 2 < x0 + w; lv++, x += 2) {
-            if (u->colour) {
-                attron(COLOR_PAIR(PAIR_HEAT + lv));
-                mvaddstr(y, x, "  ");
-                attroff(COLOR_PAIR(PAIR_HEAT + lv));
-            } else {
-                static const char ramp[] = " .:+*#";
-                int m = abs(lv - 5);
-                char cellc[3] = {m == 0 ? ' ' : lv < 5 ? '-' : '+', ramp[m], 0};
-                mvaddstr(y, x, cellc);
-            }
+            heat_cell(u, y, x, lv);
         }
         snprintf(line, sizeof line, " %+.3g", mx);
         if (x < x0 + w) put_clipped(y, x, x0 + w - x, line);

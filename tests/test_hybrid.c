@@ -26,29 +26,10 @@ static int setup(void **st) {
     return root && *root && chdir(root) != 0 ? -1 : 0;
 }
 
-static float *run_steps(model *m, const int32_t *ids, int T) {
-    err e = {{0}};
-    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
-    assert_non_null(L);
-    assert_int_equal(model_reset(m, 0, &e), 0);
-    for (int t = 0; t < T; t++)
-        if (model_step(m, ids[t], L + (size_t)t * m->c.vocab, NULL, &e)) fail_msg("%s", e.msg);
-    return L;
-}
-
-static float *run_prefill(model *m, const int32_t *ids, int T) {
-    err e = {{0}};
-    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
-    assert_non_null(L);
-    assert_int_equal(model_reset(m, 0, &e), 0);
-    if (model_prefill(m, ids, T, L, &e)) fail_msg("%s", e.msg);
-    return L;
-}
-
 /* step, prefill and half-and-half agree with each other; returns the step logits */
 static float *check_paths(model *m, const int32_t *ids, int T, const char *name) {
     size_t n = (size_t)T * m->c.vocab;
-    float *ls = run_steps(m, ids, T), *lp = run_prefill(m, ids, T);
+    float *ls = step_logits(m, ids, T, NULL), *lp = prefill_logits(m, ids, T);
     double d = rel_err(lp, ls, n);
     err e = {{0}};
     float *lm = malloc(n * sizeof *lm);
@@ -195,7 +176,7 @@ static void test_random_every_type(void **st) {
         model *r;
         if (model_load(&r, path, &e)) fail_msg("load: %s", e.msg);
         assert_true(model_is_hybrid(r));
-        float *lr = run_steps(r, ids, 40);
+        float *lr = step_logits(r, ids, 40, NULL);
         assert_memory_equal(lr, ls, sizeof(float) * 40 * (size_t)m->c.vocab);
         free(ls), free(lr);
         model_free(r), model_free(m);

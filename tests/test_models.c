@@ -55,28 +55,6 @@ static int32_t *some_tokens(int T, int V, uint64_t seed) {
     return ids;
 }
 
-/* logits of T tokens stepped from position 0 ([T, V], malloc'd) */
-static float *step_logits(model *m, const int32_t *ids, int T, trace *tr) {
-    err e = {{0}};
-    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
-    assert_non_null(L);
-    assert_int_equal(model_reset(m, 0, &e), 0);
-    for (int t = 0; t < T; t++) {
-        if (tr) assert_true(trace_push_token(tr, &e) == t);
-        if (model_step(m, ids[t], L + (size_t)t * m->c.vocab, tr, &e)) fail_msg("%s", e.msg);
-    }
-    return L;
-}
-
-static float *prefill_logits(model *m, const int32_t *ids, int T) {
-    err e = {{0}};
-    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
-    assert_non_null(L);
-    assert_int_equal(model_reset(m, 0, &e), 0);
-    if (model_prefill(m, ids, T, L, &e)) fail_msg("%s", e.msg);
-    return L;
-}
-
 /* a reference folder: the model, its ids and fla's logits */
 typedef struct ref {
     model *m;

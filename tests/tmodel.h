@@ -19,4 +19,26 @@ static inline model *random_model(const char *mixer, const char *const *kv, int 
     return m;
 }
 
+/* logits of T tokens stepped from position 0 ([T, V], malloc'd) */
+static inline float *step_logits(model *m, const int32_t *ids, int T, trace *tr) {
+    err e = {{0}};
+    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
+    assert_non_null(L);
+    assert_int_equal(model_reset(m, 0, &e), 0);
+    for (int t = 0; t < T; t++) {
+        if (tr) assert_true(trace_push_token(tr, &e) == t);
+        if (model_step(m, ids[t], L + (size_t)t * m->c.vocab, tr, &e)) fail_msg("%s", e.msg);
+    }
+    return L;
+}
+
+static inline float *prefill_logits(model *m, const int32_t *ids, int T) {
+    err e = {{0}};
+    float *L = malloc((size_t)T * m->c.vocab * sizeof *L);
+    assert_non_null(L);
+    assert_int_equal(model_reset(m, 0, &e), 0);
+    if (model_prefill(m, ids, T, L, &e)) fail_msg("%s", e.msg);
+    return L;
+}
+
 #endif
