@@ -28,25 +28,27 @@ static void on_token(void *ctx, int t, const mixer_tok *x, const float *state) {
     }
 }
 
-/* The core of layer li and whether an edit or restore after position 0 touches the run. */
-static int core_at(engine *g, int li, const mixer_ops **mx, const mixer_cfg **mc, err *e) {
+int engine_core_at(engine *g, int li, const mixer_ops **mx, const mixer_cfg **mc, float **state,
+                   err *e) {
     if (engine_raw_active(g)) {
         if (li < 0 || li >= g->raw->nl)
             return err_set(e, "layer %d: the lanes are 0..%d", li, g->raw->nl - 1);
         *mx = g->raw->lane[li].m, *mc = &g->raw->lane[li].c;
+        if (state) *state = g->raw->lane[li].state;
         return 0;
     }
     if (!g->model) return err_set(e, "no model or mixer (load PATH, model random or mixer first)");
     if (li < 0 || li >= g->model->c.layers)
         return err_set(e, "layer %d: the model has layers 0..%d", li, g->model->c.layers - 1);
     *mx = g->model->layers[li].mx, *mc = &g->model->layers[li].mc;
+    if (state) *state = g->model->layers[li].state;
     return 0;
 }
 
 int engine_attribution(engine *g, int li, int h, err *e) {
     const mixer_ops *mx = NULL;
     const mixer_cfg *mc = NULL;
-    if (core_at(g, li, &mx, &mc, e)) return err_prefix(e, "attribution");
+    if (engine_core_at(g, li, &mx, &mc, NULL, e)) return err_prefix(e, "attribution");
     if (!attribution_supported(mx))
         return err_set(e,
                        "attribution: layer %d's core %s normalises by a state-dependent "

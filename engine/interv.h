@@ -102,6 +102,10 @@ int engine_lens_queries(engine *g, int li, int h, const int *at, int n, float *l
  * inside the run changes that layer's state. */
 int engine_attribution(engine *g, int li, int h, err *e);
 
+/* The core of layer (lane) li: its ops, configuration and (state may be NULL) its state. */
+int engine_core_at(engine *g, int li, const mixer_ops **mx, const mixer_cfg **mc, float **state,
+                   err *e);
+
 /* Runs the tokens of the run so far again on the CPU from position 0 (with the interventions at
  * their positions) and calls fn before layer (lane) li's core at every token t in [from, to],
  * with the core's inputs and its state before the token; then puts the run back exactly as it

@@ -11,23 +11,6 @@
 #include "../mixers/kata.h"
 #include "../models/model.h"
 
-/* Layer li's core (raw lane or model layer). */
-static int core_at(struct engine *g, int li, const mixer_ops **mx, const mixer_cfg **mc,
-                   float **state, err *e) {
-    if (engine_raw_active(g)) {
-        if (li < 0 || li >= g->raw->nl)
-            return err_set(e, "layer %d: the lanes are 0..%d", li, g->raw->nl - 1);
-        *mx = g->raw->lane[li].m, *mc = &g->raw->lane[li].c, *state = g->raw->lane[li].state;
-        return 0;
-    }
-    if (!g->model) return err_set(e, "no model or mixer (load PATH, model random or mixer first)");
-    if (li < 0 || li >= g->model->c.layers)
-        return err_set(e, "layer %d: the model has layers 0..%d", li, g->model->c.layers - 1);
-    *mx = g->model->layers[li].mx, *mc = &g->model->layers[li].mc;
-    *state = g->model->layers[li].state;
-    return 0;
-}
-
 /* The metadata object: source, command, and an optional replay line (JSON-escaped). */
 static void metadata(char *md, size_t n, const struct engine *g, const char *command,
                      const char *replay) {
@@ -90,7 +73,7 @@ int dump_inputs(struct engine *g, const char *path, int li, int from, int to, co
     const mixer_ops *mx;
     const mixer_cfg *c;
     float *state;
-    if (core_at(g, li, &mx, &c, &state, e)) return -1;
+    if (engine_core_at(g, li, &mx, &c, &state, e)) return -1;
     int pos = engine_pos(g);
     if (pos < 1) return err_set(e, "no tokens have run yet");
     if (from < 0) from = 0;
@@ -175,7 +158,7 @@ int dump_state(struct engine *g, const char *path, int layer, const char *comman
         const mixer_ops *mx;
         const mixer_cfg *c;
         float *state;
-        if (core_at(g, l, &mx, &c, &state, e)) goto done;
+        if (engine_core_at(g, l, &mx, &c, &state, e)) goto done;
         state_part parts[MIXER_MAX_STATE_PARTS];
         int np = mx->state_parts ? mx->state_parts(c, parts) : 0;
         for (int p = 0; p < np && nt < 256; p++) {
