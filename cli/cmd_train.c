@@ -19,6 +19,11 @@ static int parse_cfg(session *s, train_cfg *c, int argc, char **argv, opts *o, o
     for (int i = 0; i < argc && n < sizeof c->command - 1; i++)
         n += (size_t)snprintf(c->command + n, sizeof c->command - n, "%s%s", i ? " " : "", argv[i]);
     c->gpu = s->eng.device == ENGINE_GPU;
+    char why[160];
+    if (c->gpu && !train_cfg_gpu_capable(c, why, sizeof why)) {
+        fprintf(s->out, "note: %s; training on the CPU\n", why);
+        c->gpu = 0;
+    }
     return 0;
 }
 
@@ -99,30 +104,29 @@ const command cmd_train = {
     "        seed=0 precision=fp32|bf16] [every=N out=DIR] [log=25 eval=256]\n"
     "        [pairs=32 keys=16 vocab=256] [target=A diverge=ok dump=1] [KEY=VALUE]\n"
     "      Trains a fresh model whose layers use MIXER (gdn, deltanet, kaczmarz: on\n"
-    "      the CPU or under device gpu; gla, mamba2, softmax, parallax, kalman,\n"
-    "      kata: on the CPU; kalman has one head of head_dim states, 16 by default;\n"
-    "      kata trains with variant m1 or mg) on fresh prompts of the task every\n"
-    "      step (mqar: `pairs` pairs, then queries up to seq; niah; overwrite:\n"
-    "      `keys` keys; a5: vocabulary 60), the loss taken at the scored positions\n"
-    "      only. AdamW (0.9, 0.95, eps 1e-8, weight decay on matrices), a linear\n"
-    "      warmup, then a cosine to 0; the gradient norm clipped to `clip` (0:\n"
-    "      off). Every `log` steps a line gives the batch loss, the accuracy and\n"
-    "      loss on `eval` held-out prompts, the gradient norm before clipping, the\n"
-    "      rate and tokens/s. With out=DIR: DIR/log.csv, and a checkpoint DIR/step-\n"
-    "      NNNNNN/ at step 0, every `every` steps and at the end (load and diagnose\n"
-    "      DIR read them); dump=1 adds DIR/batches.safetensors (every step's ids\n"
-    "      and targets) and DIR/grads-000000.safetensors (step 0's gradient) for\n"
+    "      the CPU or under device gpu; gla, mamba2, softmax, parallax, kalman and\n"
+    "      kata with any variant: on the CPU, under device gpu too, after a note;\n"
+    "      kalman has one head of head_dim states, 16 by default) on fresh prompts of\n"
+    "      the task every step (mqar: `pairs` pairs, then queries up to seq; niah;\n"
+    "      overwrite: `keys` keys; a5: vocabulary 60), the loss taken at the scored\n"
+    "      positions only. AdamW (0.9, 0.95, eps 1e-8, weight decay on matrices), a\n"
+    "      linear warmup, then a cosine to 0; the gradient norm clipped to `clip` (0:\n"
+    "      off). Every `log` steps a line gives the batch loss, the accuracy and loss\n"
+    "      on `eval` held-out prompts, the gradient norm before clipping, the rate\n"
+    "      and tokens/s. With out=DIR: DIR/log.csv, and a checkpoint DIR/step-NNNNNN/\n"
+    "      at step 0, every `every` steps and at the end (load and diagnose DIR read\n"
+    "      them); dump=1 adds DIR/batches.safetensors (every step's ids and targets)\n"
+    "      and DIR/grads-000000.safetensors (step 0's gradient) for\n"
     "      tools/train_peer.py. target=A stops at the first report whose held-out\n"
-    "      accuracy reaches A (0..1). precision=bf16 (CPU): the products round\n"
-    "      their operands and outputs to bf16, as bf16 autocast does; norms,\n"
-    "      recurrences and weights stay fp32. ^C stops after the current step and\n"
-    "      keeps a checkpoint. A non-finite loss or gradient stops the run with a\n"
-    "      checkpoint of the weights that made it, and the command fails; with\n"
-    "      diverge=ok it does not, and those weights become the session's model.\n"
-    "      Other KEY=VALUE pairs are config.json keys (use_gate=false; qk_norm=sum\n"
-    "      for deltanet; l2norm_keys=false for gdn: GDN's beta on raw keys;\n"
-    "      variant=mg groups=2 for kata). The trained model becomes the session's\n"
-    "      model.",
+    "      accuracy reaches A (0..1). precision=bf16 (CPU): the products round their\n"
+    "      operands and outputs to bf16, as bf16 autocast does; norms, recurrences\n"
+    "      and weights stay fp32. ^C stops after the current step and keeps a\n"
+    "      checkpoint. A non-finite loss or gradient stops the run with a checkpoint\n"
+    "      of the weights that made it, and the command fails; with diverge=ok it\n"
+    "      does not, and those weights become the session's model. Other KEY=VALUE\n"
+    "      pairs are config.json keys (use_gate=false; qk_norm=sum for deltanet;\n"
+    "      l2norm_keys=false for gdn: GDN's beta on raw keys; variant=delta groups=2\n"
+    "      for kata). The trained model becomes the session's model.",
     1,
     -1,
     run_train,

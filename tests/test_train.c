@@ -8,6 +8,7 @@
 #include "tests/tmodel.h"
 
 #include "train/model_grad.h"
+#include "train/train.h"
 #include "train/ops.h"
 
 static uint64_t g_rng = 88172645463325252ull;
@@ -92,6 +93,15 @@ static const tcase CASES[] = {
     {"kata",
      {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=13", "seed=25", "variant=linear"},
      7},
+    /* DeltaKATA: the delta rule on PSD features with its write strength b_proj, over two layers;
+     * then two groups with SiLU convolutions and RoPE */
+    {"kata",
+     {"layers=2", "hidden=16", "heads=2", "head_dim=6", "vocab=13", "seed=26", "variant=delta"},
+     7},
+    {"kata",
+     {"layers=1", "hidden=16", "heads=2", "head_dim=8", "vocab=13", "seed=27", "variant=delta",
+      "groups=2", "use_short_conv=true", "rope=true"},
+     10},
     /* GDN's beta on the raw keys Kaczmarz reads (l2norm_keys=false) */
     {"gdn",
      {"layers=1", "hidden=16", "heads=2", "head_dim=4", "vocab=11", "seed=8", "l2norm_keys=false"},
@@ -258,27 +268,48 @@ static void test_bf16_products(void **st) {
 
 static void test_refusals(void **st) {
     (void)st;
-    const char *kvk[] = {"layers=1",   "hidden=16", "heads=2",
-                         "head_dim=8", "vocab=11",  "variant=delta"};
-    model *m = random_model("kata", kvk, 6);
     err e = {{0}};
-    assert_int_not_equal(train_model_check(m, &e), 0);
-    expect_has(e.msg, "variant delta, which has no backward pass");
-    model_free(m);
     const char *kv2[] = {"layers=1",   "hidden=16", "heads=2",
                          "head_dim=8", "vocab=11",  "num_v_heads=4"};
-    m = random_model("gdn", kv2, 6);
+    model *m = random_model("gdn", kv2, 6);
     assert_int_not_equal(train_model_check(m, &e), 0);
     expect_has(e.msg, "num_v_heads");
     model_free(m);
 }
 
+/* which runs train on the GPU under device gpu, and the reason the others give */
+static void test_gpu_capable(void **st) {
+    (void)st;
+    struct {
+        const char *mixer, *kv[2];
+        int n, want;
+        const char *why;
+    } cases[] = {
+        {"gdn", {NULL}, 0, 1, NULL},
+        {"kaczmarz", {"seq=128"}, 1, 1, NULL},
+        {"gla", {NULL}, 0, 0, "gla has no GPU trainer yet"},
+        {"kata", {"variant=delta"}, 1, 0, "kata has no GPU trainer yet"},
+        {"gdn", {"precision=bf16"}, 1, 0, "precision=bf16 trains on the CPU only"},
+        {"deltanet", {"qk_norm=sum"}, 1, 0, "qk_norm=sum trains on the CPU only"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        opts o, rest;
+        err e = {{0}};
+        train_cfg c;
+        assert_int_equal(opts_parse(&o, cases[i].n, (char **)cases[i].kv, &e), 0);
+        if (train_cfg_parse(&c, cases[i].mixer, &o, &rest, &e)) fail_msg("%s", e.msg);
+        char why[160] = "";
+        assert_int_equal(train_cfg_gpu_capable(&c, why, sizeof why), cases[i].want);
+        if (cases[i].why) expect_has(why, cases[i].why);
+        opts_free(&o);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_logits_match_prefill),
-        cmocka_unit_test(test_gradient_directions),
-        cmocka_unit_test(test_bf16_products),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_logits_match_prefill), cmocka_unit_test(test_gradient_directions),
+        cmocka_unit_test(test_bf16_products),        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_gpu_capable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,7 +148,6 @@ static void test_refusals(void **st) {
         {"train gdn every=5", "every=5 writes checkpoints: give out=DIR as well"},
         {"train rwkv", "the trainer has backward passes for gdn, deltanet, kaczmarz, gla, mamba2, "
                        "softmax, parallax, kalman and kata"},
-        {"train kata variant=delta", "KATA trains with the normalised variants"},
         {"train gdn precision=fp16", "precision 'fp16': expected fp32 or bf16"},
         {"train gdn steps=0", "option 'steps'"},
         {"train gdn pairs=200", "mqar with pairs=200 needs an even seq"},

@@ -118,3 +118,19 @@ int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e
     c->model_opts = rest;
     return 0;
 }
+
+int train_cfg_gpu_capable(const train_cfg *c, char *why, size_t n) {
+    const char *qk = NULL;
+    if (c->model_opts)
+        for (int i = 0; i < c->model_opts->n; i++)
+            if (!strcmp(c->model_opts->key[i], "qk_norm")) qk = c->model_opts->val[i];
+    if (strcmp(c->mixer, "gdn") && strcmp(c->mixer, "deltanet") && strcmp(c->mixer, "kaczmarz"))
+        snprintf(why, n, "%s has no GPU trainer yet (gdn, deltanet and kaczmarz have)", c->mixer);
+    else if (c->bf16)
+        snprintf(why, n, "precision=bf16 trains on the CPU only");
+    else if (qk && !strcmp(qk, "sum"))
+        snprintf(why, n, "qk_norm=sum trains on the CPU only");
+    else
+        return 1;
+    return 0;
+}

@@ -111,12 +111,9 @@ int train_model_check(const model *m, err *e) {
         for (int li = 0; li < c->layers; li++) {
             const layer *L = &m->layers[li];
             const char *v = strcmp(L->mx->name, "kata") ? NULL : kata_variant_name(L->mc.variant);
-            if (!v || !strcmp(v, "delta"))
-                return err_set(e,
-                               "train: layer %d runs %s%s%s, which has no backward pass (KATA "
-                               "trains with the normalised variants: m1, mg, sigma, orthant, "
-                               "lorentz, linear)",
-                               li, L->mx->name, v ? " variant " : "", v ? v : "");
+            if (!v)
+                return err_set(e, "train: layer %d runs %s, which has no backward pass", li,
+                               L->mx->name);
         }
         return 0;
     }
@@ -289,7 +286,8 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
                  (c->kind == MK_KALMAN ? 2 : 1) * (int64_t)B * Hv * p->nck * c->dk * c->dv);
             TAKE(a->x_mid, N * C), TAKE(a->xn2, N * C), TAKE(a->rs2, N);
             if (I) (void)(TAKE(a->h1, N * I), TAKE(a->h2, N * I), TAKE(a->act, N * I));
-            if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX || c->kind == MK_KATA)
+            if (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX ||
+                (c->kind == MK_KATA && m->layers[li].mc.variant != KATA_DELTA))
                 (void)TAKE(a->P, (int64_t)B * c->H * T * T);
             if (c->kind == MK_KATA && c->rope) (void)(TAKE(a->rn, N * Kd), TAKE(a->rp, N * Kd));
             if (c->kind == MK_PARALLAX)
@@ -330,6 +328,20 @@ int train_pass_init(train_pass **out, const model *m, int B, int T, int chunk, e
         if (c->kind == MK_PARALLAX) (void)(TAKE(p->dgk, N * C), TAKE(p->dlr, N * C));
 #undef TAKE
         if (!pass) {
+            /* DeltaKATA's per-thread scratch (kata_tasks), counted with the pass */
+            for (int li = 0; li < c->layers && c->kind == MK_KATA; li++) {
+                const mixer_cfg *mc = &m->layers[li].mc;
+                if (mc->variant != KATA_DELTA) continue;
+                int g = kata_variant_fmap(mc->variant, c->dk, mc->groups, mc->scale).groups;
+                int64_t w = train_kata_delta_work(T, c->dk, g, (int)Kd, chunk < 16 ? chunk : 16, 1);
+                if (w * pool_threads() > ((int64_t)1 << 34) / 4) {
+                    train_pass_free(p);
+                    return err_set(e,
+                                   "train: DeltaKATA's state at head_dim %d needs %.1f GiB of "
+                                   "scratch a thread; use a smaller head_dim or more groups",
+                                   c->dk, (double)w * 4 / (1 << 30));
+                }
+            }
             if (off > ((int64_t)1 << 36) / 4) {
                 train_pass_free(p);
                 return err_set(e, "train: a pass of %lld tokens needs %.1f GiB of activations",
@@ -1005,7 +1017,7 @@ static void attn_bwd(const model *m, train_pass *p, const layer *L, layer *GL, l
     }
 }
 
-/* ---- KATA layers (normalised variants m1, mg): q, k, v streams, the L2 norm, interleaved RoPE,
+/* ---- KATA layers (every variant; delta: in feature space): q, k, v streams, the L2 norm, RoPE,
  * the readout as a T x T kernel kappa (tasks of attn_job), o_proj ---- */
 
 static void kata_tasks(void *ctx, int lo, int hi) {
@@ -1013,21 +1025,38 @@ static void kata_tasks(void *ctx, int lo, int hi) {
     const model_config *c = &j->m->c;
     train_pass *p = j->p;
     lacts *a = j->a;
-    const mixer_cfg *mc = &j->m->layers[0].mc;
+    const mixer_cfg *mc = &j->m->layers[a - p->la].mc; /* this layer's core */
     int H = c->H, d = c->dk, T = p->T, C = c->key_dim;
+    int delta = mc->variant == KATA_DELTA, chunk = p->chunk < 16 ? p->chunk : 16;
+    const kata_fmap f = kata_variant_fmap(mc->variant, d, mc->groups, mc->scale);
+    /* DeltaKATA's state is D = groups E (E + 1) / 2 features by d values: its scratch (features,
+     * checkpoints every 16 tokens, the backward's chunk of states) is per task, not per pass */
+    float *work = NULL;
+    if (delta) {
+        work =
+            malloc((size_t)train_kata_delta_work(T, d, f.groups, C, chunk, j->bwd) * sizeof *work);
+        if (!work) abort(); /* sized by train_pass_init's check */
+    }
     for (int t = lo; t < hi; t++) {
         int b = t / H, h = t % H;
         size_t off = (size_t)b * T * C + (size_t)h * d;
-        float *K = a->P + (size_t)t * T * T;
-        const kata_fmap f = kata_variant_fmap(mc->variant, d, mc->groups, mc->scale);
-        if (!j->bwd)
+        const float *beta = a->beta + (size_t)b * T * H + h; /* [T] H apart */
+        if (delta && !j->bwd)
+            train_kata_delta_fwd_f(a->q + off, a->k + off, a->v + off, beta, T, d, f.groups, C, H,
+                                   mc->scale, a->on + off, work, chunk);
+        else if (delta)
+            train_kata_delta_bwd_f(a->q + off, a->k + off, a->v + off, beta, T, d, f.groups, C, H,
+                                   mc->scale, p->s[4] + off, p->s[0] + off, p->s[1] + off,
+                                   p->s[2] + off, p->dbeta + (size_t)b * T * H + h, work, chunk);
+        else if (!j->bwd)
             train_kata_fwd_f(a->q + off, a->k + off, a->v + off, T, d, f.kind, f.groups, C,
-                             mc->scale, mc->eps, K, a->on + off);
+                             mc->scale, mc->eps, a->P + (size_t)t * T * T, a->on + off);
         else
             train_kata_bwd_f(a->q + off, a->k + off, a->v + off, T, d, f.kind, f.groups, C,
-                             mc->scale, mc->eps, K, a->on + off, p->s[4] + off, p->s[0] + off,
-                             p->s[1] + off, p->s[2] + off, NULL);
+                             mc->scale, mc->eps, a->P + (size_t)t * T * T, a->on + off,
+                             p->s[4] + off, p->s[0] + off, p->s[1] + off, p->s[2] + off, NULL);
     }
+    free(work);
 }
 
 static void kata_layer_fwd(const model *m, train_pass *p, const layer *L, lacts *a) {
@@ -1054,6 +1083,16 @@ static void kata_layer_fwd(const model *m, train_pass *p, const layer *L, lacts 
             train_rope_il_f(a->k + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 0);
         }
     }
+    /* DeltaKATA's write strength beta = sigmoid(W_b x) [N, H]; 1 without b_proj (a core swapped
+     * to delta in a model of another variant) */
+    if (L->mc.variant == KATA_DELTA) {
+        if (L->b_proj) {
+            train_linear_fwd_f(a->bb, a->xn, L->b_proj, NULL, N, H, c->hidden);
+            train_sigmoid_fwd_f(a->beta, a->bb, (int64_t)N * H, 1.0f);
+        } else {
+            for (size_t i = 0; i < (size_t)N * H; i++) a->beta[i] = 1.0f;
+        }
+    }
     attn_job j = {m, p, a, 0};
     pool_for(p->B * H, kata_tasks, &j);
 }
@@ -1065,8 +1104,15 @@ static void kata_layer_bwd(const model *m, train_pass *p, const layer *L, layer 
     int N = p->N, H = c->H, d = c->dk, D = c->key_dim, silu = c->use_conv;
     size_t nd = (size_t)N * D;
     for (int i = 0; i < 3; i++) memset(p->s[i], 0, nd * sizeof(float));
+    int delta = L->mc.variant == KATA_DELTA;
+    if (delta) memset(p->dbeta, 0, (size_t)N * H * sizeof(float));
     attn_job j = {m, p, a, 1};
     pool_for(p->B * H, kata_tasks, &j);
+    if (delta && L->b_proj) {
+        memset(p->dga, 0, (size_t)N * H * sizeof(float));
+        train_sigmoid_bwd_f(p->dga, p->dbeta, a->beta, (int64_t)N * H, 1.0f);
+        train_linear_bwd_f(dxn, GL->b_proj, NULL, p->dga, a->xn, L->b_proj, N, H, c->hidden);
+    }
     if (c->rope)
         for (int b = 0; b < p->B; b++) {
             train_rope_il_f(p->s[0] + (size_t)b * p->T * D, p->T, H, d, D, 0, c->rope_theta, 1);

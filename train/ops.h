@@ -48,6 +48,17 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     return ((int64_t)chunk + 2) * dk * dv + 4 * (int64_t)(dk + dv);
 }
 
+/* Scratch floats train_kata_delta_fwd (bwd = 0) and _bwd (bwd = 1) need for T tokens of a head of
+ * width d in `groups` PSD groups (D = groups E (E + 1) / 2 features, E = d / groups): the features
+ * of q and k, the state and its checkpoints (and for the backward o, the features' gradients and
+ * the delta rule's work). */
+static inline int64_t train_kata_delta_work(int T, int d, int groups, int ld, int chunk, int bwd) {
+    int64_t E = d / groups, D = groups * E * (E + 1) / 2, nck = (T + chunk - 1) / chunk;
+    int64_t n = 2 * (int64_t)T * D + (1 + nck) * D * d;
+    if (bwd) n += (int64_t)T * ld + 2 * (int64_t)T * D + D * d + train_delta_work((int)D, d, chunk);
+    return n;
+}
+
 #define TRAIN_OPS_DECLARE(R, S)                                                                    \
     /* Y[N, out] = X[N, in] W^T (+ b) */                                                           \
     void train_linear_fwd##S(R *Y, const R *X, const R *W, const R *b, int N, int out, int in);    \
@@ -137,6 +148,17 @@ static inline int64_t train_delta_work(int dk, int dv, int chunk) {
     void train_kata_bwd##S(const R *q, const R *k, const R *v, int T, int d, int kind, int groups, \
                            int ld, R scale, R eps, const R *K, const R *o, const R *dO, R *dq,     \
                            R *dk, R *dv, R *work);                                                 \
+    /* DeltaKATA (mixers/kata.c, variant delta) of one head from S_0 = 0: the delta rule on the    \
+     * PSD concat features, S_t = S_{t-1} + beta_t psi(k_t) (v_t - S_{t-1}^T psi(k_t))^T,          \
+     * o_t = S_t^T psi(q_t), psi of sqrt(scale) x in `groups` groups; beta one value a token,      \
+     * ldb apart; work train_kata_delta_work(.., 0) floats. BPTT as train_delta's, in feature      \
+     * space (D features a head), then psi's Jacobian back to q and k */                           \
+    void train_kata_delta_fwd##S(const R *q, const R *k, const R *v, const R *beta, int T, int d,  \
+                                 int groups, int ld, int ldb, R scale, R *o, R *work, int chunk);  \
+    /* dq, dk, dv, dbeta += ; recomputes the forward; work train_kata_delta_work(.., 1) floats */  \
+    void train_kata_delta_bwd##S(const R *q, const R *k, const R *v, const R *beta, int T, int d,  \
+                                 int groups, int ld, int ldb, R scale, const R *dO, R *dq, R *dk,  \
+                                 R *dv, R *dbeta, R *work, int chunk);                             \
     /* GLA's gate: G = max(logsigmoid(X) / norm, clamp) (has_clamp 0: no clamp) */                 \
     void train_gla_gate_fwd##S(R *G, const R *X, int64_t n, R norm, int has_clamp, R clamp);       \
     void train_gla_gate_bwd##S(R *dX, const R *dG, const R *X, int64_t n, R norm, int has_clamp,   \

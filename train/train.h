@@ -60,6 +60,11 @@ void train_cfg_default(train_cfg *c);
  * of an option ("step=" for steps=), which is refused. c->command and c->gpu are the caller's. */
 int train_cfg_parse(train_cfg *c, const char *mixer, opts *o, opts *rest, err *e);
 
+/* 1 when a run of c trains on the GPU under device gpu (gdn, deltanet, kaczmarz in fp32, without
+ * DeltaNet's qk_norm=sum); otherwise 0 and why, one line ("gla has no GPU trainer yet"): the
+ * caller trains on the CPU instead (train's command says so). */
+int train_cfg_gpu_capable(const train_cfg *c, char *why, size_t n);
+
 /* One progress report. */
 typedef struct train_status {
     int step, steps;         /* steps done, of */
