@@ -56,6 +56,61 @@ extern "C" int gpu_time_median(gpu_bench_fn fn, void *ctx, int warmup, int iters
     return 0;
 }
 
+extern "C" void *gpu_bench_stream(err *e) {
+    cudaStream_t st = NULL;
+    if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        err_set(e, "gpu bench: cannot create a stream");
+        return NULL;
+    }
+    return st;
+}
+
+extern "C" void gpu_bench_stream_free(void *stream) {
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+extern "C" int gpu_time_graph_median(gpu_bench_fn fn, void *ctx, void *stream, int replays,
+                                     int iters, double *ms, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    for (int i = 0; i < 2; i++)
+        if (fn(ctx, e)) return -1;
+    CUDA_TRY(cudaStreamSynchronize(st), "gpu bench warm-up");
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "gpu bench: capture");
+    int rc = fn(ctx, e);
+    cudaError_t ce = cudaStreamEndCapture(st, &graph);
+    if (rc) {
+        if (graph) cudaGraphDestroy(graph);
+        return -1;
+    }
+    if (ce == cudaSuccess) ce = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(e, "gpu bench: graph capture failed: %s", cudaGetErrorString(ce));
+    }
+    std::vector<float> t(iters);
+    cudaEvent_t a, b;
+    CUDA_TRY(cudaEventCreate(&a), "gpu bench");
+    CUDA_TRY(cudaEventCreate(&b), "gpu bench");
+    for (int r = 0; r < replays; r++) cudaGraphLaunch(exec, st); // warm
+    for (int i = 0; i < iters; i++) {
+        cudaEventRecord(a, st);
+        for (int r = 0; r < replays; r++) cudaGraphLaunch(exec, st);
+        cudaEventRecord(b, st);
+        CUDA_TRY(cudaEventSynchronize(b), "gpu bench");
+        cudaEventElapsedTime(&t[i], a, b);
+        t[i] /= (float)replays;
+    }
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    std::sort(t.begin(), t.end());
+    *ms = t[iters / 2];
+    return 0;
+}
+
 struct copy_ctx {
     void *dst, *src;
     size_t bytes;

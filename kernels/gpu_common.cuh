@@ -36,3 +36,10 @@ __device__ __forceinline__ void ld4(const __nv_bfloat16 *p, float *out) {
     const float2 fa = __bfloat1622float2(a), fb = __bfloat1622float2(b);
     out[0] = fa.x, out[1] = fa.y, out[2] = fb.x, out[3] = fb.y;
 }
+
+// The sum over a warp, every lane gets it (double: the probes' column sums).
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}

@@ -1,7 +1,10 @@
 // gpu_lanes.cu: a mixer core stepped on the GPU with its state (or KV cache) resident there
-// (gpu_lanes.h). The same kernels as gpu_mixer_run's GPU_STEP path in fp32 (gpu_mixers.cu,
-// delta_probes.cu): the decode step token by token, with the probe kernels when probes are asked;
-// what changes is where the state lives and who owns the buffers. gpu_lane_init allocates
+// (gpu_lanes.h). The delta family runs a batch of n tokens as one launch of the recurrence
+// (delta_steps.cuh, the model stepper's kernel: each block keeps its slice of the state in
+// registers over the n tokens) plus, with probes, one launch that turns its column sums into
+// every token's probes; the other cores use gpu_mixer_run's GPU_STEP kernels in fp32
+// (gpu_mixers.cu, delta_probes.cu) token by token. What changes is where the state lives and who
+// owns the buffers. gpu_lane_init allocates
 // everything for max_batch tokens (device buffers and pinned host staging); gpu_lane_step packs
 // the tokens' inputs into the staging buffer, copies them up in one transfer, launches, and copies
 // the outputs and probes down in one transfer. The launches of a batch are captured once as a CUDA
@@ -14,12 +17,10 @@
 
 #include "../mixers/kata.h"
 #include "gpu.h"
+#include "delta_steps.cuh"
 #include "gpu_common.cuh"
 #include "gpu_lanes.h"
 
-extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
-                                    const void *k, const void *v, void *k_out, void *v_out,
-                                    void *stream, err *e);
 extern "C" int gpu_ld_step_probes(int N, int dk, int dv, float scale, int per_key, const float *q,
                                   const float *k, const float *v, const float *g, float *state,
                                   float *o, float *acc, float *probes, void *stream, err *e);
@@ -71,6 +72,9 @@ struct gpu_lane {
     int pw[LANE_MAX_PROBES];      // delta: its floats per head
     // device
     float *state, *in, *out, *acc, *k2, *v2, *qr, *rr, *a, *p;
+    float *nq2, *nk2, *beff; // delta: |q|^2, |k|^2, the write strength [max_batch, H]
+    double *part;            // delta: the recurrence's column sums [max_batch, H, nblk, GM_NACC]
+    gm_probe_map pm;         // delta: the probes in GDP layout
     void *scratch;
     // pinned host staging
     float *h_in, *h_out;
@@ -129,10 +133,12 @@ static int host_alloc(gpu_lane *L, void *pp, size_t bytes, err *e) {
 
 extern "C" void gpu_lane_free(gpu_lane *L) {
     if (!L) return;
-    float *dev[] = {L->state, L->in, L->out, L->acc, L->k2, L->v2, L->qr, L->rr, L->a, L->p};
+    float *dev[] = {L->state, L->in, L->out, L->acc, L->k2,  L->v2,  L->qr,
+                    L->rr,    L->a,  L->p,   L->nq2, L->nk2, L->beff};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) cudaFree(dev[i]);
     if (L->scratch) cudaFree(L->scratch);
+    if (L->part) cudaFree(L->part);
     if (L->h_in) cudaFreeHost(L->h_in);
     if (L->h_out) cudaFreeHost(L->h_out);
     if (L->gr)
@@ -232,10 +238,13 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
          host_alloc(L, &L->h_in, B * L->in_tok * 4, e) ||
          host_alloc(L, &L->h_out, B * out_tok * 4, e);
     if (!rc && L->kind == LK_DELTA) {
-        rc = lane_alloc(L, &L->acc, (size_t)H * 8 * 4, e);
-        if (!rc && L->kacz)
-            rc = lane_alloc(L, &L->k2, B * H * dk * 4, e) ||
-                 lane_alloc(L, &L->v2, B * H * dv * 4, e);
+        const size_t nblk = (size_t)(dv + 31) / 32;
+        rc = lane_alloc(L, &L->nq2, B * H * 4, e) || lane_alloc(L, &L->nk2, B * H * 4, e) ||
+             lane_alloc(L, &L->beff, B * H * 4, e) ||
+             lane_alloc(L, &L->part, B * H * nblk * GM_NACC * 8, e);
+        L->pm.n = GDP_COUNT, L->pm.layer_off = 0, L->pm.tok_stride = (int)L->npd;
+        L->pm.head_stride = GDP_COUNT;
+        for (int p = 0; p < GDP_COUNT; p++) L->pm.map[p] = p, L->pm.off[p] = p;
     } else if (!rc && L->kind == LK_LD) {
         rc = lane_alloc(L, &L->acc, (size_t)H * (8 + dk) * 4, e);
     } else if (!rc && L->kind == LK_KALMAN) {
@@ -335,28 +344,25 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
     const size_t sk = (size_t)H * dk, sv = (size_t)H * dv;
     switch (L->kind) {
     case LK_DELTA: {
+        // n tokens in one launch of the recurrence (and one of the probes), not n launches
         const float *g = L->has_g ? din[IN_G] : NULL, *beta = din[IN_BETA];
         if (!beta) return err_set(e, "gpu %s: no beta input", L->m->name);
-        if (dp) {
-            for (int t = 0; t < n; t++)
-                if (gpu_delta_step_probes(H, dk, dv, c->scale, L->kacz, c->eps, q + t * sk,
-                                          k + t * sk, v + t * sv, g ? g + (size_t)t * H : NULL,
-                                          beta + (size_t)t * H, L->state, dout + t * sv, L->acc,
-                                          dp + (size_t)t * L->npd, st, e))
-                    return -1;
-            return 0;
-        }
-        if (L->kacz) { // k, v -> (k, v) / sqrt(|k|^2 + eps), beta = eta (as gpu_mixer_run)
-            if (gpu_kaczmarz_rescale((size_t)n * H, dk, dv, c->eps, 0, k, v, L->k2, L->v2, st, e))
-                return -1;
-            k = L->k2, v = L->v2;
-        }
-        for (int t = 0; t < n; t++)
-            if (gpu_delta_step(1, H, dk, dv, c->scale, 0, q + t * sk, k + t * sk, v + t * sv,
-                               g ? g + (size_t)t * H : NULL, beta + (size_t)t * H, L->state,
-                               dout + t * sv, st, e))
-                return -1;
-        return 0;
+        if (gm_lane_prep_run(n, H, dk, L->kacz, c->eps, q, k, beta, L->nq2, L->nk2, L->beff, st, e))
+            return -1;
+        gm_core_args a;
+        memset(&a, 0, sizeof a);
+        a.n = n, a.H = a.Hv = H, a.rep = 1, a.dk = dk, a.dv = dv, a.nblk = (dv + 31) / 32;
+        a.decay = g != NULL, a.scale = c->scale;
+        a.Q = q, a.K = k, a.V = v, a.ldqk = sk, a.ldv = a.ldo = sv;
+        a.G = g, a.Beff = L->beff, a.K2 = L->nk2;
+        a.state = L->state, a.O = dout, a.part = L->part;
+        if (gm_core_run(a, dp != NULL, false, st, e)) return -1;
+        if (!dp) return 0;
+        gm_fin_args f;
+        f.H = f.Hv = H, f.rep = 1, f.nblk = a.nblk, f.decay = a.decay;
+        f.G = g, f.Bin = beta, f.Beff = L->beff, f.Q2 = L->nq2, f.K2 = L->nk2;
+        f.part = L->part, f.probes = dp;
+        return gm_probe_fin_run(f, L->pm, n, st, e);
     }
     case LK_LD: {
         const float *g = din[L->per_key ? IN_GK : IN_G];

@@ -31,18 +31,10 @@
 
 #include "gpu.h"
 #include "gpu_common.cuh"
+#include "delta_steps.cuh"
 #include "gpu_model.h"
 
-#define GM_RG   8 // row groups of the core kernel (block 32 x GM_RG)
-#define GM_NACC 8 // per-column probe sums
-enum { AC_E2, AC_V2, AC_PRED2, AC_R2, AC_RC2, AC_O2, AC_SNEW2, AC_SOLD2 };
-
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
-
-struct gm_probe_map {
-    int n, layer_off, tok_stride;
-    int map[GM_MAX_PROBES], off[GM_MAX_PROBES];
-};
 
 struct gm_layer_dev {
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
@@ -119,12 +111,6 @@ __device__ __forceinline__ float gm_act(float x, int a) {
     default:
         return x;
     }
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 __device__ __forceinline__ float warp_sumf(float v) {
@@ -345,134 +331,6 @@ __global__ void __launch_bounds__(256) gm_prep(gm_prep_args a) {
     }
 }
 
-struct gm_core_args {
-    int n, H, Hv, rep, dk, dv, kd, C3, vd, nblk, decay;
-    float scale;
-    const float *QKV, *G, *Beff, *K2;
-    float *state, *O;
-    double *part;
-    float *Sout; // STORE: the state after token t at Sout + t sf
-    size_t sf;
-};
-
-// The delta rule of delta_step_head for n tokens. Block (column slice x, value head y), threads
-// (32, GM_RG): thread (tx, ty) owns column j = 32 x + tx and rows ty, ty + GM_RG, ... of the
-// head's state, in registers from the first token to the last. Per token: a = S^T k,
-// e = v - alpha a, S = alpha S + beta k e^T, o = S^T (scale q); with PROBES also the per-column
-// sums (|e|^2, |v|^2, |alpha a|^2, |r|^2, |r + (1-rho) e|^2, |o|^2, |S_t|^2, |S_t-1|^2) of the
-// slice into part[t][hv][x][8]; with STORE the state after each token into Sout.
-template <int MAXR, bool PROBES, bool STORE>
-__global__ void __launch_bounds__(32 * GM_RG) gm_core(gm_core_args a) {
-    __shared__ float sk[MAXR * GM_RG], sq[MAXR * GM_RG];
-    __shared__ float ra[GM_RG][33], rb[4][GM_RG][33];
-    const int hv = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
-    const int j = blockIdx.x * 32 + tx, h = hv / a.rep, dk = a.dk, dv = a.dv;
-    const bool jin = j < dv;
-    float *S = a.state + (size_t)hv * dk * dv;
-    float col[MAXR];
-#pragma unroll
-    for (int r = 0; r < MAXR; r++) {
-        const int i = ty + r * GM_RG;
-        col[r] = (i < dk && jin) ? S[(size_t)i * dv + j] : 0.0f;
-    }
-    // Token t + 1's inputs are loaded into registers while token t runs (dk <= 32 GM_RG: one key
-    // and query element per thread).
-    float nk = 0.0f, nq = 0.0f, nv = 0.0f, ng = 0.0f, nb = 0.0f, nk2 = 0.0f;
-    auto fetch = [&](int t) {
-        const float *qt = a.QKV + (size_t)t * a.C3 + (size_t)h * dk;
-        const size_t th = (size_t)t * a.Hv + hv;
-        if (tid < dk) nk = qt[a.kd + tid], nq = qt[tid];
-        nv = jin ? a.QKV[(size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * dv + j] : 0.0f;
-        ng = a.decay ? a.G[th] : 0.0f;
-        nb = a.Beff[th];
-        if (PROBES) nk2 = a.K2[(size_t)t * a.H + h];
-    };
-    fetch(0);
-    for (int t = 0; t < a.n; t++) {
-        const size_t th = (size_t)t * a.Hv + hv;
-        __syncthreads(); // (A) the previous token is done with sk, sq
-        if (tid < dk) sk[tid] = nk, sq[tid] = a.scale * nq;
-        const float vj = nv, alpha = a.decay ? expf(ng) : 1.0f, b = nb, k2 = nk2;
-        if (t + 1 < a.n) fetch(t + 1);
-        __syncthreads(); // (B)
-        float pa = 0.0f, so = 0.0f;
-#pragma unroll
-        for (int r = 0; r < MAXR; r++) {
-            const int i = ty + r * GM_RG;
-            if (i < dk) {
-                pa += col[r] * sk[i];
-                if (PROBES) so += col[r] * col[r];
-            }
-        }
-        ra[ty][tx] = pa;
-        if (PROBES) rb[3][ty][tx] = so;
-        __syncthreads(); // (C)
-        float acc = 0.0f;
-#pragma unroll
-        for (int y = 0; y < GM_RG; y++) acc += ra[y][tx];
-        const float e = vj - alpha * acc;
-        float po = 0.0f, pr = 0.0f, sn = 0.0f;
-        float *sst = STORE ? a.Sout + (size_t)t * a.sf + (size_t)hv * dk * dv + j : NULL;
-#pragma unroll
-        for (int r = 0; r < MAXR; r++) {
-            const int i = ty + r * GM_RG;
-            if (i < dk) {
-                const float bk = b * sk[i];
-                col[r] = alpha * col[r] + bk * e;
-                if (STORE && jin) sst[(size_t)i * dv] = col[r];
-                po += col[r] * sq[i];
-                if (PROBES) {
-                    pr += col[r] * sk[i];
-                    sn += col[r] * col[r];
-                }
-            }
-        }
-        rb[0][ty][tx] = po;
-        if (PROBES) rb[1][ty][tx] = pr, rb[2][ty][tx] = sn;
-        __syncthreads(); // (D)
-        if (ty == 0) {
-            float oj = 0.0f;
-#pragma unroll
-            for (int y = 0; y < GM_RG; y++) oj += rb[0][y][tx];
-            if (jin) a.O[(size_t)t * a.vd + (size_t)hv * dv + j] = oj;
-            if (PROBES) {
-                float skn = 0.0f, s2n = 0.0f, s2o = 0.0f;
-#pragma unroll
-                for (int y = 0; y < GM_RG; y++) {
-                    skn += rb[1][y][tx];
-                    s2n += rb[2][y][tx];
-                    s2o += rb[3][y][tx];
-                }
-                const float rho = b * k2;
-                const double r = jin ? (double)skn - (double)vj : 0.0;
-                const double rc = jin ? r + (1.0 - (double)rho) * (double)e : 0.0;
-                const double pred = (double)alpha * (double)acc;
-                double v[GM_NACC];
-                v[AC_E2] = (double)e * e;
-                v[AC_V2] = (double)vj * vj;
-                v[AC_PRED2] = pred * pred;
-                v[AC_R2] = r * r;
-                v[AC_RC2] = rc * rc;
-                v[AC_O2] = (double)oj * oj;
-                v[AC_SNEW2] = s2n;
-                v[AC_SOLD2] = s2o;
-#pragma unroll
-                for (int q = 0; q < GM_NACC; q++) v[q] = warp_sum(v[q]);
-                if (tx == 0) {
-                    double *dst = a.part + (th * a.nblk + blockIdx.x) * GM_NACC;
-#pragma unroll
-                    for (int q = 0; q < GM_NACC; q++) dst[q] = v[q];
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < MAXR; r++) {
-        const int i = ty + r * GM_RG;
-        if (i < dk && jin) S[(size_t)i * dv + j] = col[r];
-    }
-}
-
 struct gm_ring_args {
     int n, B, W, H, Hv, rep, dk, dv, kd, C3, L, li;
     const float *QKV;
@@ -541,53 +399,6 @@ __global__ void __launch_bounds__(256) gm_recall_err(gm_rerr_args a) {
         if (lane == 0)
             a.rec[(((size_t)t * a.L + a.li) * a.Hv + hv) * a.W + (a.W - 1 - r)] =
                 v2 > 0.0 ? (float)sqrt(e2 / v2) : NAN;
-    }
-}
-
-struct gm_fin_args {
-    int H, Hv, rep, nblk, decay;
-    const float *G, *Bin, *Beff, *Q2, *K2;
-    const double *part;
-    float *probes;
-};
-
-// The probes of delta_rule.c's delta_probes_write from the column sums, into the CPU layout.
-__global__ void gm_probe_fin(gm_fin_args a, gm_probe_map pm) {
-    const int t = blockIdx.x;
-    for (int hv = threadIdx.x; hv < a.Hv; hv += blockDim.x) {
-        const size_t th = (size_t)t * a.Hv + hv;
-        double s[GM_NACC];
-        for (int q = 0; q < GM_NACC; q++) s[q] = 0.0;
-        for (int b = 0; b < a.nblk; b++)
-            for (int q = 0; q < GM_NACC; q++) s[q] += a.part[(th * a.nblk + b) * GM_NACC + q];
-        const float k2 = a.K2[(size_t)t * a.H + hv / a.rep],
-                    q2 = a.Q2[(size_t)t * a.H + hv / a.rep];
-        const float g = a.decay ? a.G[th] : 0.0f, alpha = expf(g);
-        const float bin = a.Bin[th], b = a.Beff[th], rho = b * k2;
-        const float kn = sqrtf(k2), en = (float)sqrt(s[AC_E2]), vn = (float)sqrt(s[AC_V2]);
-        const float rn = (float)sqrt(s[AC_R2]);
-        float val[GDP_COUNT];
-        val[GDP_BETA] = b;
-        val[GDP_ETA] = bin;
-        val[GDP_RHO] = rho;
-        val[GDP_K_NORM] = kn;
-        val[GDP_Q_NORM] = sqrtf(q2);
-        val[GDP_G] = g;
-        val[GDP_ALPHA] = alpha;
-        val[GDP_HALF_LIFE] = g < 0.0f ? -logf(2.0f) / g : INFINITY;
-        val[GDP_E_NORM] = en;
-        val[GDP_E_REL] = vn > 0.0f ? en / vn : (en > 0.0f ? INFINITY : 0.0f);
-        val[GDP_R_NORM] = rn;
-        val[GDP_R_CHECK] = (float)sqrt(s[AC_RC2]);
-        val[GDP_LOSS_BEFORE] = 0.5f * en * en;
-        val[GDP_LOSS_AFTER] = 0.5f * rn * rn;
-        val[GDP_WRITE_NORM] = b * kn * en;
-        val[GDP_STATE_NORM] = (float)sqrt(s[AC_SNEW2]);
-        val[GDP_FORGET_REMOVED] = (1.0f - alpha) * (float)sqrt(s[AC_SOLD2]);
-        val[GDP_ERASE_REMOVED] = b * kn * (float)sqrt(s[AC_PRED2]);
-        val[GDP_O_NORM] = (float)sqrt(s[AC_O2]);
-        float *dst = a.probes + (size_t)t * pm.tok_stride + pm.layer_off;
-        for (int p = 0; p < pm.n; p++) dst[pm.off[p] + hv] = pm.map[p] >= 0 ? val[pm.map[p]] : NAN;
     }
 }
 
@@ -736,30 +547,9 @@ static int gm_gemm(gm_model *g, int n, int out, int in, const float *W, const fl
     return 0;
 }
 
-template <int MAXR>
-static void launch_core(bool pon, bool store, dim3 grid, dim3 block, cudaStream_t st,
-                        const gm_core_args &ca) {
-    if (pon && store)
-        gm_core<MAXR, true, true><<<grid, block, 0, st>>>(ca);
-    else if (pon)
-        gm_core<MAXR, true, false><<<grid, block, 0, st>>>(ca);
-    else if (store)
-        gm_core<MAXR, false, true><<<grid, block, 0, st>>>(ca);
-    else
-        gm_core<MAXR, false, false><<<grid, block, 0, st>>>(ca);
-}
-
 // The recurrence of one layer over ca.n tokens (storing each token's state into ca.Sout).
 static int gm_core_launch(gm_model *g, bool pon, bool store, const gm_core_args &ca, err *e) {
-    dim3 grid(g->nblk, g->d.Hv), block(32, GM_RG);
-    if (g->d.dk <= 8 * GM_RG)
-        launch_core<8>(pon, store, grid, block, g->st, ca);
-    else if (g->d.dk <= 16 * GM_RG)
-        launch_core<16>(pon, store, grid, block, g->st, ca);
-    else
-        launch_core<32>(pon, store, grid, block, g->st, ca);
-    CUDA_LAUNCHED("gpu model: delta rule");
-    return 0;
+    return gm_core_run(ca, pon, store, g->st, e);
 }
 
 // Layer li's readback errors for the call's n tokens: the recurrence in chunks of RB tokens, each
@@ -773,11 +563,12 @@ static int gm_core_recall(gm_model *g, int li, int n, bool pon, const gm_core_ar
         const int nc = n - t0 < g->RB ? n - t0 : g->RB;
         gm_core_args cc = ca;
         cc.n = nc;
-        cc.QKV = ca.QKV + (size_t)t0 * g->C3;
+        cc.Q = ca.Q + (size_t)t0 * ca.ldqk, cc.K = ca.K + (size_t)t0 * ca.ldqk;
+        cc.V = ca.V + (size_t)t0 * ca.ldv;
         cc.G = ca.G + (size_t)t0 * Hv;
         cc.Beff = ca.Beff + (size_t)t0 * Hv;
         cc.K2 = ca.K2 + (size_t)t0 * d->H;
-        cc.O = ca.O + (size_t)t0 * d->value_dim;
+        cc.O = ca.O + (size_t)t0 * ca.ldo;
         cc.part = ca.part + (size_t)t0 * Hv * g->nblk * GM_NACC;
         cc.Sout = g->Sbuf, cc.sf = g->sf;
         if (gm_core_launch(g, pon, true, cc, e)) return -1;
@@ -850,9 +641,11 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         }
         gm_core_args ca;
         ca.n = n, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
-        ca.kd = kd, ca.C3 = g->C3, ca.vd = vd, ca.nblk = g->nblk, ca.decay = decay;
+        ca.nblk = g->nblk, ca.decay = decay;
         ca.scale = Ld->scale;
-        ca.QKV = g->QKV, ca.G = g->G, ca.Beff = g->Beff, ca.K2 = g->K2;
+        ca.Q = g->QKV, ca.K = g->QKV + kd, ca.V = g->QKV + 2 * (size_t)kd;
+        ca.ldqk = ca.ldv = (size_t)g->C3, ca.ldo = (size_t)vd;
+        ca.G = g->G, ca.Beff = g->Beff, ca.K2 = g->K2;
         ca.state = g->state + (size_t)li * g->sf, ca.O = g->O, ca.part = g->part;
         ca.Sout = NULL, ca.sf = g->sf;
         if (rec ? gm_core_recall(g, li, n, pon, ca, e) : gm_core_launch(g, pon, false, ca, e))
@@ -862,8 +655,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = decay;
             fa.G = g->G, fa.Bin = g->Bin, fa.Beff = g->Beff, fa.Q2 = g->Q2, fa.K2 = g->K2;
             fa.part = g->part, fa.probes = g->probes;
-            gm_probe_fin<<<n, 128, 0, st>>>(fa, Ld->pm);
-            CUDA_LAUNCHED("gpu model: probes");
+            if (gm_probe_fin_run(fa, Ld->pm, n, st, e)) return -1;
         }
         gm_post_args po;
         po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = g->Dtot, po.off_g = g->off_g;
@@ -1058,7 +850,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
             Ld->core = l->core, Ld->scale = l->scale, Ld->eps = l->eps;
             Ld->pm.n = l->nprobes;
             Ld->pm.tok_stride = g->ptot;
-            Ld->pm.layer_off = 0;
+            Ld->pm.layer_off = 0, Ld->pm.head_stride = 1;
             for (int k = 0; k < li; k++) Ld->pm.layer_off += d->layer[k].probe_floats;
             for (int k = 0; k < l->nprobes; k++)
                 Ld->pm.map[k] = l->probe_map[k], Ld->pm.off[k] = l->probe_off[k];

@@ -1,6 +1,8 @@
 /* bench_gpu.c: medians of mixscope's GPU kernels at B = 1, H = 16, d = 128, bf16 inputs, beside
- * the peer (flash-linear-attention 0.5.2 on an H200, numbers from the issue) and PyTorch SDPA
- * timed in the same run (bench/gpu/sdpa.py). Each row also states the kernel's floor: the fewest
+ * their peers timed in the same run by bench/gpu/peers.py (PEER_FILE: flash-linear-attention's
+ * chunk_gated_delta_rule, chunk_delta_rule, fused_recurrent_gated_delta_rule and
+ * parallel_parallax from the pinned snapshot, and PyTorch SDPA, each replayed as a CUDA graph; no
+ * peer figure is typed in here). Each row also states the kernel's floor: the fewest
  * bytes it must move over the measured copy bandwidth; the compute-bound rows (attention, kata,
  * kalman) also give their achieved arithmetic rate.
  *
@@ -28,37 +30,56 @@
 #define H 16
 #define D 128
 
+enum { MODE_GDN, MODE_KACZ, MODE_DELTANET };
+
 typedef struct delta_ctx {
-    int B, T, kacz;
+    int B, T, mode;
     void *q, *k, *v, *scratch;
     float *g, *beta, *state, *o;
+    void *st; /* the decode rows' stream (graph-captured) */
 } delta_ctx;
 
 static int run_prefill(void *p, err *e) {
     delta_ctx *c = p;
-    if (c->kacz)
+    if (c->mode == MODE_KACZ)
         return gpu_kaczmarz_prefill(c->B, c->T, H, D, D, 64, 0.0883883f, 1, 1e-6f, c->q, c->k, c->v,
                                     c->g, c->beta, c->state, c->o, c->scratch, NULL, e);
-    return gpu_delta_prefill(c->B, c->T, H, D, D, 64, 0.0883883f, 1, c->q, c->k, c->v, c->g,
-                             c->beta, c->state, c->o, c->scratch, NULL, e);
+    return gpu_delta_prefill(c->B, c->T, H, D, D, 64, 0.0883883f, 1, c->q, c->k, c->v,
+                             c->mode == MODE_DELTANET ? NULL : c->g, c->beta, c->state, c->o,
+                             c->scratch, NULL, e);
 }
 
 static int run_step(void *p, err *e) {
     delta_ctx *c = p;
     return gpu_delta_step(c->B, H, D, D, 0.0883883f, 1, c->q, c->k, c->v, c->g, c->beta, c->state,
-                          c->o, NULL, e);
+                          c->o, c->st, e);
 }
 
-static double sdpa_ms(int T) {
-    const char *f = getenv("SDPA_FILE");
+/* The peer's median for (key, param) from PEER_FILE ("KEY PARAM MS" lines of peers.py), or -1. */
+static double peer_ms(const char *key, int param) {
+    const char *f = getenv("PEER_FILE");
     FILE *fp = f ? fopen(f, "r") : NULL;
     double ms = -1;
+    char line[512], k[64];
     int t;
     double v;
-    while (fp && fscanf(fp, "sdpa %d %lf\n", &t, &v) == 2)
-        if (t == T) ms = v;
+    while (fp && fgets(line, sizeof line, fp))
+        if (sscanf(line, "%63s %d %lf", k, &t, &v) == 3 && !strcmp(k, key) && t == param) ms = v;
     if (fp) fclose(fp);
     return ms;
+}
+
+/* peers.py's '#' lines: what the peers were. */
+static void peer_header(void) {
+    const char *f = getenv("PEER_FILE");
+    FILE *fp = f ? fopen(f, "r") : NULL;
+    char line[512];
+    int any = 0;
+    while (fp && fgets(line, sizeof line, fp))
+        if (line[0] == '#') printf("%s", line + 2), any = 1;
+    if (fp) fclose(fp);
+    if (!any)
+        printf("peers: none measured (PEER_FILE unset or empty: run through bench/gpu/run.sh)\n");
 }
 
 static void *dalloc(size_t bytes, err *e) {
@@ -70,9 +91,9 @@ static void *dalloc(size_t bytes, err *e) {
     return p;
 }
 
-static int setup(delta_ctx *c, int B, int T, int kacz, int prefill, err *e) {
+static int setup(delta_ctx *c, int B, int T, int mode, int prefill, err *e) {
     memset(c, 0, sizeof *c);
-    c->B = B, c->T = T, c->kacz = kacz;
+    c->B = B, c->T = T, c->mode = mode;
     size_t nk = (size_t)B * T * H * D, nh = (size_t)B * T * H;
     c->q = dalloc(nk * 2, e), c->k = dalloc(nk * 2, e), c->v = dalloc(nk * 2, e);
     c->g = dalloc(nh * 4, e), c->beta = dalloc(nh * 4, e);
@@ -160,7 +181,6 @@ static double dev_rel(const float *a, const float *b, size_t n, err *e) {
 
 static void bench_attention(double bw, err *e) {
     const int Ts[2] = {4096, 16384};
-    const double peer_plx[2] = {0.61, 8.02};
     for (int plx = 0; plx <= 1; plx++)
         for (int i = 0; i < 2; i++) {
             other_ctx c = {.T = Ts[i], .plx = plx};
@@ -184,8 +204,8 @@ static void bench_attention(double bw, err *e) {
             char name[64];
             snprintf(name, sizeof name, "%s forward T=%dK", plx ? "parallax" : "softmax",
                      Ts[i] / 1024);
-            row(name, ms, plx ? peer_plx[i] : -1, sdpa_ms(Ts[i]), bytes / (bw * 1e9) * 1e3,
-                flops / (ms * 1e-3) / 1e12);
+            row(name, ms, plx ? peer_ms("fla_parallax", Ts[i]) : -1, peer_ms("sdpa", Ts[i]),
+                bytes / (bw * 1e9) * 1e3, flops / (ms * 1e-3) / 1e12);
             other_free(&c);
         }
 }
@@ -582,12 +602,17 @@ int main(void) {
         bench_attention(bw, &e);
         return 0;
     }
-    const int Ts[4] = {4096, 16384, 65536, 131072};
-    const double peer_chunk[4] = {0.86, 1.17, 2.53, 4.96};
-    for (int kacz = 0; kacz <= 1; kacz++)
-        for (int i = 0; i < 4; i++) {
+    peer_header();
+    /* the chunked prefill beside fla's chunk_gated_delta_rule (gdn; kaczmarz, whose rescaled form
+     * is a gated delta rule, has no fla kernel of its own) and chunk_delta_rule (deltanet) */
+    const int Ts[5] = {4096, 16384, 32768, 65536, 131072};
+    static const char *const mode_name[3] = {"gdn", "kaczmarz", "deltanet"};
+    const char *only = getenv("MIXSCOPE_BENCH_ONLY"); /* delta, decode, attn, kalman, step */
+    const int decode_only = only && !strcmp(only, "decode");
+    for (int mode = MODE_GDN; mode <= MODE_DELTANET && !decode_only; mode++)
+        for (int i = 0; i < 5; i++) {
             delta_ctx c;
-            if (setup(&c, 1, Ts[i], kacz, 1, &e)) break;
+            if (setup(&c, 1, Ts[i], mode, 1, &e)) break;
             double ms;
             if (gpu_time_median(run_prefill, &c, 2, 20, &ms, &e)) {
                 printf("%s\n", e.msg);
@@ -597,38 +622,51 @@ int main(void) {
             /* floor: read q, k, v (bf16), g, beta; write o (fp32) */
             double bytes = (double)Ts[i] * H * (3.0 * D * 2 + 8 + D * 4);
             char name[64];
-            snprintf(name, sizeof name, "%s chunked T=%dK", kacz ? "kaczmarz" : "gdn",
-                     Ts[i] / 1024);
-            double sd = Ts[i] <= 16384 ? sdpa_ms(Ts[i]) : -1;
+            snprintf(name, sizeof name, "%s chunked T=%dK", mode_name[mode], Ts[i] / 1024);
+            double peer =
+                peer_ms(mode == MODE_DELTANET ? "fla_delta_chunk" : "fla_gdn_chunk", Ts[i]);
+            double sd = peer_ms("sdpa", Ts[i]);
             /* compute floor: per chunk of C = 64 and head, K K^T, Q K^T, W, U and P Delta are
              * C^2 d multiply-adds each, W S, Q S and K^T Delta C d^2 each */
             double flops = 2.0 * Ts[i] * H * (5.0 * 64 * D + 3.0 * D * D);
-            printf("%-28s %10.3f %10.2f %10s %7.2fx %10.3f   compute floor %.3f ms\n", name, ms,
-                   peer_chunk[i], sd > 0 ? (snprintf(why, sizeof why, "%.3f", sd), why) : "-",
-                   peer_chunk[i] / ms, bytes / (bw * 1e9) * 1e3,
-                   mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0);
+            char ps[32] = "-", xs[32] = "-", ss[32] = "-";
+            if (peer > 0)
+                snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
+            if (sd > 0) snprintf(ss, sizeof ss, "%.3f", sd);
+            printf("%-28s %10.3f %10s %10s %8s %10.3f   compute floor %.3f ms, %.1fx the bytes "
+                   "floor\n",
+                   name, ms, ps, ss, xs, bytes / (bw * 1e9) * 1e3,
+                   mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0, ms / (bytes / (bw * 1e9) * 1e3));
             teardown(&c);
         }
-    /* MIXSCOPE_BENCH_ONLY=delta, attn or kalman: those rows alone (tuning runs) */
-    const char *only = getenv("MIXSCOPE_BENCH_ONLY");
     if (only && !strcmp(only, "delta")) return 0;
+    /* the decode step: one step captured as a CUDA graph and replayed 100 times back to back, as
+     * peers.py replays fla's fused_recurrent_gated_delta_rule (ms a step; printed in us) */
+    void *st = gpu_bench_stream(&e);
     const int Bs[3] = {1, 8, 64};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && st; i++) {
         delta_ctx c;
-        if (setup(&c, Bs[i], 1, 0, 0, &e)) break;
+        if (setup(&c, Bs[i], 1, MODE_GDN, 0, &e)) break;
+        c.st = st;
         double ms;
-        if (gpu_time_median(run_step, &c, 5, 50, &ms, &e)) {
+        if (gpu_time_graph_median(run_step, &c, st, 100, 20, &ms, &e)) {
             printf("%s\n", e.msg);
             teardown(&c);
             continue;
         }
         double bytes = (double)Bs[i] * H * (2.0 * D * D * 4 + 3 * D * 2 + D * 4);
-        char name[64];
-        snprintf(name, sizeof name, "gdn decode step B=%d", Bs[i]);
-        printf("%-28s %10.4f %10.2f %10s %7.2fx %10.4f\n", name, ms, 0.13, "-", 0.13 / ms,
-               bytes / (bw * 1e9) * 1e3);
+        double peer = peer_ms("fla_gdn_decode", Bs[i]);
+        char name[64], ps[32] = "-", xs[32] = "-";
+        snprintf(name, sizeof name, "gdn decode step B=%d (us)", Bs[i]);
+        if (peer > 0)
+            snprintf(ps, sizeof ps, "%.2f", peer * 1e3),
+                snprintf(xs, sizeof xs, "%.2fx", peer / ms);
+        printf("%-28s %10.2f %10s %10s %8s %10.2f\n", name, ms * 1e3, ps, "-", xs,
+               bytes / (bw * 1e9) * 1e6);
         teardown(&c);
     }
+    gpu_bench_stream_free(st);
+    if (decode_only) return 0;
     bench_attention(bw, &e);
     bench_others(bw, &e);
     bench_kalman(bw, &e);

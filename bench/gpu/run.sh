@@ -1,10 +1,12 @@
 #!/bin/sh
-# make bench-gpu: mixscope's GPU kernels beside PyTorch SDPA, timed in the same run.
+# make bench-gpu: mixscope's GPU kernels beside their peers, timed in the same run: PyTorch SDPA and
+# flash-linear-attention from the pinned snapshot in .fla (bench/gpu/peers.py; without it the fla
+# rows say '-').
 BUILD=${1:-build/release}
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "bench-gpu: skipped: no NVIDIA GPU"; exit 0; fi
-SDPA=$(mktemp)
-python3 bench/gpu/sdpa.py >"$SDPA" 2>/dev/null || echo "bench-gpu: PyTorch SDPA not available" >&2
-SDPA_FILE="$SDPA" "$BUILD/bench/gpu/bench_gpu"
+PEERS=$(mktemp)
+FLA_DIR=${FLA_DIR:-.fla} python3 bench/gpu/peers.py >"$PEERS" || echo "bench-gpu: the peers did not run" >&2
+PEER_FILE="$PEERS" "$BUILD/bench/gpu/bench_gpu"
 rc=$?
-rm -f "$SDPA"
+rm -f "$PEERS"
 exit $rc
