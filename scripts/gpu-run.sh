@@ -1,5 +1,6 @@
 #!/bin/sh
-# gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh):
+# gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh, and
+# .fla for bench-gpu's peers):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
 # Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train|interv]
 #   interv: the attribution kernel against the CPU, the engine's interventions under device gpu,
@@ -41,10 +42,10 @@ if [ "$what" = attn ]; then
     /tmp/wgmma-probe || true
     make -j16 BUILD=build/gpu CUDA=1 build/gpu/tests/gpu/test_gpu build/gpu/bench/gpu/bench_gpu 2>&1 | grep -v '^CC \|^NVCC '
     build/gpu/tests/gpu/test_gpu 2>&1 | grep -E 'softmax|parallax|gpu:' || true
-    python3 bench/gpu/sdpa.py >/tmp/sdpa.txt 2>/dev/null || echo "PyTorch SDPA not available"
+    python3 bench/gpu/peers.py >/tmp/peers.txt || echo "the peers did not run"
     for knob in 1 0; do
         echo "== MIXSCOPE_ATTN_WGMMA=$knob"
-        SDPA_FILE=/tmp/sdpa.txt MIXSCOPE_ATTN_WGMMA=$knob MIXSCOPE_BENCH_ONLY=attn \
+        PEER_FILE=/tmp/peers.txt MIXSCOPE_ATTN_WGMMA=$knob MIXSCOPE_BENCH_ONLY=attn \
             build/gpu/bench/gpu/bench_gpu 2>&1 | tail -5
     done
     [ -n "$NCU" ] || exit 0
