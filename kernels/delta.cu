@@ -91,171 +91,88 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     }
 }
 
-// The decode step with more blocks: grid (dv / 8, N), block DEC_T = 128 threads. Thread t owns
-// rows t, t + 128 (MAXR of them) and 8 columns j0 = 8 blockIdx.x ... of the state, read and
-// written as two float4 a row (a warp moves 32 rows x 32 bytes, whole sectors). Its own key and
-// query elements come straight from memory; the column sums k^T S and S^T q are reduced over the
-// block by warp shuffles and one shared exchange each. At B = 1, H = 16, d = 128 that is 256 blocks
-// instead of 64, so every SM has state in flight.
-#define DEC_T 128
+// The decode step for many heads: block (32, STEP_RG) over 128 columns, thread (tx, ty) owns
+// columns 4 tx .. 4 tx + 3 (one float4 a row) of rows ty, ty + STEP_RG, ...: a warp moves a whole
+// 512-byte row segment per load, a quarter of the row-group kernel's load instructions, and the
+// column sums are reduced over ty in shared memory as there. Grid (ceil(dv / 128), N).
 template <typename T, int MAXR>
-__global__ void __launch_bounds__(DEC_T)
-    delta_decode_kernel(int dk, int dv, float scale, const T *q, const T *k, const T *v,
-                        const float *g, const float *beta, float *state, float *o) {
-    __shared__ float red[2][DEC_T / 32][8];
-    const int n = blockIdx.y, t = threadIdx.x, lane = t & 31, w = t >> 5;
-    const int j0 = blockIdx.x * 8;
+__global__ void __launch_bounds__(32 * STEP_RG)
+    delta_decode_rows4(int dk, int dv, float scale, const T *q, const T *k, const T *v,
+                       const float *g, const float *beta, float *state, float *o) {
+    __shared__ float sk[MAXR * STEP_RG], sq[MAXR * STEP_RG];
+    __shared__ float4 red[2][STEP_RG][32];
+    const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
+    const int j = blockIdx.x * 128 + 4 * tx;
+    const bool jin = j < dv;
+    float *S = state + (size_t)n * dk * dv;
+    float4 col[MAXR];
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = ty + r * STEP_RG;
+        col[r] = (i < dk && jin) ? *reinterpret_cast<const float4 *>(S + (size_t)i * dv + j)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int i = tid; i < dk; i += 32 * STEP_RG) {
+        sk[i] = ld(k + (size_t)n * dk + i);
+        sq[i] = ld(q + (size_t)n * dk + i);
+    }
+    __syncthreads();
     const float alpha = g ? __expf(g[n]) : 1.0f, b = beta[n];
-    float *S = state + (size_t)n * dk * dv + j0;
-    float col[MAXR][8], ki[MAXR], qi[MAXR];
+    float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
-        const int i = t + r * DEC_T;
-        if (i < dk) {
-            const float4 a = *reinterpret_cast<const float4 *>(S + (size_t)i * dv);
-            const float4 c = *reinterpret_cast<const float4 *>(S + (size_t)i * dv + 4);
-            col[r][0] = a.x, col[r][1] = a.y, col[r][2] = a.z, col[r][3] = a.w;
-            col[r][4] = c.x, col[r][5] = c.y, col[r][6] = c.z, col[r][7] = c.w;
-            ki[r] = ld(k + (size_t)n * dk + i), qi[r] = ld(q + (size_t)n * dk + i);
-        } else {
-#pragma unroll
-            for (int c = 0; c < 8; c++) col[r][c] = 0.0f;
-            ki[r] = qi[r] = 0.0f;
-        }
+        const int i = ty + r * STEP_RG;
+        const float ki = i < dk ? sk[i] : 0.0f;
+        col[r].x *= alpha, col[r].y *= alpha, col[r].z *= alpha, col[r].w *= alpha;
+        p.x += ki * col[r].x, p.y += ki * col[r].y, p.z += ki * col[r].z, p.w += ki * col[r].w;
     }
-    float vv[8];
-    ld4(v + (size_t)n * dv + j0, vv), ld4(v + (size_t)n * dv + j0 + 4, vv + 4);
-    // a = (alpha S)^T k, summed over the block
-    float p[8];
-#pragma unroll
-    for (int c = 0; c < 8; c++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int r = 0; r < MAXR; r++) col[r][c] *= alpha, s += ki[r] * col[r][c];
-        p[c] = s;
-    }
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) p[c] += __shfl_xor_sync(0xffffffffu, p[c], off);
-    if (lane == 0)
-#pragma unroll
-        for (int c = 0; c < 8; c++) red[0][w][c] = p[c];
+    red[0][ty][tx] = p;
     __syncthreads();
-    float e[8];
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int c = 0; c < 8; c++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int y = 0; y < DEC_T / 32; y++) s += red[0][y][c];
-        e[c] = vv[c] - s;
+    for (int y = 0; y < STEP_RG; y++) {
+        const float4 t = red[0][y][tx];
+        a.x += t.x, a.y += t.y, a.z += t.z, a.w += t.w;
     }
-    // S = alpha S + beta k e^T; o = S^T (scale q)
-#pragma unroll
-    for (int c = 0; c < 8; c++) p[c] = 0.0f;
+    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (jin) ld4(v + (size_t)n * dv + j, vv);
+    const float e0 = vv[0] - a.x, e1 = vv[1] - a.y, e2 = vv[2] - a.z, e3 = vv[3] - a.w;
+    p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
-        const int i = t + r * DEC_T;
-        const float bk = b * ki[r];
-#pragma unroll
-        for (int c = 0; c < 8; c++) col[r][c] += bk * e[c], p[c] += qi[r] * col[r][c];
-        if (i < dk) {
-            *reinterpret_cast<float4 *>(S + (size_t)i * dv) =
-                make_float4(col[r][0], col[r][1], col[r][2], col[r][3]);
-            *reinterpret_cast<float4 *>(S + (size_t)i * dv + 4) =
-                make_float4(col[r][4], col[r][5], col[r][6], col[r][7]);
+        const int i = ty + r * STEP_RG;
+        if (i < dk && jin) {
+            const float bk = b * sk[i], qi = sq[i];
+            col[r].x += bk * e0, col[r].y += bk * e1, col[r].z += bk * e2, col[r].w += bk * e3;
+            *reinterpret_cast<float4 *>(S + (size_t)i * dv + j) = col[r];
+            p.x += qi * col[r].x, p.y += qi * col[r].y, p.z += qi * col[r].z, p.w += qi * col[r].w;
         }
     }
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) p[c] += __shfl_xor_sync(0xffffffffu, p[c], off);
-    if (lane == 0)
-#pragma unroll
-        for (int c = 0; c < 8; c++) red[1][w][c] = p[c];
+    red[1][ty][tx] = p;
     __syncthreads();
-    if (t < 8) {
-        float s = 0.0f;
+    if (ty == 0 && jin) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int y = 0; y < DEC_T / 32; y++) s += red[1][y][t];
-        o[(size_t)n * dv + j0 + t] = scale * s;
+        for (int y = 0; y < STEP_RG; y++) {
+            const float4 t = red[1][y][tx];
+            acc.x += t.x, acc.y += t.y, acc.z += t.z, acc.w += t.w;
+        }
+        *reinterpret_cast<float4 *>(o + (size_t)n * dv + j) =
+            make_float4(scale * acc.x, scale * acc.y, scale * acc.z, scale * acc.w);
     }
 }
 
-// The decode step as one warp per (4-column slice, head): grid (dv / 4, N), block 32. Lane l
-// owns rows l, l + 32, ... (MAXR of them) of 4 columns (one float4 a row); the column sums are
-// warp shuffles alone, with no shared memory and no barrier. For few heads (B = 1) this puts
-// dv / 4 warps a head in flight where the row-group kernel has dv / 32 blocks.
-template <typename T, int MAXR>
-__global__ void __launch_bounds__(32)
-    delta_decode_warp(int dk, int dv, float scale, const T *q, const T *k, const T *v,
-                      const float *g, const float *beta, float *state, float *o) {
-    const int n = blockIdx.y, lane = threadIdx.x, j0 = blockIdx.x * 4;
-    const float alpha = g ? __expf(g[n]) : 1.0f, b = beta[n];
-    float *S = state + (size_t)n * dk * dv + j0;
-    float col[MAXR][4], ki[MAXR], qi[MAXR];
-#pragma unroll
-    for (int r = 0; r < MAXR; r++) {
-        const int i = lane + 32 * r;
-        if (i < dk) {
-            const float4 a = *reinterpret_cast<const float4 *>(S + (size_t)i * dv);
-            col[r][0] = a.x, col[r][1] = a.y, col[r][2] = a.z, col[r][3] = a.w;
-            ki[r] = ld(k + (size_t)n * dk + i), qi[r] = ld(q + (size_t)n * dk + i);
-        } else {
-            col[r][0] = col[r][1] = col[r][2] = col[r][3] = 0.0f, ki[r] = qi[r] = 0.0f;
-        }
-    }
-    float vv[4];
-    ld4(v + (size_t)n * dv + j0, vv);
-    float p[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int r = 0; r < MAXR; r++) col[r][c] *= alpha, s += ki[r] * col[r][c];
-        p[c] = s;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-        for (int c = 0; c < 4; c++) p[c] += __shfl_xor_sync(0xffffffffu, p[c], off);
-    float e[4];
-#pragma unroll
-    for (int c = 0; c < 4; c++) e[c] = vv[c] - p[c], p[c] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < MAXR; r++) {
-        const int i = lane + 32 * r;
-        const float bk = b * ki[r];
-#pragma unroll
-        for (int c = 0; c < 4; c++) col[r][c] += bk * e[c], p[c] += qi[r] * col[r][c];
-        if (i < dk)
-            *reinterpret_cast<float4 *>(S + (size_t)i * dv) =
-                make_float4(col[r][0], col[r][1], col[r][2], col[r][3]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-        for (int c = 0; c < 4; c++) p[c] += __shfl_xor_sync(0xffffffffu, p[c], off);
-    if (lane < 4)
-        o[(size_t)n * dv + j0 + lane] = scale * (lane == 0   ? p[0]
-                                                 : lane == 1 ? p[1]
-                                                 : lane == 2 ? p[2]
-                                                             : p[3]);
-}
-
-// Which decode kernel: MIXSCOPE_DECODE=warp|wide|rows forces one (benchmarks); by default the
-// warp form while the row-group kernel would have fewer blocks than twice the SMs.
-static int decode_form(int N, int dk, int dv) {
+// Which decode kernel: MIXSCOPE_DECODE=rows|rows4 forces one (benchmarks); by default rows4 once
+// there are enough heads to fill the device with 128-column blocks.
+static int decode_rows4(int N, int dk, int dv) {
     static int forced = -2;
     if (forced == -2) {
         const char *s = getenv("MIXSCOPE_DECODE");
-        forced = !s ? -1 : !strcmp(s, "warp") ? 0 : !strcmp(s, "wide") ? 1 : 2;
+        forced = !s ? -1 : !strcmp(s, "rows4") ? 1 : 0;
     }
-    const int ok4 = dv % 4 == 0 && dk <= 256, ok8 = dv % 8 == 0 && dk <= 2 * DEC_T;
-    if (forced == 0 && ok4) return 0;
-    if (forced == 1 && ok8) return 1;
-    if (forced >= 0) return 2;
-    return ok4 && (dv + 31) / 32 * N < 264 ? 0 : 2;
+    const int ok = dv % 4 == 0 && dk <= 16 * STEP_RG;
+    if (forced >= 0) return forced && ok;
+    return ok && N * ((dv + 127) / 128) >= 128;
 }
 
 template <typename T>
@@ -263,31 +180,14 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
                        const void *v, const float *g, const float *beta, float *state, float *o,
                        cudaStream_t st, err *e) {
     const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
-    const int form = decode_form(N, dk, dv);
-    if (form == 0) {
-        dim3 grid(dv / 4, N);
-#define DW(R)                                                                                      \
-    delta_decode_warp<T, R><<<grid, 32, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o)
-        if (dk <= 32)
-            DW(1);
-        else if (dk <= 64)
-            DW(2);
-        else if (dk <= 128)
-            DW(4);
+    if (decode_rows4(N, dk, dv)) {
+        dim3 grid((dv + 127) / 128, N), block(32, STEP_RG);
+        if (dk <= 8 * STEP_RG)
+            delta_decode_rows4<T, 8>
+                <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
         else
-            DW(8);
-#undef DW
-        CUDA_LAUNCHED("gpu delta step");
-        return 0;
-    }
-    if (form == 1) { // the wide form (rows of 8 aligned columns)
-        dim3 grid(dv / 8, N);
-        if (dk <= DEC_T)
-            delta_decode_kernel<T, 1>
-                <<<grid, DEC_T, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
-        else
-            delta_decode_kernel<T, 2>
-                <<<grid, DEC_T, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+            delta_decode_rows4<T, 16>
+                <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
         CUDA_LAUNCHED("gpu delta step");
         return 0;
     }
