@@ -34,8 +34,9 @@ typedef struct trace {
     trace_series *series;
     int nsnap;
     trace_snapshot *snaps;
-    int64_t T;   /* tokens recorded */
-    int64_t cap; /* tokens allocated per series */
+    int64_t T;    /* tokens recorded */
+    int64_t cap;  /* tokens allocated per series */
+    int64_t want; /* trace_reserve's length, for the growth once series exist */
     /* what made layer l of the series: the layer's mixer in model mode ("gdn", "softmax" for a
      * hybrid model's attention layers), the lane's spec in raw mode ("kaczmarz:eta=0.5");
      * labels and CSV name layers by it */
@@ -57,6 +58,10 @@ int trace_find(const trace *tr, const char *name);
 
 /* Appends one token to every series (NaN-filled); returns its index or -1 on out of memory. */
 int64_t trace_push_token(trace *tr, err *e);
+/* Room for T tokens in every series now (and in series added later), within the trace's memory
+ * cap: a run that knows its length allocates once instead of doubling as it records. Best effort:
+ * out of memory here leaves the growth to trace_push_token. */
+void trace_reserve(trace *tr, int64_t T);
 /* The block of series s at token t: [layers][heads][width]. */
 float *trace_at(const trace *tr, int s, int64_t t);
 /* One (layer, head) slice of width floats at token t. */

@@ -472,6 +472,7 @@ static int stop_check(engine *g, int t, err *e) {
 
 static int advance(engine *g, int n, int prefill, err *e) {
     int end = engine_pos(g) + n;
+    trace_reserve(&g->tr, g->tr.T + n); /* the run's length is known: one allocation */
     int watch = stop_thresholds(g) && !prefill;
     g->stopped[0] = '\0';
     while (engine_pos(g) < end) {
