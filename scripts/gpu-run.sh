@@ -2,7 +2,9 @@
 # gpu-run.sh: on the GPU machine (carrying .devdeps and .refs, see scripts/gpu-prepare.sh, and
 # .fla for bench-gpu's peers):
 # unpacks cJSON into /tmp/dd, then builds and runs `make test-gpu` and `make bench-gpu`.
-# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train|interv]
+# Usage: sh scripts/gpu-run.sh [test|bench|all|tune|attn|step|train|interv|prebuilt]
+#   prebuilt: make test-gpu's and make bench-gpu's scripts on the binaries scripts/gpu-prebuild.sh
+#          left in gpubin/ (carry gpubin, .fla, .refs, .devdeps); outputs into $OUT
 #   interv: the attribution kernel against the CPU, the engine's interventions under device gpu,
 #           and bench-attribution
 #   train: builds mixscope and runs tools/train_peer.py (carry .fla too: the pinned
@@ -21,6 +23,13 @@ for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
 export CPATH=/tmp/dd/usr/include LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu MIXSCOPE_REFS="$PWD/.refs"
 nvidia-smi -L
+if [ "$what" = prebuilt ]; then
+    echo "binaries of $(cat gpubin/COMMIT)"
+    sh tests/gpu/run.sh gpubin >"${OUT:-/tmp}/test-gpu.txt" 2>&1 && echo "test-gpu: ok" || echo "test-gpu: FAILED"
+    grep -E "FAIL|passed|timing raw gdn" "${OUT:-/tmp}/test-gpu.txt"
+    sh bench/gpu/run.sh gpubin 2>"${OUT:-/tmp}/peers-stderr.txt" | tee "${OUT:-/tmp}/bench-gpu.txt"
+    exit 0
+fi
 if [ "$what" = interv ]; then
     # the interventions' GPU paths: the attribution kernel against the CPU reference, the engine
     # under device gpu (edits, snapshots, restores on the resident stepper) and bench-attribution.
