@@ -87,7 +87,7 @@ int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, i
                     const void *q, const void *k, const void *v, const float *lv, const float *a,
                     const float *p, float *state, float *o, void *stream, err *e);
 
-/* KATA, normalised variants (variant: mixers/kata.h; delta is not on the GPU) (kernels/kata.cu):
+/* KATA, normalised variants (variant: mixers/kata.h; delta: gpu_kata_delta_step) (kernels/kata.cu):
  * q, k [B, T, H, dk], v [B, T, H, dv], state S [B, H, D, dv] then z [B, H, D], o [B, T, H, dv]
  * fp32. chunked: the chunked state form, state updated. flash: the quadratic form, state0 NULL or
  * read only. scratch from gpu_kata_scratch_bytes. */
@@ -98,6 +98,17 @@ int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int group
 int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, int groups, float scale,
                    float eps, int bf16, const void *q, const void *k, const void *v,
                    const float *state0, float *o, void *scratch, void *stream, err *e);
+
+/* DeltaKATA (variant delta), one fp32 step for H heads (batch 1): q, k [H, dk], v [H, dv], beta
+ * [H] (NULL: 1), state S [H, D, dv] then z [H, D] (PSD concat features of `groups` groups),
+ * o [H, dv]; probes NULL or the mixer's layout. scratch: gpu_kata_delta_scratch_bytes, made ready
+ * once by gpu_kata_delta_prepare (the feature codes; the per-head sums, which every step leaves
+ * zeroed for the next). dv <= 128. */
+size_t gpu_kata_delta_scratch_bytes(int H, int dk, int dv, int groups);
+int gpu_kata_delta_prepare(int H, int dk, int dv, int groups, void *scratch, void *stream, err *e);
+int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scale, const float *q,
+                        const float *k, const float *v, const float *beta, float *state, float *o,
+                        float *probes, void *scratch, void *stream, err *e);
 
 /* Causal softmax attention (r NULL) or Parallax (r given), flash forward (kernels/attention.cu):
  * q, r [B, Tq, H, dk], k [B, Tk, H, dk], v [B, Tk, H, dv]; query i sits at position pos0 + i and

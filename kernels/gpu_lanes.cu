@@ -47,7 +47,7 @@ static const char *const LANE_GDP_NAMES[GDP_COUNT] = {
     "loss_before", "loss_after", "write_norm", "state_norm", "forget_removed", "erase_removed",
     "o_norm"};
 
-enum { LK_DELTA, LK_LD, LK_KALMAN, LK_KATA, LK_KATA_CPU, LK_ATTN };
+enum { LK_DELTA, LK_LD, LK_KALMAN, LK_KATA, LK_KATA_DELTA, LK_ATTN };
 enum { LANE_MAX_PROBES = 64 };
 
 // One captured batch: the graph of the launches for n tokens, and the input offsets it was
@@ -78,8 +78,6 @@ struct gpu_lane {
     void *scratch;
     // pinned host staging
     float *h_in, *h_out;
-    // DeltaKATA: the state on the host (the CPU reference steps it)
-    float *host_state;
     // KV cache slots written since the last transfer of the state: [dirty_lo, dirty_hi)
     int dirty_lo, dirty_hi;
     size_t bytes, up, down;
@@ -89,9 +87,8 @@ struct gpu_lane {
     cudaEvent_t ev[2]; // around a step: before its copy up, after its copy down
     gpu_lane_stats stats;
     // the step gpu_lane_begin started: n tokens asked, nv run on the device (attention: those
-    // inside the cache), probes or not; KATA delta: the inputs, stepped on the host at the end
-    int pending, pend_n, pend_nv, pend_probes, pend_pos;
-    mixer_seq pend_x;
+    // inside the cache), probes or not
+    int pending, pend_n, pend_nv, pend_probes;
 };
 
 static double ms_since(const struct timespec *t0) {
@@ -151,7 +148,6 @@ extern "C" void gpu_lane_free(gpu_lane *L) {
     }
     for (int i = 0; i < 2; i++)
         if (L->ev[i]) cudaEventDestroy(L->ev[i]);
-    free(L->host_state);
     free(L);
 }
 
@@ -193,7 +189,7 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
     } else if (name_is(m, "kalman")) {
         L->kind = LK_KALMAN, L->prior = (c->variant & 2) != 0;
     } else if (name_is(m, "kata")) {
-        L->kind = c->variant == KATA_DELTA ? LK_KATA_CPU : LK_KATA;
+        L->kind = c->variant == KATA_DELTA ? LK_KATA_DELTA : LK_KATA;
     } else {
         L->kind = LK_ATTN, L->plx = name_is(m, "parallax");
     }
@@ -203,16 +199,6 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
     }
     for (int i = 0; i < IN_COUNT; i++) L->in_tok += L->in_w[i];
     int rc = 0;
-    if (L->kind == LK_KATA_CPU) { // the CPU reference on a host copy of the state
-        if (!(L->host_state = (float *)malloc(L->ns * sizeof(float) + 4))) {
-            gpu_lane_free(L);
-            return err_set(e, "out of memory");
-        }
-        memcpy(L->host_state, state_host, L->ns * sizeof(float));
-        L->stats.init_ms = ms_since(&t0);
-        *out = L;
-        return 0;
-    }
     const size_t out_tok = (size_t)H * dv + L->npd;
     const char *genv = getenv("MIXSCOPE_LANES_GRAPH");
     L->graphs = L->kind != LK_ATTN && !(genv && !strcmp(genv, "0"));
@@ -259,6 +245,9 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
     } else if (!rc && L->kind == LK_KATA) {
         rc = lane_alloc(L, &L->scratch,
                         gpu_kata_scratch_bytes(1, 1, H, dk, dv, c->variant, c->groups), e);
+    } else if (!rc && L->kind == LK_KATA_DELTA) {
+        rc = lane_alloc(L, &L->scratch, gpu_kata_delta_scratch_bytes(H, dk, dv, c->groups), e) ||
+             gpu_kata_delta_prepare(H, dk, dv, c->groups, L->scratch, L->st, e);
     } else if (!rc && L->kind == LK_ATTN) {
         rc = lane_alloc(L, &L->scratch, gpu_attn_decode_scratch_bytes(H, dv, c->max_t), e) ||
              lane_alloc(L, &L->qr, B * H * dk * 4, e) ||
@@ -275,10 +264,6 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
 
 extern "C" int gpu_lane_upload(gpu_lane *L, const float *state_host, err *e) {
     L->dirty_lo = L->dirty_hi = 0;
-    if (L->kind == LK_KATA_CPU) {
-        memcpy(L->host_state, state_host, L->ns * sizeof(float));
-        return 0;
-    }
     CUDA_TRY(cudaMemcpy(L->state, state_host, L->ns * sizeof(float), cudaMemcpyHostToDevice),
              "gpu lane: state up");
     L->up += L->ns * sizeof(float);
@@ -287,10 +272,6 @@ extern "C" int gpu_lane_upload(gpu_lane *L, const float *state_host, err *e) {
 
 extern "C" int gpu_lane_download(gpu_lane *L, float *state_host, err *e) {
     L->dirty_lo = L->dirty_hi = 0;
-    if (L->kind == LK_KATA_CPU) {
-        memcpy(state_host, L->host_state, L->ns * sizeof(float));
-        return 0;
-    }
     CUDA_TRY(cudaMemcpy(state_host, L->state, L->ns * sizeof(float), cudaMemcpyDeviceToHost),
              "gpu lane: state down");
     L->down += L->ns * sizeof(float);
@@ -403,6 +384,16 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
             if (rc) return -1;
         }
         return 0;
+    case LK_KATA_DELTA: {
+        const float *beta = din[IN_BETA]; // NULL: 1, as the CPU
+        for (int t = 0; t < n; t++)
+            if (gpu_kata_delta_step(H, dk, dv, c->groups, c->scale, q + t * sk, k + t * sk,
+                                    v + t * sv, beta ? beta + (size_t)t * H : NULL, L->state,
+                                    dout + t * sv, dp ? dp + (size_t)t * L->npd : NULL, L->scratch,
+                                    st, e))
+                return -1;
+        return 0;
+    }
     case LK_ATTN: {
         // RoPE and the cache write for the n tokens first (a row never reads a later slot)
         if (gpu_attn_prep(n, H, dk, dv, pos0, c->rope, c->rope_theta, c->max_t, 0, q,
@@ -469,9 +460,8 @@ extern "C" int gpu_lane_begin(gpu_lane *L, const mixer_seq *x, int pos0, int pro
     for (int i = 0; i < L->m->ninputs; i++)
         if (L->m->inputs[i].required && !x->in[L->m->inputs[i].which])
             return err_set(e, "gpu %s: missing input %s", L->m->name, L->m->inputs[i].name);
-    L->pend_n = L->pend_nv = n, L->pend_probes = probes != 0, L->pend_pos = pos0;
-    if (n == 0 || L->kind == LK_KATA_CPU) { // DeltaKATA: the CPU reference, at the end
-        L->pend_x = *x;
+    L->pend_n = L->pend_nv = n, L->pend_probes = probes != 0;
+    if (n == 0) {
         L->pending = 1;
         return 0;
     }
@@ -536,10 +526,6 @@ extern "C" int gpu_lane_end(gpu_lane *L, float *o_host, float *probes_host, err 
     L->pending = 0;
     if (!L->pend_probes) probes_host = NULL;
     if (n == 0) return 0;
-    if (L->kind == LK_KATA_CPU) {
-        mixer_run_steps(L->m, c, L->host_state, &L->pend_x, L->pend_pos, o_host, probes_host);
-        return 0;
-    }
     const size_t sv = (size_t)H * c->dv;
     if (nv < n) { // attention past the cache: zeros
         memset(o_host + (size_t)nv * sv, 0, (size_t)(n - nv) * sv * sizeof(float));

@@ -7,9 +7,10 @@
  * gpu_lane_sync: only what changed since the last transfer, e.g. the KV cache slots written).
  *
  * Every mixer gpu_mixer_supported(m, GPU_STEP) accepts: gdn, deltanet, kaczmarz, gla, mamba2,
- * kalman, kata (DeltaKATA: the CPU reference on a host copy, as gpu_mixer_run does), softmax,
- * parallax. The step is the GPU_STEP path of gpu_mixer_run in fp32 (the decode-step kernels token
- * by token; with probes the same probe kernels), so outputs, probes and states are the same.
+ * kalman, kata (every variant; DeltaKATA through gpu_kata_delta_step), softmax, parallax. The
+ * step is the GPU_STEP path of gpu_mixer_run in fp32 (the decode-step kernels token by token;
+ * with probes the same probe kernels; the delta family a batch in one launch of the recurrence),
+ * so outputs, probes and states agree to float rounding.
  * C on both sides; kernels/gpu_none.c answers for builds without CUDA. */
 #ifndef MIXSCOPE_GPU_LANES_H
 #define MIXSCOPE_GPU_LANES_H
@@ -42,8 +43,7 @@ int gpu_lane_step(gpu_lane *L, const mixer_seq *x, int pos0, float *o_host, floa
  * packs and copies the inputs up, launches the steps and the copy of outputs (and probes, when
  * `probes`) down, and returns without waiting; gpu_lane_end waits for them and writes o_host
  * [n, H, dv] and probes_host [n, mixer_probe_floats] (NULL when begun without probes). One step
- * may be begun at a time; x's arrays must stay as they are until gpu_lane_end (the DeltaKATA lane
- * steps on the host there). gpu_lane_step is begin then end.
+ * may be begun at a time. gpu_lane_step is begin then end.
  *
  * The steps of a batch of n tokens run as one CUDA graph, captured the first time a batch of n
  * tokens with those inputs comes (per n, with and without probes) and replayed after; the same

@@ -287,6 +287,38 @@ static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const 
     return probes ? download(probes, dp, (size_t)T * np, e) : 0;
 }
 
+// DeltaKATA: the step token by token in fp32 whatever the mode and precision (it has no chunked
+// GPU form yet: the delta write in D = groups E (E + 1) / 2 features), state resident for the call.
+static int run_kata_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
+                          float *o, float *probes, err *e) {
+    const int T = x->T, H = c->H, dk = c->dk, dv = c->dv;
+    const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ns = m->state_floats(c);
+    if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V])
+        return err_set(e, "gpu %s: missing input", m->name);
+    dev_bufs b;
+    int fail = 0;
+    const float *dq = (const float *)upload(b, x->in[IN_Q], nk, 0, e, &fail);
+    const float *dk_ = (const float *)upload(b, x->in[IN_K], nk, 0, e, &fail);
+    const float *dv_ = (const float *)upload(b, x->in[IN_V], nv, 0, e, &fail);
+    const float *db = (const float *)upload(b, x->in[IN_BETA], (size_t)T * H, 0, e, &fail);
+    float *ds = (float *)upload(b, state, ns, 0, e, &fail);
+    float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
+    if (fail || !dout) return -1;
+    const size_t np = mixer_probe_floats(m, c);
+    float *dp = NULL;
+    if (probes && !(dp = (float *)b.alloc((size_t)T * np * 4, e))) return -1;
+    void *scratch = b.alloc(gpu_kata_delta_scratch_bytes(H, dk, dv, c->groups), e);
+    if (!scratch || gpu_kata_delta_prepare(H, dk, dv, c->groups, scratch, NULL, e)) return -1;
+    for (int t = 0; t < T; t++)
+        if (gpu_kata_delta_step(H, dk, dv, c->groups, c->scale, dq + (size_t)t * H * dk,
+                                dk_ + (size_t)t * H * dk, dv_ + (size_t)t * H * dv,
+                                db ? db + (size_t)t * H : NULL, ds, dout + (size_t)t * H * dv,
+                                dp ? dp + (size_t)t * np : NULL, scratch, NULL, e))
+            return -1;
+    if (gpu_sync(e) || download(o, dout, nv, e) || download(state, ds, ns, e)) return -1;
+    return probes ? download(probes, dp, (size_t)T * np, e) : 0;
+}
+
 // softmax, parallax: RoPE and the cache write for all tokens first (a row never reads a later
 // slot), then the flash forward (prefill) or the decode step token by token. Positions past the
 // cache answer zeros, as the CPU does.
@@ -364,13 +396,7 @@ extern "C" int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *stat
     if (is_ld(m->name)) return run_ld(m, c, state, x, o, probes, mode, bf16, e);
     if (!strcmp(m->name, "kalman")) return run_kalman(m, c, state, x, o, probes, mode, bf16, e);
     if (!strcmp(m->name, "kata")) {
-        if (c->variant == KATA_DELTA) { // DeltaKATA has no GPU kernels: the CPU reference runs it
-            if (mode == GPU_PREFILL && !probes)
-                m->prefill(c, state, x, pos0, o);
-            else
-                mixer_run_steps(m, c, state, x, pos0, o, probes);
-            return 0;
-        }
+        if (c->variant == KATA_DELTA) return run_kata_delta(m, c, state, x, o, probes, e);
         return run_kata(m, c, state, x, o, probes, mode, bf16, e);
     }
     if (is_attn(m->name)) return run_attn(m, c, state, x, pos0, o, probes, mode, bf16, e);

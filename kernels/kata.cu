@@ -488,6 +488,188 @@ __global__ void __launch_bounds__(KA_NT)
     Q[8 * H] = NAN;                                              // e_after (delta only)
 }
 
+// ---------------------------------------------------------------- DeltaKATA, one step
+
+// The delta rule in feature space (mixers/kata.c, variant delta), one token for H heads in three
+// launches; psi is generated row by row from the feature codes, never stored:
+//   kdelta_read    grid (feature slices, H): rk = S^T psi(k), rq = S^T psi(q) over the slice's
+//                  rows, den = z.psi(q), then z += psi(k) (and |psi(k)|^2, |z|^2)
+//   kdelta_write   grid (feature slices, H): e = v - rk, S += beta psi(k) e^T (and |S_t|^2,
+//                  S_t^T psi(k) for e_after)
+//   kdelta_finish  grid (H): o = rq + beta kappa(q, k) e, the probes, and the sums zeroed for the
+//                  next token.
+// Per head the sums live in acc [3 dv + 4]: rk, rq, after [dv], then den, |psi(k)|^2, |z|^2,
+// |S|^2; the slices add into them with atomics (fp32, so the last bits vary from run to run).
+#define KD_NACC(dv) (3 * (dv) + 4)
+
+template <bool WRITE>
+__global__ void __launch_bounds__(KA_NT)
+    kdelta_rows(kfeat f, int dv, int D, int FR, const int *idx, const float *q, const float *k,
+                const float *v, const float *beta, float *S, float *z, float *acc) {
+    extern __shared__ float sm[];
+    const int h = blockIdx.y, tid = threadIdx.x, dk = f.d;
+    const int r0 = blockIdx.x * FR, r1 = min(D, r0 + FR);
+    const int rg = KA_NT / dv, j = tid % dv, g = tid / dv;        // row group g, column j
+    float *sq = sm, *sk = sq + dk, *se = sk + dk, *red = se + dv; // red [2 rg dv + 3 rg]
+    for (int d = tid; d < dk; d += KA_NT)
+        sq[d] = q[(size_t)h * dk + d], sk[d] = k[(size_t)h * dk + d];
+    float *A = acc + (size_t)h * KD_NACC(dv);
+    if (WRITE)
+        for (int x = tid; x < dv; x += KA_NT) se[x] = v[(size_t)h * dv + x] - A[x];
+    __syncthreads();
+    const float b = beta ? beta[h] : 1.0f;
+    float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
+    float a0 = 0.0f, a1 = 0.0f, s0 = 0.0f, s1 = 0.0f, s2 = 0.0f; // per thread over its rows
+    if (g < rg)
+        for (int r = r0 + g; r < r1; r += rg) {
+            const int code = idx[r];
+            const float pk = kata_psi(f, sk, 0.0f, code);
+            float *cell = Sh + (size_t)r * dv + j;
+            if (!WRITE) {
+                const float pq = kata_psi(f, sq, 0.0f, code), sv = *cell;
+                a0 += pk * sv, a1 += pq * sv;
+                if (j == 0) {
+                    const float zo = zh[r], zn = zo + pk;
+                    s0 += pq * zo, s1 += pk * pk, s2 += zn * zn;
+                    zh[r] = zn;
+                }
+            } else {
+                const float sn = *cell + b * pk * se[j];
+                *cell = sn;
+                a0 += pk * sn, s0 += sn * sn;
+            }
+        }
+    // over the row groups: red [2][rg][dv] the column sums (read: rk, rq; write: S_t^T psi(k),
+    // |S_t|^2 by column), r2 [3][rg] the read's scalars
+    float *r2 = red + 2 * rg * dv;
+    if (g < rg) red[g * dv + j] = a0, red[(rg + g) * dv + j] = WRITE ? s0 : a1;
+    if (!WRITE && j == 0 && g < rg) r2[g] = s0, r2[rg + g] = s1, r2[2 * rg + g] = s2;
+    __syncthreads();
+    float c1 = 0.0f;
+    if (g == 0) {
+        float c0 = 0.0f;
+        for (int y = 0; y < rg; y++) c0 += red[y * dv + j], c1 += red[(rg + y) * dv + j];
+        atomicAdd(A + (WRITE ? 2 * dv : 0) + j, c0); // rk, or S_t^T psi(k)
+        if (!WRITE) atomicAdd(A + dv + j, c1);       // rq
+    }
+    if (!WRITE) {
+        if (tid == 0) {
+            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f;
+            for (int y = 0; y < rg; y++) d0 += r2[y], d1 += r2[rg + y], d2 += r2[2 * rg + y];
+            atomicAdd(A + 3 * dv, d0);     // den = z_{t-1}.psi(q)
+            atomicAdd(A + 3 * dv + 1, d1); // |psi(k)|^2
+            atomicAdd(A + 3 * dv + 2, d2); // |z_t|^2
+        }
+        return;
+    }
+    __syncthreads(); // red is read above; its first row takes the columns' |S_t|^2
+    if (g == 0) red[j] = c1;
+    __syncthreads();
+    if (tid == 0) {
+        float t = 0.0f;
+        for (int x = 0; x < dv; x++) t += red[x];
+        atomicAdd(A + 3 * dv + 3, t); // |S_t|^2
+    }
+}
+
+__device__ __forceinline__ float kd_block_sum(float v, float *sh) {
+    v = warp_sum(v);
+    const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[w] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < nw; i++) t += sh[i];
+    return t;
+}
+
+// grid (H), block KA_NT. probes: NULL or the mixer's layout (kata_probe_kernel's).
+__global__ void __launch_bounds__(KA_NT)
+    kdelta_finish(kfeat f, int H, int dv, const float *q, const float *k, const float *v,
+                  const float *beta, float *acc, float *o, float *probes) {
+    __shared__ float sh[KA_NT / 32];
+    const int h = blockIdx.x, tid = threadIdx.x, dk = f.d;
+    float *A = acc + (size_t)h * KD_NACC(dv);
+    const float b = beta ? beta[h] : 1.0f;
+    const float kqk = kata_kappa(f, q + (size_t)h * dk, k + (size_t)h * dk), g = b * kqk;
+    float o2 = 0.0f, e2 = 0.0f, ea2 = 0.0f;
+    for (int j = tid; j < dv; j += KA_NT) {
+        const float vj = v[(size_t)h * dv + j], e = vj - A[j], rq = A[dv + j];
+        const float oj = rq + g * e, ea = vj - A[2 * dv + j];
+        o[(size_t)h * dv + j] = oj;
+        o2 += oj * oj, e2 += e * e, ea2 += ea * ea;
+        if (probes) probes[H + (size_t)h * dv + j] = rq; // o_hat
+    }
+    o2 = kd_block_sum(o2, sh), e2 = kd_block_sum(e2, sh), ea2 = kd_block_sum(ea2, sh);
+    if (probes && tid == 0) {
+        float *Q = probes + H + (size_t)H * dv + h;
+        probes[h] = g;                   // g
+        Q[0 * H] = A[3 * dv];            // den
+        Q[1 * H] = kqk;                  // kappa
+        Q[2 * H] = sqrtf(o2);            // o_norm
+        Q[3 * H] = sqrtf(A[3 * dv + 3]); // state_norm
+        Q[4 * H] = sqrtf(A[3 * dv + 2]); // z_norm
+        Q[5 * H] = sqrtf(A[3 * dv + 1]); // psi_k_norm
+        Q[6 * H] = b;                    // beta
+        Q[7 * H] = sqrtf(e2);            // e_norm
+        Q[8 * H] = sqrtf(ea2);           // e_after
+    }
+    __syncthreads(); // every thread has read A
+    for (int x = tid; x < KD_NACC(dv); x += KA_NT) A[x] = 0.0f;
+}
+
+static int kdelta_slices(int H, int D, int *FR) {
+    int nfs = (264 + H - 1) / H;
+    if (nfs > D) nfs = D;
+    *FR = (D + nfs - 1) / nfs;
+    return (D + *FR - 1) / *FR;
+}
+
+extern "C" size_t gpu_kata_delta_scratch_bytes(int H, int dk, int dv, int groups) {
+    const kfeat f = kfeat_of(KATA_DELTA, dk, groups, 1.0f);
+    return ((kfeat_dim(f) * sizeof(int) + 255) / 256 * 256) +
+           (size_t)H * KD_NACC(dv) * sizeof(float);
+}
+
+extern "C" int gpu_kata_delta_prepare(int H, int dk, int dv, int groups, void *scratch,
+                                      void *stream, err *e) {
+    if (groups < 1 || dk % groups || dk > 1023)
+        return err_set(e, "gpu kata delta: %d groups of dk=%d", groups, dk);
+    if (dv > KA_NT / 2) return err_set(e, "gpu kata delta: dv=%d above %d", dv, KA_NT / 2);
+    cudaStream_t st = (cudaStream_t)stream;
+    const kfeat f = kfeat_of(KATA_DELTA, dk, groups, 1.0f);
+    const int D = (int)kfeat_dim(f);
+    const size_t io = ((size_t)D * sizeof(int) + 255) / 256 * 256;
+    kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, (int *)scratch);
+    CUDA_LAUNCHED("gpu kata delta: feature index");
+    CUDA_TRY(cudaMemsetAsync((char *)scratch + io, 0, (size_t)H * KD_NACC(dv) * sizeof(float), st),
+             "gpu kata delta");
+    return 0;
+}
+
+extern "C" int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scale, const float *q,
+                                   const float *k, const float *v, const float *beta, float *state,
+                                   float *o, float *probes, void *scratch, void *stream, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    const kfeat f = kfeat_of(KATA_DELTA, dk, groups, scale);
+    const int D = (int)kfeat_dim(f);
+    const int *idx = (const int *)scratch;
+    float *acc = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
+    int FR;
+    const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
+    const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
+    float *S = state, *z = state + (size_t)H * D * dv;
+    kdelta_rows<false>
+        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
+    CUDA_LAUNCHED("gpu kata delta: read");
+    kdelta_rows<true>
+        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
+    CUDA_LAUNCHED("gpu kata delta: write");
+    kdelta_finish<<<H, KA_NT, 0, st>>>(f, H, dv, q, k, v, beta, acc, o, probes);
+    CUDA_LAUNCHED("gpu kata delta: finish");
+    return 0;
+}
+
 // ---------------------------------------------------------------- host side
 
 extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,

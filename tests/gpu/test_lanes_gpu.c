@@ -510,6 +510,7 @@ int main(void) {
          * bound by its probe kernel: with graphs alone) */
         const char *spec[] = {"gdn", "parallax", "kata"};
         for (int i = 0; i < 3; i++) time_engine(spec[i], "default", 1);
+        time_engine("kata:variant=delta", "default", 1); /* DeltaKATA on the GPU */
         time_engine("gdn", "default", 0);
         for (int i = 0; i < 3 && (!only || strcmp(only, "timing-default")); i++)
             time_engine(spec[i], "none", 1);
