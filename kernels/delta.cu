@@ -95,12 +95,12 @@ __global__ void __launch_bounds__(32 * STEP_RG)
 // columns 4 tx .. 4 tx + 3 (one float4 a row) of rows ty, ty + STEP_RG, ...: a warp moves a whole
 // 512-byte row segment per load, a quarter of the row-group kernel's load instructions, and the
 // column sums are reduced over ty in shared memory as there. Grid (ceil(dv / 128), N).
-template <typename T, int MAXR>
-__global__ void __launch_bounds__(32 * STEP_RG)
+template <typename T, int MAXR, int RG>
+__global__ void __launch_bounds__(32 * RG)
     delta_decode_rows4(int dk, int dv, float scale, const T *q, const T *k, const T *v,
                        const float *g, const float *beta, float *state, float *o) {
-    __shared__ float sk[MAXR * STEP_RG], sq[MAXR * STEP_RG];
-    __shared__ float4 red[2][STEP_RG][32];
+    __shared__ float sk[MAXR * RG], sq[MAXR * RG];
+    __shared__ float4 red[2][RG][32];
     const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
     const int j = blockIdx.x * 128 + 4 * tx;
     const bool jin = j < dv;
@@ -108,11 +108,11 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     float4 col[MAXR];
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
-        const int i = ty + r * STEP_RG;
+        const int i = ty + r * RG;
         col[r] = (i < dk && jin) ? *reinterpret_cast<const float4 *>(S + (size_t)i * dv + j)
                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    for (int i = tid; i < dk; i += 32 * STEP_RG) {
+    for (int i = tid; i < dk; i += 32 * RG) {
         sk[i] = ld(k + (size_t)n * dk + i);
         sq[i] = ld(q + (size_t)n * dk + i);
     }
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
-        const int i = ty + r * STEP_RG;
+        const int i = ty + r * RG;
         const float ki = i < dk ? sk[i] : 0.0f;
         col[r].x *= alpha, col[r].y *= alpha, col[r].z *= alpha, col[r].w *= alpha;
         p.x += ki * col[r].x, p.y += ki * col[r].y, p.z += ki * col[r].z, p.w += ki * col[r].w;
@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     __syncthreads();
     float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int y = 0; y < STEP_RG; y++) {
+    for (int y = 0; y < RG; y++) {
         const float4 t = red[0][y][tx];
         a.x += t.x, a.y += t.y, a.z += t.z, a.w += t.w;
     }
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
-        const int i = ty + r * STEP_RG;
+        const int i = ty + r * RG;
         if (i < dk && jin) {
             const float bk = b * sk[i], qi = sq[i];
             col[r].x += bk * e0, col[r].y += bk * e1, col[r].z += bk * e2, col[r].w += bk * e3;
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     if (ty == 0 && jin) {
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int y = 0; y < STEP_RG; y++) {
+        for (int y = 0; y < RG; y++) {
             const float4 t = red[1][y][tx];
             acc.x += t.x, acc.y += t.y, acc.z += t.z, acc.w += t.w;
         }
@@ -162,17 +162,18 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     }
 }
 
-// Which decode kernel: MIXSCOPE_DECODE=rows|rows4 forces one (benchmarks); by default rows4 once
-// there are enough heads to fill the device with 128-column blocks.
+// Which decode kernel: MIXSCOPE_DECODE=rows|rows4|rows4x16 forces one (benchmarks); by default
+// rows4 once there are enough heads to fill the device with 128-column blocks. Returns 0 (rows),
+// 8 or 16 (rows4 with that many row groups).
 static int decode_rows4(int N, int dk, int dv) {
     static int forced = -2;
     if (forced == -2) {
         const char *s = getenv("MIXSCOPE_DECODE");
-        forced = !s ? -1 : !strcmp(s, "rows4") ? 1 : 0;
+        forced = !s ? -1 : !strcmp(s, "rows4x16") ? 16 : !strcmp(s, "rows4") ? 8 : 0;
     }
-    const int ok = dv % 4 == 0 && dk <= 16 * STEP_RG;
-    if (forced >= 0) return forced && ok;
-    return ok && N * ((dv + 127) / 128) >= 128;
+    const int ok = dv % 4 == 0 && dk <= 128;
+    if (forced >= 0) return ok ? forced : 0;
+    return ok && N * ((dv + 127) / 128) >= 128 ? 8 : 0;
 }
 
 template <typename T>
@@ -180,13 +181,16 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
                        const void *v, const float *g, const float *beta, float *state, float *o,
                        cudaStream_t st, err *e) {
     const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
-    if (decode_rows4(N, dk, dv)) {
-        dim3 grid((dv + 127) / 128, N), block(32, STEP_RG);
-        if (dk <= 8 * STEP_RG)
-            delta_decode_rows4<T, 8>
+    if (const int rg = decode_rows4(N, dk, dv)) {
+        dim3 grid((dv + 127) / 128, N), block(32, rg);
+        if (rg == 16)
+            delta_decode_rows4<T, 8, 16>
+                <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+        else if (dk <= 64)
+            delta_decode_rows4<T, 8, 8>
                 <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
         else
-            delta_decode_rows4<T, 16>
+            delta_decode_rows4<T, 16, 8>
                 <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
         CUDA_LAUNCHED("gpu delta step");
         return 0;
