@@ -132,7 +132,8 @@ int gpu_linear(float *y, const float *x, const float *W, const float *b, int T, 
 /* Frees every cached weight (call when a model is freed or replaced). */
 void gpu_release_weights(void);
 
-/* The delta family's probes as the GPU computes them (same definitions as mixers/delta_rule.h). */
+/* The delta family's probes as the GPU computes them (same definitions as mixers/delta_rule.h),
+ * in the order kernels/delta_steps.cu's gm_probe_fin writes them when asked for this layout. */
 enum {
     GDP_BETA,
     GDP_ETA,
@@ -155,11 +156,6 @@ enum {
     GDP_O_NORM,
     GDP_COUNT
 };
-/* One fp32 decode step for N heads with every probe: probes [N, GDP_COUNT] (device), acc
- * [N, 8] device scratch. kacz: k is the raw key and beta holds eta (beta = eta/(|k|^2+eps)). */
-int gpu_delta_step_probes(int N, int dk, int dv, float scale, int kacz, float eps, const float *q,
-                          const float *k, const float *v, const float *g, const float *beta,
-                          float *state, float *o, float *acc, float *probes, void *stream, err *e);
 
 /* Device memory helpers for benchmarks and tests. */
 /* Exact attribution (mixers/attribution.h, kernels/attribution.cu) with device pointers: kind 0
