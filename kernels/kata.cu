@@ -433,6 +433,18 @@ __global__ void __launch_bounds__(KA_NT)
     }
 }
 
+// The sum of v over the block (blockDim.x a multiple of 32); every thread gets it.
+__device__ __forceinline__ double kata_block_sum(double v, double *sh) {
+    v = warp_sum(v);
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads(); // sh is free
+    if ((threadIdx.x & 31) == 0) sh[w] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int i = 0; i < nw; i++) t += sh[i];
+    return t;
+}
+
 // ---------------------------------------------------------------- one step with probes
 
 // After kata_step_exact of one token (batch 1): o [H, dv] holds S_{t-1}^T psi(q),
@@ -453,28 +465,28 @@ __global__ void __launch_bounds__(KA_NT)
         ohat[j] = rq / fmaxf(dprev, eps);
     }
     __syncthreads();
-    if (tid != 0) return;
-    // The norms as mixers/kata.c sums them, one float at a time in its order (a sum over a
-    // million entries in float carries its own rounding, which the probes then agree on).
-    float o2 = 0.0f, e2 = 0.0f, s2 = 0.0f, z2 = 0.0f, pk2 = 0.0f;
-    for (int j = 0; j < dv; j++) {
-        const float ee = __fsub_rn(vh[j], ohat[j]);
-        e2 = __fadd_rn(e2, __fmul_rn(ee, ee));
-        o2 = __fadd_rn(o2, __fmul_rn(oh[j], oh[j]));
-    }
+    // The norms: the step above matches the CPU's state bit for bit; their sums of squares (a
+    // million entries for the state) are reduced over the block in double, not walked by one
+    // thread in the CPU's float order (the raw lane spent 44 ms a token with that walk); they agree
+    // with the CPU's float sums to its own rounding.
+    __shared__ double dsh[KA_NT / 32];
     const float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
-    for (int j0 = 0; j0 < dv; j0 += 32) // the CPU's tiles of 32 value columns
-        for (int r = 0; r < D; r++)
-            for (int j = j0; j < j0 + 32 && j < dv; j++)
-                s2 = __fadd_rn(s2, __fmul_rn(Sh[(size_t)r * dv + j], Sh[(size_t)r * dv + j]));
+    double s2 = 0.0, z2 = 0.0, pk2 = 0.0, o2 = 0.0, e2 = 0.0;
+    for (size_t x = tid; x < (size_t)D * dv; x += KA_NT) s2 += (double)Sh[x] * Sh[x];
     float nn = 0.0f;
     for (int d = 0; d + 1 < dk; d++) nn = __fadd_rn(nn, __fmul_rn(kh[d], kh[d]));
     const float kn = sqrtf(nn);
-    for (int r = 0; r < D; r++) {
-        z2 = __fadd_rn(z2, __fmul_rn(zh[r], zh[r]));
+    for (int r = tid; r < D; r += KA_NT) {
         const float pk = kata_psi_exact(f, kh, kn, idx[r]);
-        pk2 = __fadd_rn(pk2, __fmul_rn(pk, pk));
+        z2 += (double)zh[r] * zh[r], pk2 += (double)pk * pk;
     }
+    for (int j = tid; j < dv; j += KA_NT) {
+        const double ee = (double)vh[j] - ohat[j];
+        e2 += ee * ee, o2 += (double)oh[j] * oh[j];
+    }
+    s2 = kata_block_sum(s2, dsh), z2 = kata_block_sum(z2, dsh), pk2 = kata_block_sum(pk2, dsh);
+    o2 = kata_block_sum(o2, dsh), e2 = kata_block_sum(e2, dsh);
+    if (tid != 0) return;
     float *P = probes + h, *Q = probes + H + (size_t)H * dv + h; // after g and o_hat
     P[0] = kqk / dn;                                             // g
     Q[0 * H] = dprev;                                            // den
