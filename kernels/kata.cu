@@ -468,7 +468,7 @@ __global__ void __launch_bounds__(KA_NT)
     // The norms: the step above matches the CPU's state bit for bit; their sums of squares (a
     // million entries for the state) are reduced over the block in double, not walked by one
     // thread in the CPU's float order (the raw lane spent 44 ms a token with that walk); they agree
-    // with the CPU's float sums to its own rounding.
+    // with mixers/kata.c, which sums them in double too.
     __shared__ double dsh[KA_NT / 32];
     const float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
     double s2 = 0.0, z2 = 0.0, pk2 = 0.0, o2 = 0.0, e2 = 0.0;
@@ -481,8 +481,8 @@ __global__ void __launch_bounds__(KA_NT)
         z2 += (double)zh[r] * zh[r], pk2 += (double)pk * pk;
     }
     for (int j = tid; j < dv; j += KA_NT) {
-        const double ee = (double)vh[j] - ohat[j];
-        e2 += ee * ee, o2 += (double)oh[j] * oh[j];
+        const float ee = __fsub_rn(vh[j], ohat[j]);
+        e2 += (double)ee * ee, o2 += (double)oh[j] * oh[j];
     }
     s2 = kata_block_sum(s2, dsh), z2 = kata_block_sum(z2, dsh), pk2 = kata_block_sum(pk2, dsh);
     o2 = kata_block_sum(o2, dsh), e2 = kata_block_sum(e2, dsh);
@@ -491,12 +491,12 @@ __global__ void __launch_bounds__(KA_NT)
     P[0] = kqk / dn;                                             // g
     Q[0 * H] = dprev;                                            // den
     Q[1 * H] = kqk;                                              // kappa
-    Q[2 * H] = sqrtf(o2);                                        // o_norm
-    Q[3 * H] = sqrtf(s2);                                        // state_norm
-    Q[4 * H] = sqrtf(z2);                                        // z_norm
-    Q[5 * H] = sqrtf(pk2);                                       // psi_k_norm
+    Q[2 * H] = (float)sqrt(o2);                                  // o_norm
+    Q[3 * H] = (float)sqrt(s2);                                  // state_norm
+    Q[4 * H] = (float)sqrt(z2);                                  // z_norm
+    Q[5 * H] = (float)sqrt(pk2);                                 // psi_k_norm
     Q[6 * H] = NAN;                                              // beta (delta only)
-    Q[7 * H] = sqrtf(e2);                                        // e_norm
+    Q[7 * H] = (float)sqrt(e2);                                  // e_norm
     Q[8 * H] = NAN;                                              // e_after (delta only)
 }
 
@@ -618,7 +618,7 @@ __global__ void __launch_bounds__(KA_NT)
         probes[h] = g;                   // g
         Q[0 * H] = A[3 * dv];            // den
         Q[1 * H] = kqk;                  // kappa
-        Q[2 * H] = sqrtf(o2);            // o_norm
+        Q[2 * H] = (float)sqrt(o2);      // o_norm
         Q[3 * H] = sqrtf(A[3 * dv + 3]); // state_norm
         Q[4 * H] = sqrtf(A[3 * dv + 2]); // z_norm
         Q[5 * H] = sqrtf(A[3 * dv + 1]); // psi_k_norm

@@ -210,7 +210,8 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
         float *ohat = probes ? probes + poff[PR_O_HAT] + (size_t)h * dv : NULL; /* [dv] */
 
         /* Pass over the features: the previous denominator z_{t-1}.psi(q), then z += psi(k). */
-        float den_prev = 0.0f, pk2 = 0.0f, z2 = 0.0f;
+        float den_prev = 0.0f;
+        double pk2 = 0.0, z2 = 0.0; /* the probes' sums of squares in double, as delta_rule.c's */
         for (size_t r0 = 0; r0 < D; r0 += KATA_FB) {
             size_t n = D - r0 < KATA_FB ? D - r0 : KATA_FB;
             kata_fmap_range(&f, q, r0, n, pq);
@@ -218,8 +219,8 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
             for (size_t r = 0; r < n; r++) {
                 den_prev += pq[r] * z[r0 + r];
                 z[r0 + r] += pk[r];
-                z2 += z[r0 + r] * z[r0 + r];
-                pk2 += pk[r] * pk[r];
+                z2 += (double)z[r0 + r] * z[r0 + r];
+                pk2 += (double)pk[r] * pk[r];
             }
         }
         const float kqk = kata_fmap_kernel(&f, q, k);
@@ -228,7 +229,7 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
          */
         const float g = delta ? beta * kqk : kqk / den;
 
-        float s2 = 0.0f, e2 = 0.0f, ea2 = 0.0f, o2 = 0.0f;
+        double s2 = 0.0, e2 = 0.0, ea2 = 0.0, o2 = 0.0;
         for (int j0 = 0; j0 < dv; j0 += KATA_VT) {
             int nv = dv - j0 < KATA_VT ? dv - j0 : KATA_VT;
             float rq[KATA_VT] = {0}, rk[KATA_VT] = {0}; /* S_{t-1}^T psi(q), S_{t-1}^T psi(k) */
@@ -246,7 +247,7 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
                     } else {
                         for (int j = 0; j < nv; j++) {
                             row[j] += pk[r] * v[j0 + j];
-                            s2 += row[j] * row[j];
+                            s2 += (double)row[j] * row[j];
                         }
                     }
                 }
@@ -262,7 +263,7 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
                         float *row = S + (r0 + r) * dv + j0, w = beta * pk[r];
                         for (int j = 0; j < nv; j++) {
                             row[j] += w * e[j];
-                            s2 += row[j] * row[j];
+                            s2 += (double)row[j] * row[j];
                             after[j] += pk[r] * row[j];
                         }
                     }
@@ -272,7 +273,7 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
                     oh[j0 + j] = rq[j] + g * e[j];
                     if (ohat) ohat[j0 + j] = rq[j];
                     float a = v[j0 + j] - after[j];
-                    e2 += e[j] * e[j], ea2 += a * a;
+                    e2 += (double)e[j] * e[j], ea2 += (double)a * a;
                 }
             } else {
                 for (int j = 0; j < nv; j++) {
@@ -280,23 +281,23 @@ static void kata_step(const mixer_cfg *c, float *state, const mixer_tok *x, int 
                     oh[j0 + j] = (rq[j] + kqk * v[j0 + j]) / den;
                     float oo = rq[j] / fmaxf(den_prev, eps), ee = v[j0 + j] - oo;
                     if (ohat) ohat[j0 + j] = oo;
-                    e2 += ee * ee;
+                    e2 += (double)ee * ee;
                 }
             }
-            for (int j = 0; j < nv; j++) o2 += oh[j0 + j] * oh[j0 + j];
+            for (int j = 0; j < nv; j++) o2 += (double)oh[j0 + j] * oh[j0 + j];
         }
 
         if (!probes) continue;
         probes[poff[PR_G] + h] = g;
         probes[poff[PR_DEN] + h] = den_prev;
         probes[poff[PR_KAPPA] + h] = kqk;
-        probes[poff[PR_O_NORM] + h] = sqrtf(o2);
-        probes[poff[PR_STATE_NORM] + h] = sqrtf(s2);
-        probes[poff[PR_Z_NORM] + h] = sqrtf(z2);
-        probes[poff[PR_PSI_K_NORM] + h] = sqrtf(pk2);
+        probes[poff[PR_O_NORM] + h] = (float)sqrt(o2);
+        probes[poff[PR_STATE_NORM] + h] = (float)sqrt(s2);
+        probes[poff[PR_Z_NORM] + h] = (float)sqrt(z2);
+        probes[poff[PR_PSI_K_NORM] + h] = (float)sqrt(pk2);
         probes[poff[PR_BETA] + h] = delta ? beta : NAN;
-        probes[poff[PR_E_NORM] + h] = sqrtf(e2);
-        probes[poff[PR_E_AFTER] + h] = delta ? sqrtf(ea2) : NAN;
+        probes[poff[PR_E_NORM] + h] = (float)sqrt(e2);
+        probes[poff[PR_E_AFTER] + h] = delta ? (float)sqrt(ea2) : NAN;
     }
 }
 
