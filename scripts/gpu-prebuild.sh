@@ -1,8 +1,8 @@
 #!/bin/sh
 # gpu-prebuild.sh: run here (where nvcc is) to build the GPU test and benchmark binaries into
-# gpubin/ (ignored by git), stripped so that they, .fla, .refs and .devdeps fit the device tool's
-# 64 MiB carry; then on the GPU machine `sh scripts/gpu-run.sh prebuilt` runs make test-gpu's and
-# make bench-gpu's scripts on them without compiling there (device time is the scarce part).
+# gpubin/ (ignored by git), stripped (47 MB); then on the GPU machine `sh scripts/gpu-run.sh
+# prebuilt-test` and `prebuilt-bench` run make test-gpu's and make bench-gpu's scripts on them
+# without compiling there (device time is the scarce part; gpu-run.sh says what each carries).
 set -e
 cd "$(dirname "$0")/.."
 B=${BUILD:-build/cu}
