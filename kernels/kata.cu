@@ -433,14 +433,15 @@ __global__ void __launch_bounds__(KA_NT)
     }
 }
 
-// The sum of v over the block (blockDim.x a multiple of 32); every thread gets it.
-__device__ __forceinline__ double kata_block_sum(double v, double *sh) {
-    v = warp_sum(v);
+// The sum of v over the block (blockDim.x a multiple of 32); every thread gets it. R: float or
+// double (the warp's shuffles run in double either way).
+template <typename R> __device__ __forceinline__ R kata_block_sum(R v, R *sh) {
+    v = (R)warp_sum((double)v);
     const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __syncthreads(); // sh is free
     if ((threadIdx.x & 31) == 0) sh[w] = v;
     __syncthreads();
-    double t = 0.0;
+    R t = 0;
     for (int i = 0; i < nw; i++) t += sh[i];
     return t;
 }
@@ -584,17 +585,6 @@ __global__ void __launch_bounds__(KA_NT)
     }
 }
 
-__device__ __forceinline__ float kd_block_sum(float v, float *sh) {
-    v = warp_sum(v);
-    const int w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) sh[w] = v;
-    __syncthreads();
-    float t = 0.0f;
-    for (int i = 0; i < nw; i++) t += sh[i];
-    return t;
-}
-
 // grid (H), block KA_NT. probes: NULL or the mixer's layout (kata_probe_kernel's).
 __global__ void __launch_bounds__(KA_NT)
     kdelta_finish(kfeat f, int H, int dv, const float *q, const float *k, const float *v,
@@ -612,7 +602,7 @@ __global__ void __launch_bounds__(KA_NT)
         o2 += oj * oj, e2 += e * e, ea2 += ea * ea;
         if (probes) probes[H + (size_t)h * dv + j] = rq; // o_hat
     }
-    o2 = kd_block_sum(o2, sh), e2 = kd_block_sum(e2, sh), ea2 = kd_block_sum(ea2, sh);
+    o2 = kata_block_sum(o2, sh), e2 = kata_block_sum(e2, sh), ea2 = kata_block_sum(ea2, sh);
     if (probes && tid == 0) {
         float *Q = probes + H + (size_t)H * dv + h;
         probes[h] = g;                   // g
