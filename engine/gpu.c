@@ -1,6 +1,6 @@
 /* gpu.c: `device gpu` stepping of a whole model resident on the GPU (models/model_gpu.h), where it
- * supports the model (the delta-rule family); other models step through the CPU path with their
- * cores on the GPU.
+ * supports the model (the delta-rule family, gla, mamba2); other models step through the CPU path
+ * with their cores on the GPU.
  *
  * Tokens go to the GPU in batches of ENGINE_GPU_BATCH: one call per batch, whose results (logits,
  * top-1, the cores' and families' probes, the keys and values the cores saw, the readback errors,
@@ -101,8 +101,8 @@ static int scan_token(const engine *g, const float *probes, const float *fprobes
             const float *v = p + mixer_probe_offset(L->mx, &L->mc, i);
             int w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
             const char *name = L->mx->probes[i].name;
-            /* legitimately infinite: a half-life at g = 0 */
-            if (!strcmp(name, "half_life")) continue;
+            /* legitimately infinite: a half-life at g = 0 (half_life, gla's half_life_*) */
+            if (!strncmp(name, "half_life", 9)) continue;
             for (int h = 0; h < L->mc.H; h++)
                 for (int j = 0; j < w; j++)
                     if (!isfinite(v[h * w + j])) {

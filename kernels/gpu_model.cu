@@ -33,12 +33,15 @@
 #include "gpu_common.cuh"
 #include "delta_steps.cuh"
 #include "gpu_model.h"
+#include "ld_steps.cuh"
 
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
 
 struct gm_layer_dev {
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
     const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
+    const float *gk1, *gk1_b;      // gla: the decay's second product and its bias
+    const float *in_b, *D, *out_b; // mamba2: in_proj's bias, the D skip, out_proj's bias
     int core;
     float scale, eps;
     gm_probe_map pm;
@@ -46,7 +49,9 @@ struct gm_layer_dev {
 
 struct gm_model {
     gm_model_desc d;
-    int L, B, C3, Dtot, off_a, off_b, off_g, ptot, nblk;
+    // C3: the convolved channels, read from P at conv_off; Dtot: the in-projection's width;
+    // off_*: where a, b, g (and gla's low-rank decay input lr, mamba2's dt) lie in it
+    int L, B, C3, Dtot, off_a, off_b, off_g, off_lr, conv_off, ptot, nblk, nfam;
     size_t sf, cf;
     float *arena;
     gm_layer_dev *lay;
@@ -55,6 +60,9 @@ struct gm_model {
     // per-call device buffers ([B, ...])
     float *x, *xn, *P, *QKV, *G, *Bin, *Beff, *Q2, *K2, *O, *ON, *GU, *Hm, *logits, *topp, *nll;
     float *probes, *fprobes;
+    // gla and mamba2: the core's inputs per head [B, H, dk], [B, H, dk], [B, H, dv], the
+    // log-decays [B, H, dk] (gla) or [B, H] (mamba2), gla's decay product [B, kd / g]
+    float *Qd, *Kd, *Vd, *Gd, *GKr;
     int32_t *tok, *next, *top;
     double *part;
     char *ws;
@@ -197,16 +205,17 @@ __global__ void __launch_bounds__(256)
         }
 }
 
-// The short convolution step of blk_conv_step for every channel c of [q | k | v], token by token:
-// the cache row [W] (newest last) rolls, y = act(sum cache * w + b) in double. Without the
-// convolution: y = act(P). act: qk_act for q and k (c < kd2), SiLU for v.
+// The short convolution step of blk_conv_step for every channel c of the convolved streams (the
+// delta family's [q | k | v], gla's, mamba2's xBC), token by token: the cache row [W] (newest
+// last) rolls, y = act(sum cache * w + b) in double. Without the convolution: y = act(P). act:
+// act_lo for c < split, act_hi above.
 __global__ void gm_conv(int n, int C3, int W, int ldp, const float *__restrict__ P,
                         const float *__restrict__ cw, const float *__restrict__ cb,
-                        float *__restrict__ cache, float *__restrict__ out, int kd2, int act_qk,
-                        int use_conv) {
+                        float *__restrict__ cache, float *__restrict__ out, int split, int act_lo,
+                        int act_hi, int use_conv) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C3) return;
-    const int a = c < kd2 ? act_qk : GM_ACT_SILU;
+    const int a = c < split ? act_lo : act_hi;
     if (!use_conv) {
         for (int t = 0; t < n; t++) out[(size_t)t * C3 + c] = gm_act(P[(size_t)t * ldp + c], a);
         return;
@@ -332,8 +341,9 @@ __global__ void __launch_bounds__(256) gm_prep(gm_prep_args a) {
 }
 
 struct gm_ring_args {
-    int n, B, W, H, Hv, rep, dk, dv, kd, C3, L, li;
-    const float *QKV;
+    int n, B, W, H, Hv, rep, dk, dv, L, li;
+    const float *Ks, *Vs; // token t's key of head h at Ks + t ldk + h dk, value at Vs + t ldv
+    size_t ldk, ldv;
     float *khist, *vhist; // this layer's
     float *kwin, *vwin;
     float *kout, *vout; // NULL: not asked
@@ -344,7 +354,7 @@ struct gm_ring_args {
 __global__ void __launch_bounds__(128) gm_ring_in(gm_ring_args a) {
     const int p = blockIdx.x, hv = blockIdx.y, h = hv / a.rep, hist = a.W - 1, t = p - hist;
     const float *vs = t < 0 ? a.vhist + ((size_t)hv * hist + p) * a.dv
-                            : a.QKV + (size_t)t * a.C3 + 2 * (size_t)a.kd + (size_t)hv * a.dv;
+                            : a.Vs + (size_t)t * a.ldv + (size_t)hv * a.dv;
     float *vd = a.vwin + ((size_t)hv * (hist + a.B) + p) * a.dv;
     float *vo = t >= 0 && a.vout ? a.vout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dv : NULL;
     for (int i = threadIdx.x; i < a.dv; i += blockDim.x) {
@@ -353,7 +363,7 @@ __global__ void __launch_bounds__(128) gm_ring_in(gm_ring_args a) {
         if (vo) vo[i] = x;
     }
     const float *ks = t < 0 ? a.khist + ((size_t)h * hist + p) * a.dk
-                            : a.QKV + (size_t)t * a.C3 + (size_t)a.kd + (size_t)h * a.dk;
+                            : a.Ks + (size_t)t * a.ldk + (size_t)h * a.dk;
     float *kd = hv % a.rep == 0 ? a.kwin + ((size_t)h * (hist + a.B) + p) * a.dk : NULL;
     float *ko = t >= 0 && a.kout ? a.kout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dk : NULL;
     for (int i = threadIdx.x; i < a.dk; i += blockDim.x) {
@@ -404,6 +414,7 @@ __global__ void __launch_bounds__(256) gm_recall_err(gm_rerr_args a) {
 
 struct gm_post_args {
     int Hv, dv, vd, Dtot, off_g, use_gate;
+    int fp_rstd, fp_gate, rstd_double; // the family probes' rows; o_rstd as gla computes it
     float eps;
     const float *O, *P, *w;
     float *ON;
@@ -411,8 +422,8 @@ struct gm_post_args {
     int fp_stride;
 };
 
-// layer_gdn.c's post before o_proj, one block per token and a warp per value head: the family
-// probes o_rstd and gate_mean, then RMSNorm (FusedRMSNormGated with the gate).
+// layer_gdn.c's (and layer_gla.c's) post before o_proj, one block per token and a warp per value
+// head: the family probes o_rstd and gate_mean, then RMSNorm (FusedRMSNormGated with the gate).
 __global__ void __launch_bounds__(256) gm_post(gm_post_args a) {
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nw = blockDim.x >> 5, dv = a.dv;
@@ -428,8 +439,9 @@ __global__ void __launch_bounds__(256) gm_post(gm_post_args a) {
         if (a.fp && lane == 0) {
             float *fp = a.fp + (size_t)t * a.fp_stride;
             const float r = (float)sqrt(ss) / sqrtf((float)dv);
-            fp[2 * a.Hv + hv] = 1.0f / sqrtf(__fmul_rn(r, r) + a.eps);
-            fp[3 * a.Hv + hv] = a.use_gate ? (float)(gs / dv) : NAN;
+            fp[a.fp_rstd * a.Hv + hv] = a.rstd_double ? (float)(1.0 / sqrt(ss / dv + (double)a.eps))
+                                                      : 1.0f / sqrtf(__fmul_rn(r, r) + a.eps);
+            fp[a.fp_gate * a.Hv + hv] = a.use_gate ? (float)(gs / dv) : NAN;
         }
         const float rstd = (float)(1.0 / sqrt(ss / dv + (double)a.eps));
         float *y = a.ON + (size_t)t * a.vd + (size_t)hv * dv;
@@ -439,6 +451,107 @@ __global__ void __launch_bounds__(256) gm_post(gm_post_args a) {
             y[i] = v;
         }
     }
+}
+
+// ---- gla (layer_gla.c's prep) and mamba2 (layer_mamba2.c's prep and post)
+
+struct gm_gla_args {
+    int H, dk, dv, grp, kd, kpg, C3, fmap, has_clamp;
+    float norm, clamp_min;
+    const float *CV, *GKr, *gk_b; // the convolved [q | k | v] rows, the decay product, its bias
+    float *Qd, *Kd, *Vd, *Gd;
+};
+
+// One block per token: the kv heads repeated to the H query heads (head h reads kv head
+// h / grp), the feature map on q and k, gk = logsigmoid(W_2 W_1 x + b_2) / normaliser (clamped
+// below when set), into the per-head rows the core reads.
+__global__ void __launch_bounds__(256) gm_gla_prep(gm_gla_args a) {
+    const int t = blockIdx.x, dk = a.dk, dv = a.dv;
+    const float *cv = a.CV + (size_t)t * a.C3;
+    for (int idx = threadIdx.x; idx < a.H * dk; idx += blockDim.x) {
+        const int h = idx / dk, i = idx - h * dk, j = (h / a.grp) * dk + i;
+        const size_t o = (size_t)t * a.H * dk + idx;
+        a.Qd[o] = gm_act(cv[idx], a.fmap);
+        a.Kd[o] = gm_act(cv[a.kd + j], a.fmap);
+        const float x = a.GKr[(size_t)t * a.kpg + j] + (a.gk_b ? a.gk_b[j] : 0.0f);
+        const float l = ((x < 0.0f ? x : 0.0f) - log1pf(expf(-fabsf(x)))) / a.norm;
+        a.Gd[o] = a.has_clamp && l < a.clamp_min ? a.clamp_min : l;
+    }
+    for (int idx = threadIdx.x; idx < a.H * dv; idx += blockDim.x) {
+        const int h = idx / dv, i = idx - h * dv;
+        a.Vd[(size_t)t * a.H * dv + idx] = cv[a.kd + a.kpg + (h / a.grp) * dv + i];
+    }
+}
+
+struct gm_m2_args {
+    int H, N, P, per, di, cd, Dtot, dt_off;
+    float dt_lo, dt_hi;
+    const float *CV, *Pm, *A_log, *dt_bias; // the convolved [x | B | C] rows, the projection
+    float *DT, *Qd, *Kd, *Vd, *Gd;
+    float *fp; // the family probe dt of this layer at token 0, or NULL
+    int fp_stride;
+};
+
+// One block per token: dt = clamp(softplus(dt_raw + dt_bias)), g = dt A with A = -exp(A_log);
+// q = C and k = B of the head's group (h / per), v = dt x.
+__global__ void __launch_bounds__(256) gm_m2_prep(gm_m2_args a) {
+    const int t = blockIdx.x, N = a.N, P = a.P;
+    const float *cv = a.CV + (size_t)t * a.cd;
+    for (int h = threadIdx.x; h < a.H; h += blockDim.x) {
+        float dt = gm_softplus(a.Pm[(size_t)t * a.Dtot + a.dt_off + h] + a.dt_bias[h]);
+        dt = dt < a.dt_lo ? a.dt_lo : dt > a.dt_hi ? a.dt_hi : dt;
+        a.DT[(size_t)t * a.H + h] = dt;
+        a.Gd[(size_t)t * a.H + h] = dt * -expf(a.A_log[h]);
+        if (a.fp) a.fp[(size_t)t * a.fp_stride + h] = dt;
+    }
+    __syncthreads();                  // DT
+    const int gn = (a.cd - a.di) / 2; // G N: B at di, C at di + G N
+    for (int idx = threadIdx.x; idx < a.H * N; idx += blockDim.x) {
+        const int h = idx / N, i = idx - h * N, g = h / a.per;
+        const size_t o = (size_t)t * a.H * N + idx;
+        a.Qd[o] = cv[a.di + gn + g * N + i];
+        a.Kd[o] = cv[a.di + g * N + i];
+    }
+    for (int idx = threadIdx.x; idx < a.di; idx += blockDim.x)
+        a.Vd[(size_t)t * a.di + idx] = a.DT[(size_t)t * a.H + idx / P] * cv[idx];
+}
+
+struct gm_m2_post_args {
+    int di, P, group, cd, Dtot, D_has_hdim;
+    float eps;
+    const float *O, *CV, *Pm, *D, *w; // the core's output, x (CV), z (Pm), D, the norm's weight
+    float *ON;
+};
+
+// One block per token: y = (o + D x) SiLU(z), then RMSNorm over each group of `group` channels
+// (blk_gate_rmsnorm: fla's RMSNormGated with norm_before_gate=False).
+__global__ void __launch_bounds__(256) gm_m2_post(gm_m2_post_args a) {
+    __shared__ double sh[32];
+    const int t = blockIdx.x;
+    const float *o = a.O + (size_t)t * a.di, *x = a.CV + (size_t)t * a.cd;
+    const float *z = a.Pm + (size_t)t * a.Dtot;
+    float *y = a.ON + (size_t)t * a.di;
+    for (int g0 = 0; g0 < a.di; g0 += a.group) {
+        double ss = 0.0;
+        for (int i = g0 + threadIdx.x; i < g0 + a.group; i += blockDim.x) {
+            const float d = a.D_has_hdim ? a.D[i] : a.D[i / a.P];
+            const float v = __fmul_rn(__fadd_rn(o[i], __fmul_rn(d, x[i])), gm_silu(z[i]));
+            y[i] = v;
+            ss += (double)v * (double)v;
+        }
+        ss = block_sum(ss, sh);
+        const float rstd = (float)(1.0 / sqrt(ss / a.group + (double)a.eps));
+        for (int i = g0 + threadIdx.x; i < g0 + a.group; i += blockDim.x)
+            y[i] = __fmul_rn(y[i], rstd) * (a.w ? a.w[i] : 1.0f);
+    }
+}
+
+// Y[t, i] += b[i] (mamba2's in_proj and out_proj biases).
+__global__ void gm_bias(int n, int D, int ldy, const float *__restrict__ b, float *__restrict__ Y) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)n * D) return;
+    const size_t t = idx / D, i = idx % D;
+    Y[t * ldy + i] += b[i];
 }
 
 // H[t, i] = silu(GU[t, i]) * GU[t, I + i]
@@ -547,31 +660,66 @@ static int gm_gemm(gm_model *g, int n, int out, int in, const float *W, const fl
     return 0;
 }
 
-// The recurrence of one layer over ca.n tokens (storing each token's state into ca.Sout).
-static int gm_core_launch(gm_model *g, bool pon, bool store, const gm_core_args &ca, err *e) {
-    return gm_core_run(ca, pon, store, g->st, e);
+// The decayed linear-attention core's arguments for tokens [t0, t0 + nc) of layer li (gla, mamba2).
+static ld_core_args gm_ld_args(const gm_model *g, int li, int t0, int nc) {
+    const gm_model_desc *d = &g->d;
+    const int H = d->Hv, dk = d->dk, dv = d->dv, row = d->family == GM_FAM_GLA;
+    ld_core_args la;
+    la.n = nc, la.H = H, la.dk = dk, la.dv = dv, la.nblk = g->nblk, la.row_decay = row;
+    la.scale = g->lay[li].scale;
+    la.ldqk = (size_t)H * dk, la.ldv = (size_t)H * dv, la.ldg = row ? (size_t)H * dk : (size_t)H;
+    la.ldo = (size_t)d->value_dim;
+    la.Q = g->Qd + (size_t)t0 * la.ldqk, la.K = g->Kd + (size_t)t0 * la.ldqk;
+    la.V = g->Vd + (size_t)t0 * la.ldv, la.G = g->Gd + (size_t)t0 * la.ldg;
+    la.state = g->state + (size_t)li * g->sf, la.O = g->O + (size_t)t0 * la.ldo;
+    la.part = g->part + (size_t)t0 * H * g->nblk * LD_NACC;
+    la.Sout = NULL, la.sf = g->sf;
+    return la;
+}
+
+// The delta rule's arguments for tokens [t0, t0 + nc) of layer li.
+static gm_core_args gm_delta_args(const gm_model *g, int li, int t0, int nc) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int Hv = d->Hv, kd = d->key_dim;
+    gm_core_args ca;
+    ca.n = nc, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
+    ca.nblk = g->nblk, ca.decay = Ld->core != GM_CORE_DELTANET && d->has_decay;
+    ca.scale = Ld->scale;
+    ca.ldqk = ca.ldv = (size_t)g->C3, ca.ldo = (size_t)d->value_dim;
+    const float *base = g->QKV + (size_t)t0 * g->C3;
+    ca.Q = base, ca.K = base + kd, ca.V = base + 2 * (size_t)kd;
+    ca.G = g->G + (size_t)t0 * Hv, ca.Beff = g->Beff + (size_t)t0 * Hv;
+    ca.K2 = g->K2 + (size_t)t0 * d->H;
+    ca.state = g->state + (size_t)li * g->sf, ca.O = g->O + (size_t)t0 * ca.ldo;
+    ca.part = g->part + (size_t)t0 * Hv * g->nblk * GM_NACC;
+    ca.Sout = NULL, ca.sf = g->sf;
+    return ca;
+}
+
+// The recurrence of layer li over tokens [t0, t0 + nc), storing each token's state into Sout
+// when given.
+static int gm_core_chunk(gm_model *g, int li, int t0, int nc, bool pon, float *Sout, err *e) {
+    if (g->d.family == GM_FAM_DELTA) {
+        gm_core_args ca = gm_delta_args(g, li, t0, nc);
+        ca.Sout = Sout;
+        return gm_core_run(ca, pon, Sout != NULL, g->st, e);
+    }
+    ld_core_args la = gm_ld_args(g, li, t0, nc);
+    la.Sout = Sout;
+    return ld_core_run(la, pon, Sout != NULL, g->st, e);
 }
 
 // Layer li's readback errors for the call's n tokens: the recurrence in chunks of RB tokens, each
 // storing its tokens' states; per chunk and value head one batched product
 // R [b][hv] (W x dv) = K_window(t0 + b) (W x dk) S_(t0+b) (dk x dv), then the errors.
-static int gm_core_recall(gm_model *g, int li, int n, bool pon, const gm_core_args &ca, err *e) {
+static int gm_core_recall(gm_model *g, int li, int n, bool pon, err *e) {
     const gm_model_desc *d = &g->d;
     const int W = GM_RECALL_W, hist = W - 1, Hv = d->Hv, rep = Hv / d->H, dk = d->dk, dv = d->dv;
     const float one = 1.0f, zero = 0.0f;
     for (int t0 = 0; t0 < n; t0 += g->RB) {
         const int nc = n - t0 < g->RB ? n - t0 : g->RB;
-        gm_core_args cc = ca;
-        cc.n = nc;
-        cc.Q = ca.Q + (size_t)t0 * ca.ldqk, cc.K = ca.K + (size_t)t0 * ca.ldqk;
-        cc.V = ca.V + (size_t)t0 * ca.ldv;
-        cc.G = ca.G + (size_t)t0 * Hv;
-        cc.Beff = ca.Beff + (size_t)t0 * Hv;
-        cc.K2 = ca.K2 + (size_t)t0 * d->H;
-        cc.O = ca.O + (size_t)t0 * ca.ldo;
-        cc.part = ca.part + (size_t)t0 * Hv * g->nblk * GM_NACC;
-        cc.Sout = g->Sbuf, cc.sf = g->sf;
-        if (gm_core_launch(g, pon, true, cc, e)) return -1;
+        if (gm_core_chunk(g, li, t0, nc, pon, g->Sbuf, e)) return -1;
         for (int hv = 0; hv < Hv; hv++) {
             // column-major: R^T (dv x W) = S^T (dv x dk; S row-major [dk][dv]) K^T (dk x W)
             const float *A = g->Sbuf + (size_t)hv * dk * dv;
@@ -592,45 +740,111 @@ static int gm_core_recall(gm_model *g, int li, int n, bool pon, const gm_core_ar
     return 0;
 }
 
+// The delta family's layer up to the core's inputs: in-projection, convolution, gates and norms.
+static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden, Hv = d->Hv, kd = d->key_dim, kacz = Ld->core == GM_CORE_KACZMARZ;
+    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
+        g->QKV, 2 * kd, d->qk_act, GM_ACT_SILU, d->use_conv);
+    CUDA_LAUNCHED("gpu model: convolution");
+    gm_prep_args pa;
+    pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = g->C3;
+    pa.Dtot = g->Dtot, pa.off_a = g->off_a, pa.off_b = g->off_b;
+    pa.decay = Ld->core != GM_CORE_DELTANET && d->has_decay, pa.use_beta = d->use_beta;
+    pa.kacz = kacz, pa.sum_norm = d->qk_sum_norm;
+    pa.mul = !kacz && d->allow_neg ? 2.0f : 1.0f, pa.eps = Ld->eps;
+    pa.QKV = g->QKV, pa.P = g->P, pa.A_log = Ld->A_log, pa.dt_bias = Ld->dt_bias;
+    pa.b_bias = Ld->b_bias;
+    pa.G = g->G, pa.Bin = g->Bin, pa.Beff = g->Beff, pa.Q2 = g->Q2, pa.K2 = g->K2;
+    pa.fp = fp, pa.fp_stride = fp_stride;
+    gm_prep<<<n, 256, 0, g->st>>>(pa);
+    CUDA_LAUNCHED("gpu model: gates");
+    return 0;
+}
+
+// gla's layer up to the core's inputs: [q | k | v | g | lr] in one product, the decay's second
+// product, the convolutions, then the per-head rows (gm_gla_prep).
+static int gm_gla_inputs(gm_model *g, int li, int n, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden, grp = d->H / d->Hkv, kpg = d->key_dim / grp;
+    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e) ||
+        gm_gemm(g, n, kpg, d->gk_rank, Ld->gk1, g->P + g->off_lr, g->Dtot, g->GKr, kpg, 0, e))
+        return -1;
+    const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
+    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
+        g->QKV, g->C3, act, act, d->use_conv);
+    CUDA_LAUNCHED("gpu model: convolution");
+    gm_gla_args ga;
+    ga.H = d->H, ga.dk = d->dk, ga.dv = d->dv, ga.grp = grp, ga.kd = d->key_dim, ga.kpg = kpg;
+    ga.C3 = g->C3, ga.fmap = d->feature_map, ga.has_clamp = d->has_clamp;
+    ga.norm = d->gate_norm, ga.clamp_min = d->clamp_min;
+    ga.CV = g->QKV, ga.GKr = g->GKr, ga.gk_b = Ld->gk1_b;
+    ga.Qd = g->Qd, ga.Kd = g->Kd, ga.Vd = g->Vd, ga.Gd = g->Gd;
+    gm_gla_prep<<<n, 256, 0, g->st>>>(ga);
+    CUDA_LAUNCHED("gpu model: gla inputs");
+    return 0;
+}
+
+// mamba2's layer up to the core's inputs: in_proj (+ bias), the convolution of xBC, then dt and
+// the per-head rows (gm_m2_prep).
+static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden;
+    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+    if (Ld->in_b) {
+        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
+            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
+        CUDA_LAUNCHED("gpu model: bias");
+    }
+    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, g->C3, d->conv_size, g->Dtot, g->P + g->conv_off, Ld->conv_w, Ld->conv_b,
+        g->conv + (size_t)li * g->cf, g->QKV, g->C3, GM_ACT_SILU, GM_ACT_SILU, 1);
+    CUDA_LAUNCHED("gpu model: convolution");
+    gm_m2_args ma;
+    ma.H = d->Hv, ma.N = d->dk, ma.P = d->dv, ma.per = d->Hv / d->n_groups;
+    ma.di = d->value_dim, ma.cd = g->C3, ma.Dtot = g->Dtot, ma.dt_off = g->off_lr;
+    ma.dt_lo = d->dt_lo, ma.dt_hi = d->dt_hi;
+    ma.CV = g->QKV, ma.Pm = g->P, ma.A_log = Ld->A_log, ma.dt_bias = Ld->dt_bias;
+    ma.DT = g->Bin, ma.Qd = g->Qd, ma.Kd = g->Kd, ma.Vd = g->Vd, ma.Gd = g->Gd;
+    ma.fp = fp, ma.fp_stride = fp_stride;
+    gm_m2_prep<<<n, 256, 0, g->st>>>(ma);
+    CUDA_LAUNCHED("gpu model: mamba2 inputs");
+    return 0;
+}
+
 // Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
 static int gm_record(gm_model *g, int n, int mode, err *e) {
     const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
     const int rec = (mode & GM_M_RECALL) != 0;
     const gm_model_desc *d = &g->d;
     const int C = d->hidden, L = g->L, Hv = d->Hv, kd = d->key_dim, vd = d->value_dim;
-    const int fp_stride = L * GM_FAMILY_PROBES * Hv;
+    const int fp_stride = L * g->nfam * Hv, delta = d->family == GM_FAM_DELTA;
     cudaStream_t st = g->st;
     gm_embed<<<n, 256, 0, st>>>(C, g->embed, g->tok, g->x);
     CUDA_LAUNCHED("gpu model: embedding");
     for (int li = 0; li < L; li++) {
         const gm_layer_dev *Ld = &g->lay[li];
-        const int kacz = Ld->core == GM_CORE_KACZMARZ;
-        const int decay = Ld->core != GM_CORE_DELTANET && d->has_decay;
+        float *fp = pon ? g->fprobes + (size_t)li * g->nfam * Hv : NULL;
         gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->attn_norm, g->xn);
         CUDA_LAUNCHED("gpu model: rmsnorm");
-        if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
-        gm_conv<<<(g->C3 + 127) / 128, 128, 0, st>>>(
-            n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b,
-            g->conv + (size_t)li * g->cf, g->QKV, 2 * kd, d->qk_act, d->use_conv);
-        CUDA_LAUNCHED("gpu model: convolution");
-        gm_prep_args pa;
-        pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = g->C3;
-        pa.Dtot = g->Dtot, pa.off_a = g->off_a, pa.off_b = g->off_b;
-        pa.decay = decay, pa.use_beta = d->use_beta, pa.kacz = kacz, pa.sum_norm = d->qk_sum_norm;
-        pa.mul = !kacz && d->allow_neg ? 2.0f : 1.0f, pa.eps = Ld->eps;
-        pa.QKV = g->QKV, pa.P = g->P, pa.A_log = Ld->A_log, pa.dt_bias = Ld->dt_bias;
-        pa.b_bias = Ld->b_bias;
-        pa.G = g->G, pa.Bin = g->Bin, pa.Beff = g->Beff, pa.Q2 = g->Q2, pa.K2 = g->K2;
-        pa.fp = pon ? g->fprobes + (size_t)li * GM_FAMILY_PROBES * Hv : NULL;
-        pa.fp_stride = fp_stride;
-        gm_prep<<<n, 256, 0, st>>>(pa);
-        CUDA_LAUNCHED("gpu model: gates");
+        int rc = d->family == GM_FAM_DELTA ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
+                 : d->family == GM_FAM_GLA ? gm_gla_inputs(g, li, n, e)
+                                           : gm_m2_inputs(g, li, n, fp, fp_stride, e);
+        if (rc) return -1;
         if (kvm) {
             const int hist = GM_RECALL_W - 1;
             gm_ring_args ra;
             ra.n = n, ra.B = g->B, ra.W = GM_RECALL_W, ra.H = d->H, ra.Hv = Hv;
-            ra.rep = Hv / d->H, ra.dk = d->dk, ra.dv = d->dv, ra.kd = kd, ra.C3 = g->C3;
-            ra.L = L, ra.li = li, ra.QKV = g->QKV;
+            ra.rep = Hv / d->H, ra.dk = d->dk, ra.dv = d->dv, ra.L = L, ra.li = li;
+            ra.Ks = delta ? g->QKV + kd : g->Kd, ra.ldk = delta ? (size_t)g->C3 : (size_t)kd;
+            ra.Vs = delta ? g->QKV + 2 * (size_t)kd : g->Vd;
+            ra.ldv = delta ? (size_t)g->C3 : (size_t)vd;
             ra.khist = g->khist + (size_t)li * d->H * hist * d->dk;
             ra.vhist = g->vhist + (size_t)li * Hv * hist * d->dv;
             ra.kwin = g->kwin, ra.vwin = g->vwin, ra.kout = g->kout, ra.vout = g->vout;
@@ -639,33 +853,42 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
             CUDA_LAUNCHED("gpu model: window out");
         }
-        gm_core_args ca;
-        ca.n = n, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
-        ca.nblk = g->nblk, ca.decay = decay;
-        ca.scale = Ld->scale;
-        ca.Q = g->QKV, ca.K = g->QKV + kd, ca.V = g->QKV + 2 * (size_t)kd;
-        ca.ldqk = ca.ldv = (size_t)g->C3, ca.ldo = (size_t)vd;
-        ca.G = g->G, ca.Beff = g->Beff, ca.K2 = g->K2;
-        ca.state = g->state + (size_t)li * g->sf, ca.O = g->O, ca.part = g->part;
-        ca.Sout = NULL, ca.sf = g->sf;
-        if (rec ? gm_core_recall(g, li, n, pon, ca, e) : gm_core_launch(g, pon, false, ca, e))
+        if (rec ? gm_core_recall(g, li, n, pon, e) : gm_core_chunk(g, li, 0, n, pon, NULL, e))
             return -1;
-        if (pon) {
+        if (pon && delta) {
+            const gm_core_args ca = gm_delta_args(g, li, 0, n);
             gm_fin_args fa;
-            fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = decay;
+            fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = ca.decay;
             fa.G = g->G, fa.Bin = g->Bin, fa.Beff = g->Beff, fa.Q2 = g->Q2, fa.K2 = g->K2;
             fa.part = g->part, fa.probes = g->probes;
             if (gm_probe_fin_run(fa, Ld->pm, n, st, e)) return -1;
+        } else if (pon && ld_probe_fin_run(gm_ld_args(g, li, 0, n), Ld->pm, g->probes, st, e)) {
+            return -1;
         }
-        gm_post_args po;
-        po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = g->Dtot, po.off_g = g->off_g;
-        po.use_gate = d->use_gate, po.eps = d->norm_eps, po.O = g->O, po.P = g->P;
-        po.w = Ld->o_norm, po.ON = g->ON;
-        po.fp = pon ? g->fprobes + (size_t)li * GM_FAMILY_PROBES * Hv : NULL;
-        po.fp_stride = fp_stride;
-        gm_post<<<n, 256, 0, st>>>(po);
-        CUDA_LAUNCHED("gpu model: output norm");
+        if (d->family == GM_FAM_MAMBA2) {
+            gm_m2_post_args mp;
+            mp.di = vd, mp.P = d->dv, mp.group = d->norm_group, mp.cd = g->C3, mp.Dtot = g->Dtot;
+            mp.D_has_hdim = d->D_has_hdim, mp.eps = d->norm_eps;
+            mp.O = g->O, mp.CV = g->QKV, mp.Pm = g->P, mp.D = Ld->D, mp.w = Ld->o_norm;
+            mp.ON = g->ON;
+            gm_m2_post<<<n, 256, 0, st>>>(mp);
+            CUDA_LAUNCHED("gpu model: mamba2 output norm");
+        } else {
+            gm_post_args po;
+            po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = g->Dtot, po.off_g = g->off_g;
+            po.use_gate = d->use_gate, po.eps = d->norm_eps, po.O = g->O, po.P = g->P;
+            po.fp_rstd = delta ? 2 : 0, po.fp_gate = delta ? 3 : 1, po.rstd_double = !delta;
+            po.w = Ld->o_norm, po.ON = g->ON;
+            po.fp = fp, po.fp_stride = fp_stride;
+            gm_post<<<n, 256, 0, st>>>(po);
+            CUDA_LAUNCHED("gpu model: output norm");
+        }
         if (gm_gemm(g, n, C, vd, Ld->w_o, g->ON, vd, g->x, C, 1, e)) return -1;
+        if (Ld->out_b) {
+            gm_bias<<<(unsigned)(((size_t)n * C + 255) / 256), 256, 0, st>>>(n, C, C, Ld->out_b,
+                                                                             g->x);
+            CUDA_LAUNCHED("gpu model: bias");
+        }
         if (d->inter > 0) {
             const int I = d->inter;
             gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->mlp_norm, g->xn);
@@ -712,7 +935,8 @@ extern "C" void gm_destroy(gm_model *g) {
     void *dev[] = {g->arena,  g->state,  g->conv,    g->x,    g->xn,   g->P,    g->QKV,  g->G,
                    g->Bin,    g->Beff,   g->Q2,      g->K2,   g->O,    g->ON,   g->GU,   g->Hm,
                    g->logits, g->probes, g->fprobes, g->tok,  g->top,  g->part, g->ws,   g->khist,
-                   g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R};
+                   g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R,
+                   g->Qd,     g->Kd,     g->Vd,      g->Gd,   g->GKr};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     if (g->pin2) cudaFreeHost(g->pin2);
@@ -725,6 +949,108 @@ static int env_int(const char *name, int def) {
     return s && *s ? atoi(s) : def;
 }
 
+// The weight arena: `slot` hands out the next al64(count) floats (NULL in a dry run, which only
+// counts them); `take` also uploads src there and points dst at it (NULL when src is: a tensor
+// the config does not have).
+struct gm_arena {
+    float *base;
+    size_t used;
+};
+
+static float *slot(gm_arena *a, size_t count) {
+    float *p = a->base ? a->base + a->used : NULL;
+    a->used += al64(count);
+    return p;
+}
+
+static int take(gm_arena *a, const float **dst, size_t count, const float *src, err *e) {
+    float *p = slot(a, count);
+    *dst = src ? p : NULL;
+    return p ? up(p, src, count, e) : 0;
+}
+
+// Layer li's weights: arena layout, upload, and the device pointers (a dry run counts).
+static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *Ld, gm_arena *ar,
+                            err *e) {
+    const gm_model_desc *d = &g->d;
+    const size_t C = d->hidden, kd = d->key_dim, vd = d->value_dim, Hv = d->Hv, I = d->inter;
+    const size_t W = d->use_conv ? d->conv_size : 1;
+    memset(Ld, 0, sizeof *Ld);
+    float *w_in = slot(ar, (size_t)g->Dtot * C); // every part of the in-projection: [Dtot, C]
+    float *cw = slot(ar, g->cf), *cb = slot(ar, g->C3); // the convolution streams one after another
+    float *w_gu = slot(ar, 2 * I * C);                  // [gate; up]
+    Ld->w_in = w_in, Ld->conv_w = cw, Ld->w_gu = w_gu;
+    if (take(ar, &Ld->attn_norm, C, l->attn_norm, e) ||
+        take(ar, &Ld->w_o, C * vd, d->family == GM_FAM_MAMBA2 ? l->out_proj : l->o_proj, e) ||
+        take(ar, &Ld->mlp_norm, C, l->mlp_norm, e) || take(ar, &Ld->w_down, C * I, l->down_proj, e))
+        return -1;
+    if (w_gu && I > 0 &&
+        (up(w_gu, l->gate_proj, I * C, e) || up(w_gu + I * C, l->up_proj, I * C, e)))
+        return -1;
+    // pieces of w_in: (source, rows) in order
+    const float *part[6] = {0};
+    size_t rows[6] = {0};
+    int np = 0;
+    const float *cpart[3] = {0}, *cbias[3] = {0};
+    switch (d->family) {
+    case GM_FAM_DELTA:
+        part[0] = l->q_proj, rows[0] = kd, part[1] = l->k_proj, rows[1] = kd;
+        part[2] = l->v_proj, rows[2] = vd, np = 3;
+        if (d->has_decay) part[np] = l->a_proj, rows[np++] = Hv;
+        if (d->use_beta) part[np] = l->b_proj, rows[np++] = Hv;
+        if (d->use_gate) part[np] = l->g_proj, rows[np++] = vd;
+        cpart[0] = l->q_conv, cpart[1] = l->k_conv, cpart[2] = l->v_conv;
+        cbias[0] = l->q_conv_b, cbias[1] = l->k_conv_b, cbias[2] = l->v_conv_b;
+        if (take(ar, &Ld->A_log, Hv, l->A_log, e) || take(ar, &Ld->dt_bias, Hv, l->dt_bias, e) ||
+            take(ar, &Ld->b_bias, Hv, l->b_bias, e) || take(ar, &Ld->o_norm, d->dv, l->o_norm, e))
+            return -1;
+        break;
+    case GM_FAM_GLA: {
+        const size_t grp = d->H / d->Hkv, kpg = kd / grp, vpg = vd / grp;
+        part[0] = l->q_proj, rows[0] = kd, part[1] = l->k_proj, rows[1] = kpg;
+        part[2] = l->v_proj, rows[2] = vpg, np = 3;
+        if (d->use_gate) part[np] = l->g_proj, rows[np++] = vd;
+        part[np] = l->gk0, rows[np++] = d->gk_rank;
+        cpart[0] = l->q_conv, cpart[1] = l->k_conv, cpart[2] = l->v_conv;
+        cbias[0] = l->q_conv_b, cbias[1] = l->k_conv_b, cbias[2] = l->v_conv_b;
+        if (take(ar, &Ld->gk1, kpg * d->gk_rank, l->gk1, e) ||
+            take(ar, &Ld->gk1_b, kpg, l->gk1_b, e) || take(ar, &Ld->o_norm, d->dv, l->o_norm, e))
+            return -1;
+        break;
+    }
+    default: // GM_FAM_MAMBA2
+        part[0] = l->in_proj, rows[0] = g->Dtot, np = 1;
+        cpart[0] = l->conv_w, cbias[0] = l->conv_b;
+        if (take(ar, &Ld->in_b, g->Dtot, l->in_proj_b, e) ||
+            take(ar, &Ld->A_log, Hv, l->A_log, e) || take(ar, &Ld->dt_bias, Hv, l->dt_bias, e) ||
+            take(ar, &Ld->D, d->D_has_hdim ? vd : Hv, l->D, e) ||
+            take(ar, &Ld->o_norm, vd, l->norm_w, e) || take(ar, &Ld->out_b, C, l->out_proj_b, e))
+            return -1;
+        break;
+    }
+    if (!ar->base) return 0;
+    size_t r0 = 0;
+    for (int i = 0; i < np; i++) {
+        if (up(w_in + r0 * C, part[i], rows[i] * C, e)) return -1;
+        r0 += rows[i];
+    }
+    // the convolution streams: weights [dims, W] and biases (all streams' or none)
+    int nb = 0, ns = 0;
+    for (int s = 0; s < 3; s++)
+        if (d->conv_dims[s] > 0) ns++, nb += cbias[s] != NULL;
+    size_t c0 = 0;
+    for (int s = 0; d->use_conv && s < 3; s++) {
+        if (d->conv_dims[s] <= 0) continue;
+        if (up(cw + c0 * W, cpart[s], (size_t)d->conv_dims[s] * W, e) ||
+            (nb == ns && up(cb + c0, cbias[s], (size_t)d->conv_dims[s], e)))
+            return -1;
+        c0 += d->conv_dims[s];
+    }
+    Ld->conv_b = d->use_conv && nb == ns ? cb : NULL;
+    Ld->core = l->core, Ld->scale = l->scale, Ld->eps = l->eps;
+    return 0;
+}
+
 extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch, err *e) {
     *out = NULL;
     const gm_model_desc *d = dd;
@@ -732,18 +1058,43 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     if (d->dk < 1 || d->dk > GM_MAX_DK)
         return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
     if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
-        d->value_dim != d->Hv * d->dv)
+        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_MAMBA2 ||
+        (d->family != GM_FAM_DELTA && d->H != d->Hv) || d->family_probes < 0 ||
+        d->family_probes > GM_FAMILY_PROBES)
         return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
                        d->dk, d->dv);
+    if (d->family == GM_FAM_GLA &&
+        (d->Hkv < 1 || d->H % d->Hkv || d->gk_rank < 1 || !(d->gate_norm > 0.0f)))
+        return err_set(e, "gpu model: inconsistent gla layer (kv heads %d, rank %d)", d->Hkv,
+                       d->gk_rank);
+    if (d->family == GM_FAM_MAMBA2 && (d->n_groups < 1 || d->H % d->n_groups || d->norm_group < 1 ||
+                                       d->value_dim % d->norm_group || !d->use_conv ||
+                                       d->conv_dims[0] != d->value_dim + 2 * d->n_groups * d->dk))
+        return err_set(e, "gpu model: inconsistent mamba2 layer (groups %d)", d->n_groups);
     if (!d->embed || !d->lm_head) return err_set(e, "gpu model: no embedding or head");
     for (int li = 0; li < d->layers; li++) {
         const gm_layer_desc *l = &d->layer[li];
-        int bad = !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
-                  (d->has_decay && (!l->a_proj || !l->A_log || !l->dt_bias)) ||
-                  (d->use_beta && !l->b_proj) || (d->use_gate && !l->g_proj) ||
-                  (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
-                  (d->inter > 0 && (!l->gate_proj || !l->up_proj || !l->down_proj)) ||
-                  l->nprobes > GM_MAX_PROBES || l->core < 0 || l->core > GM_CORE_KACZMARZ;
+        int bad = l->nprobes > GM_MAX_PROBES || l->nprobes < 0 ||
+                  (d->inter > 0 && (!l->gate_proj || !l->up_proj || !l->down_proj));
+        switch (d->family) {
+        case GM_FAM_DELTA:
+            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+                   (d->has_decay && (!l->a_proj || !l->A_log || !l->dt_bias)) ||
+                   (d->use_beta && !l->b_proj) || (d->use_gate && !l->g_proj) ||
+                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) || l->core < 0 ||
+                   l->core > GM_CORE_KACZMARZ;
+            break;
+        case GM_FAM_GLA:
+            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj || !l->gk0 || !l->gk1 ||
+                   (d->use_gate && !l->g_proj) ||
+                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
+                   l->core != GM_CORE_GLA;
+            break;
+        default:
+            bad |= !l->in_proj || !l->conv_w || !l->A_log || !l->dt_bias || !l->D || !l->out_proj ||
+                   (d->use_bias && (!l->in_proj_b || !l->out_proj_b)) || l->core != GM_CORE_MAMBA2;
+            break;
+        }
         if (bad) return err_set(e, "gpu model: layer %d lacks a tensor its config implies", li);
     }
     gm_model *g = (gm_model *)calloc(1, sizeof *g);
@@ -752,12 +1103,26 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     g->d.layer = NULL;
     const int L = d->layers, C = d->hidden, kd = d->key_dim, vd = d->value_dim, Hv = d->Hv;
     const int W = d->use_conv ? d->conv_size : 1, I = d->inter, V = d->vocab, B = max_batch;
-    g->L = L, g->B = B;
-    g->C3 = 2 * kd + vd;
-    g->off_a = g->C3;
-    g->off_b = g->off_a + (d->has_decay ? Hv : 0);
-    g->off_g = g->off_b + (d->use_beta ? Hv : 0);
-    g->Dtot = g->off_g + (d->use_gate ? vd : 0);
+    g->L = L, g->B = B, g->nfam = d->family_probes;
+    g->C3 = d->conv_dims[0] + d->conv_dims[1] + d->conv_dims[2];
+    switch (d->family) {
+    case GM_FAM_DELTA:
+        g->off_a = g->C3;
+        g->off_b = g->off_a + (d->has_decay ? Hv : 0);
+        g->off_g = g->off_b + (d->use_beta ? Hv : 0);
+        g->Dtot = g->off_g + (d->use_gate ? vd : 0);
+        break;
+    case GM_FAM_GLA:
+        g->off_g = g->C3;
+        g->off_lr = g->off_g + (d->use_gate ? vd : 0);
+        g->Dtot = g->off_lr + d->gk_rank;
+        break;
+    default: // [z | xBC | dt]: the convolution reads xBC, dt lies at off_lr
+        g->conv_off = vd;
+        g->off_lr = vd + g->C3;
+        g->Dtot = g->off_lr + Hv;
+        break;
+    }
     g->nblk = (d->dv + 31) / 32;
     g->sf = (size_t)Hv * d->dk * d->dv;
     g->cf = (size_t)g->C3 * W;
@@ -769,17 +1134,16 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     g->ptot = 0;
     for (int li = 0; li < L; li++) g->ptot += d->layer[li].probe_floats;
     const int tied = d->lm_head == d->embed;
-    size_t per_layer = al64(C) + al64((size_t)g->Dtot * C) + al64(g->cf) + al64(g->C3) +
-                       3 * al64(Hv) + al64(d->dv) + al64((size_t)C * vd) + al64(C) +
-                       al64((size_t)2 * I * C) + al64((size_t)C * I);
-    size_t total = (size_t)L * per_layer + al64((size_t)V * C) * (tied ? 1 : 2) + al64(C);
     g->lay = (gm_layer_dev *)calloc((size_t)(L ? L : 1), sizeof *g->lay);
     if (!g->lay) {
         err_set(e, "out of memory");
         goto fail;
     }
-    GM_ALLOC(g->arena, total);
     {
+        gm_arena ar = {NULL, al64((size_t)V * C) * (tied ? 1 : 2) + al64(C)};
+        for (int li = 0; li < L; li++)
+            if (gm_layer_weights(g, &d->layer[li], &g->lay[li], &ar, e)) goto fail;
+        GM_ALLOC(g->arena, ar.used);
         float *p = g->arena;
         float *embed = p;
         p += al64((size_t)V * C);
@@ -791,63 +1155,11 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
             (!tied && up(head, d->lm_head, (size_t)V * C, e)) || up(norm_f, d->norm_f, C, e))
             goto fail;
         g->embed = embed, g->lm_head = head, g->norm_f = d->norm_f ? norm_f : NULL;
+        ar.base = g->arena, ar.used = (size_t)(p - g->arena);
         for (int li = 0; li < L; li++) {
             const gm_layer_desc *l = &d->layer[li];
             gm_layer_dev *Ld = &g->lay[li];
-            float *attn_norm = p;
-            p += al64(C);
-            float *w_in = p;
-            p += al64((size_t)g->Dtot * C);
-            float *conv_w = p;
-            p += al64(g->cf);
-            float *conv_b = p;
-            p += al64(g->C3);
-            float *A_log = p;
-            p += al64(Hv);
-            float *dt_bias = p;
-            p += al64(Hv);
-            float *b_bias = p;
-            p += al64(Hv);
-            float *o_norm = p;
-            p += al64(d->dv);
-            float *w_o = p;
-            p += al64((size_t)C * vd);
-            float *mlp_norm = p;
-            p += al64(C);
-            float *w_gu = p;
-            p += al64((size_t)2 * I * C);
-            float *w_down = p;
-            p += al64((size_t)C * I);
-            size_t kc = (size_t)kd * C, vc = (size_t)vd * C;
-            if (up(attn_norm, l->attn_norm, C, e) || up(w_in, l->q_proj, kc, e) ||
-                up(w_in + kc, l->k_proj, kc, e) || up(w_in + 2 * kc, l->v_proj, vc, e) ||
-                (d->has_decay && up(w_in + (size_t)g->off_a * C, l->a_proj, (size_t)Hv * C, e)) ||
-                (d->use_beta && up(w_in + (size_t)g->off_b * C, l->b_proj, (size_t)Hv * C, e)) ||
-                (d->use_gate && up(w_in + (size_t)g->off_g * C, l->g_proj, vc, e)) ||
-                up(A_log, l->A_log, Hv, e) || up(dt_bias, l->dt_bias, Hv, e) ||
-                up(b_bias, l->b_bias, Hv, e) || up(o_norm, l->o_norm, d->dv, e) ||
-                up(w_o, l->o_proj, (size_t)C * vd, e) || up(mlp_norm, l->mlp_norm, C, e))
-                goto fail;
-            if (d->use_conv &&
-                (up(conv_w, l->q_conv, (size_t)kd * W, e) ||
-                 up(conv_w + (size_t)kd * W, l->k_conv, (size_t)kd * W, e) ||
-                 up(conv_w + (size_t)2 * kd * W, l->v_conv, (size_t)vd * W, e) ||
-                 up(conv_b, l->q_conv_b, kd, e) || up(conv_b + kd, l->k_conv_b, kd, e) ||
-                 up(conv_b + 2 * kd, l->v_conv_b, vd, e)))
-                goto fail;
-            if (I > 0 && (up(w_gu, l->gate_proj, (size_t)I * C, e) ||
-                          up(w_gu + (size_t)I * C, l->up_proj, (size_t)I * C, e) ||
-                          up(w_down, l->down_proj, (size_t)C * I, e)))
-                goto fail;
-            Ld->attn_norm = l->attn_norm ? attn_norm : NULL;
-            Ld->w_in = w_in, Ld->w_o = w_o, Ld->w_gu = w_gu, Ld->w_down = w_down;
-            Ld->conv_w = conv_w;
-            Ld->conv_b = d->use_conv && l->q_conv_b && l->k_conv_b && l->v_conv_b ? conv_b : NULL;
-            Ld->A_log = A_log, Ld->dt_bias = dt_bias;
-            Ld->b_bias = l->b_bias ? b_bias : NULL;
-            Ld->o_norm = l->o_norm ? o_norm : NULL;
-            Ld->mlp_norm = l->mlp_norm ? mlp_norm : NULL;
-            Ld->core = l->core, Ld->scale = l->scale, Ld->eps = l->eps;
+            if (gm_layer_weights(g, l, Ld, &ar, e)) goto fail;
             Ld->pm.n = l->nprobes;
             Ld->pm.tok_stride = g->ptot;
             Ld->pm.layer_off = 0, Ld->pm.head_stride = 1;
@@ -878,7 +1190,15 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     GM_ALLOC(g->Hm, (size_t)B * (I > 0 ? I : 1));
     GM_ALLOC(g->logits, (size_t)B * V);
     GM_ALLOC(g->probes, (size_t)B * g->ptot + 1);
-    GM_ALLOC(g->fprobes, (size_t)B * L * GM_FAMILY_PROBES * Hv + 1);
+    GM_ALLOC(g->fprobes, (size_t)B * L * g->nfam * Hv + 1);
+    if (d->family != GM_FAM_DELTA) {
+        const int grp = d->family == GM_FAM_GLA ? d->H / d->Hkv : 1;
+        GM_ALLOC(g->Qd, (size_t)B * kd);
+        GM_ALLOC(g->Kd, (size_t)B * kd);
+        GM_ALLOC(g->Vd, (size_t)B * vd);
+        GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA ? kd : Hv));
+        GM_ALLOC(g->GKr, (size_t)B * (d->family == GM_FAM_GLA ? kd / grp : 1));
+    }
     GM_ALLOC(g->tok, 2 * (size_t)B);
     g->next = g->tok + B;
     GM_ALLOC(g->top, 3 * (size_t)B); // top, then topp and nll: one copy back
@@ -886,11 +1206,11 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     GM_ALLOC(g->part, (size_t)B * Hv * g->nblk * GM_NACC);
     GM_ALLOC(g->ws, GM_WS_BYTES);
     {
-        size_t pin = 3 * (size_t)B * 4 +
-                     ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot +
-                      (size_t)B * L * GM_FAMILY_PROBES * Hv) *
-                         4 +
-                     256;
+        size_t pin =
+            3 * (size_t)B * 4 +
+            ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot + (size_t)B * L * g->nfam * Hv) *
+                4 +
+            256;
         cudaError_t rc = cudaMallocHost(&g->pin, pin);
         if (rc != cudaSuccess) {
             g->pin = NULL;
@@ -1034,18 +1354,28 @@ extern "C" int gm_recall_fill(gm_model *g, const float *k, const float *v, int n
     return 0;
 }
 
+// Where each convolution stream's cache lies in a layer's (floats) and how long it is.
+static void gm_conv_streams(const gm_model *g, size_t off[3], size_t len[3]) {
+    const size_t W = g->d.use_conv ? g->d.conv_size : 1;
+    size_t o = 0;
+    for (int s = 0; s < 3; s++) {
+        off[s] = o, len[s] = (size_t)g->d.conv_dims[s] * W;
+        o += len[s];
+    }
+}
+
 extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
     if (gm_ring_clear(g, e)) return -1; // a new position: the window's keys are not the state's
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
-    const size_t kd = g->d.key_dim, W = g->d.use_conv ? g->d.conv_size : 1;
-    const size_t soff[3] = {0, kd * W, 2 * kd * W}, sn[3] = {kd * W, kd * W, g->d.value_dim * W};
+    size_t soff[3], sn[3];
+    gm_conv_streams(g, soff, sn);
     for (int li = 0; li < g->L; li++) {
         if (state && state[li])
             CUDA_TRY(cudaMemcpy(g->state + (size_t)li * g->sf, state[li], g->sf * sizeof(float),
                                 cudaMemcpyHostToDevice),
                      "gpu model: state upload");
         for (int s = 0; g->d.use_conv && conv && s < 3; s++)
-            if (conv[3 * li + s])
+            if (conv[3 * li + s] && sn[s])
                 CUDA_TRY(cudaMemcpy(g->conv + (size_t)li * g->cf + soff[s], conv[3 * li + s],
                                     sn[s] * sizeof(float), cudaMemcpyHostToDevice),
                          "gpu model: cache upload");
@@ -1055,15 +1385,15 @@ extern "C" int gm_upload(gm_model *g, const float *const *state, const float *co
 
 extern "C" int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
-    const size_t kd = g->d.key_dim, W = g->d.use_conv ? g->d.conv_size : 1;
-    const size_t soff[3] = {0, kd * W, 2 * kd * W}, sn[3] = {kd * W, kd * W, g->d.value_dim * W};
+    size_t soff[3], sn[3];
+    gm_conv_streams(g, soff, sn);
     for (int li = 0; li < g->L; li++) {
         if (state && state[li])
             CUDA_TRY(cudaMemcpy(state[li], g->state + (size_t)li * g->sf, g->sf * sizeof(float),
                                 cudaMemcpyDeviceToHost),
                      "gpu model: state download");
         for (int s = 0; g->d.use_conv && conv && s < 3; s++)
-            if (conv[3 * li + s])
+            if (conv[3 * li + s] && sn[s])
                 CUDA_TRY(cudaMemcpy(conv[3 * li + s], g->conv + (size_t)li * g->cf + soff[s],
                                     sn[s] * sizeof(float), cudaMemcpyDeviceToHost),
                          "gpu model: cache download");
@@ -1107,7 +1437,7 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
     const int V = g->d.vocab, pon = out->probes || out->fprobes;
     const int kvm = out->k || out->v || out->recall, rec = out->recall != NULL;
     const int mode = (pon ? GM_M_PROBES : 0) | (kvm ? GM_M_KV : 0) | (rec ? GM_M_RECALL : 0);
-    const size_t nfp = (size_t)g->L * GM_FAMILY_PROBES * g->d.Hv;
+    const size_t nfp = (size_t)g->L * g->nfam * g->d.Hv;
     const size_t lh = (size_t)g->L * g->d.Hv, nk = lh * g->d.dk, nv = lh * g->d.dv;
     const size_t nr = lh * GM_RECALL_W;
     if (kvm && gm_recall_alloc(g, rec, e)) return -1;

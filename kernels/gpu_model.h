@@ -1,6 +1,7 @@
 /* gpu_model.h: the device side of the GPU-resident model stepper (models/model_gpu.h) for the
  * delta-rule layer family (gated_deltanet, delta_net, kaczmarz_deltanet; cores gdn, deltanet,
- * kaczmarz). kernels/ knows no models/ types: models/model_gpu.c describes the model with the plain
+ * kaczmarz) and the decayed linear-attention families (gla with core gla, mamba2 with core
+ * mamba2). kernels/ knows no models/ types: models/model_gpu.c describes the model with the plain
  * structs below (dimensions, flags and host weight pointers) and kernels/gpu_model.cu uploads and
  * runs it.
  *
@@ -24,15 +25,48 @@
 extern "C" {
 #endif
 
-enum { GM_CORE_GDN = 0, GM_CORE_DELTANET = 1, GM_CORE_KACZMARZ = 2 };
+enum { GM_CORE_GDN = 0, GM_CORE_DELTANET = 1, GM_CORE_KACZMARZ = 2, GM_CORE_GLA, GM_CORE_MAMBA2 };
+/* Layer families: models/layer_gdn.c, layer_gla.c, layer_mamba2.c. */
+enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2 };
 /* Feature maps, numbered as models/blocks.h's blk_act. */
 enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
 /* The largest key width the core kernel holds (8 row groups of 32 rows). */
-enum { GM_MAX_DK = 256, GM_MAX_PROBES = 32, GM_FAMILY_PROBES = 4 };
+enum { GM_MAX_DK = 256, GM_MAX_PROBES = 32, GM_FAMILY_PROBES = 4 /* the most of any family */ };
+/* The values gla's and mamba2's probes are read from (gm_layer_desc.probe_map; -1: NaN): the
+ * decay statistics of gla (over dk) and mamba2 (the head's one decay), then linear_decay.h's
+ * shared probes. */
+enum {
+    LDP_G_MIN,
+    LDP_G_MEAN,
+    LDP_G_MAX,
+    LDP_ALPHA_MIN,
+    LDP_ALPHA_MEAN,
+    LDP_ALPHA_MAX,
+    LDP_HALF_LIFE_MIN,
+    LDP_HALF_LIFE_MEAN,
+    LDP_HALF_LIFE_MAX,
+    LDP_G,
+    LDP_ALPHA,
+    LDP_HALF_LIFE,
+    LDP_Q_NORM,
+    LDP_K_NORM,
+    LDP_V_NORM,
+    LDP_WRITE_NORM,
+    LDP_E_NORM,
+    LDP_E_REL,
+    LDP_FORGET_REMOVED,
+    LDP_STATE_NORM,
+    LDP_O_NORM,
+    LDP_COUNT
+};
+
 /* The readback window of gm_outputs.recall (viz/recall.h's RECALL_WINDOW). */
 enum { GM_RECALL_W = 256 };
 
-/* One layer: host fp32 weights in fla's shapes (NULL where the config has none) and its core. */
+/* One layer: host fp32 weights in fla's shapes (NULL where the config has none) and its core.
+ * The delta family fills the first block; gla q/k/v/g_proj (k and v [kd/g, C], [vd/g, C] for
+ * g = H / Hkv), the convolutions, gk0 / gk1 / gk1_b, o_norm, o_proj and the MLP; mamba2 in_proj
+ * (and its bias), conv_w / conv_b, A_log, dt_bias, D, norm_w, out_proj (and its bias). */
 typedef struct gm_layer_desc {
     const float *attn_norm;                                  /* [C] */
     const float *q_proj, *k_proj, *v_proj;                   /* [kd, C], [kd, C], [vd, C] */
@@ -42,21 +76,42 @@ typedef struct gm_layer_desc {
     const float *q_conv_b, *k_conv_b, *v_conv_b;             /* [D] */
     const float *o_norm, *o_proj;                            /* [dv], [C, vd] */
     const float *mlp_norm, *gate_proj, *up_proj, *down_proj; /* [C], [I, C], [I, C], [C, I] */
-    int core;                                                /* GM_CORE_* */
-    float scale, eps; /* the core's query scale; Kaczmarz's eps */
+    const float *gk0, *gk1, *gk1_b;     /* gla: [rank, C], [kd/g, rank], [kd/g] */
+    const float *in_proj, *in_proj_b;   /* mamba2: [2 di + 2 G N + H, C], [..] */
+    const float *conv_w, *conv_b;       /* mamba2: [di + 2 G N, 1, W], [di + 2 G N] */
+    const float *D, *norm_w;            /* mamba2: [H] or [di], [di] */
+    const float *out_proj, *out_proj_b; /* mamba2: [C, di], [C] */
+    int core;                           /* GM_CORE_* */
+    float scale, eps;                   /* the core's query scale; Kaczmarz's eps */
     /* the core's probes in the CPU layout: probe p (of nprobes) of head h goes to offset
      * probe_off[p] + h of the layer's block of probe_floats; probe_map[p] is its GDP_* value
-     * (kernels/gpu.h), -1 for NaN */
+     * (kernels/gpu.h; gla and mamba2: LDP_*), -1 for NaN */
     int nprobes, probe_floats;
     int probe_map[GM_MAX_PROBES], probe_off[GM_MAX_PROBES];
 } gm_layer_desc;
 
+/* The model. The delta family: H key heads of dk, Hv value heads of dv (Hv a multiple of H),
+ * key_dim = H dk, value_dim = Hv dv. gla and mamba2: H = Hv heads; key_dim = H dk (gla: the
+ * query projection, mamba2: H state_size), value_dim = H dv (mamba2: d_inner). conv_dims: the
+ * channels of each convolution stream (delta: q, k, v; gla: q, k, v of the kv heads; mamba2: xBC
+ * alone), their caches one after the other per layer. family_probes: the family's probes
+ * (family.h) per layer and head in fprobes. */
 typedef struct gm_model_desc {
+    int family;                       /* GM_FAM_* */
     int layers, hidden, vocab, inter; /* inter 0: no MLP */
     int H, Hv, dk, dv, key_dim, value_dim;
-    int use_conv, conv_size;
+    int use_conv, conv_size, conv_dims[3];
     int use_gate, has_decay, use_beta, allow_neg, qk_act, qk_sum_norm;
+    int family_probes;
     float norm_eps;
+    /* gla: kv heads, the gate's low rank, feature_map (GM_ACT_*), the decay's normaliser and
+     * lower clamp */
+    int Hkv, gk_rank, feature_map, has_clamp;
+    float gate_norm, clamp_min;
+    /* mamba2: groups (n_groups), the D skip per channel, biases on in_proj / out_proj, dt's
+     * clamp, the gated norm's group */
+    int n_groups, D_has_hdim, use_bias, norm_group;
+    float dt_lo, dt_hi;
     const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
     const gm_layer_desc *layer;            /* [layers] */
 } gm_model_desc;
@@ -69,8 +124,8 @@ int gm_compiled(void);
  * States and caches start at zero. */
 int gm_create(gm_model **out, const gm_model_desc *d, int max_batch, err *e);
 void gm_destroy(gm_model *g);
-/* Per layer: state [H_v dk dv] and the convolution caches of q, k, v ([key_dim, W], [key_dim, W],
- * [value_dim, W]; conv[3 li + s], NULL without convolution). */
+/* Per layer: state [H_v dk dv] and the convolution caches of the streams ([conv_dims[s], W];
+ * conv[3 li + s], NULL without convolution or without that stream). */
 int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e);
 int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
 

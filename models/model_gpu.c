@@ -1,7 +1,8 @@
 /* model_gpu.c: the host side of the GPU-resident stepper (model_gpu.h): which models it takes, and
  * the model described to kernels/gpu_model.cu as plain dimensions and host weight pointers. The
  * probe layout is the CPU's: each core probe is matched by name to the GPU's delta-family probes
- * (kernels/gpu.h's GDP_*, the definitions of mixers/delta_rule.h) and placed at
+ * (kernels/gpu.h's GDP_*, the definitions of mixers/delta_rule.h) or decayed linear-attention
+ * probes (kernels/gpu_model.h's LDP_*, mixers/gla.c, mamba2.c, linear_decay.h) and placed at
  * mixer_probe_offset. */
 #include "model_gpu.h"
 
@@ -32,13 +33,38 @@ static const char *const GDP_NAMES[GDP_COUNT] = {
     "loss_before", "loss_after", "write_norm", "state_norm", "forget_removed", "erase_removed",
     "o_norm"};
 
-/* GM_CORE_* of a registered delta-family core, or -1. */
+/* The same for gla and mamba2, in LDP_* order. */
+static const char *const LDP_NAMES[LDP_COUNT] = {
+    "g_min",          "g_mean",         "g_max",         "alpha_min",  "alpha_mean", "alpha_max",
+    "half_life_min",  "half_life_mean", "half_life_max", "g",          "alpha",      "half_life",
+    "q_norm",         "k_norm",         "v_norm",        "write_norm", "e_norm",     "e_rel",
+    "forget_removed", "state_norm",     "o_norm"};
+
+/* GM_CORE_* of a registered core the stepper runs, or -1. */
 static int core_of(const mixer_ops *mx) {
-    static const char *const names[3] = {"gdn", "deltanet", "kaczmarz"};
-    static const int cores[3] = {GM_CORE_GDN, GM_CORE_DELTANET, GM_CORE_KACZMARZ};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[5] = {"gdn", "deltanet", "kaczmarz", "gla", "mamba2"};
+    static const int cores[5] = {GM_CORE_GDN, GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
+                                 GM_CORE_MAMBA2};
+    for (int i = 0; i < 5; i++)
         if (mx && !strcmp(mx->name, names[i]) && mixer_find(names[i]) == mx) return cores[i];
     return -1;
+}
+
+/* GM_FAM_* of a model kind the stepper runs, or -1; its layers' cores in *core_lo..core_hi. */
+static int family_gm(const model_config *c, int *core_lo, int *core_hi) {
+    if (c->family == FAM_GDN && (c->kind == MK_GATED_DELTANET || c->kind == MK_DELTA_NET ||
+                                 c->kind == MK_KACZMARZ_DELTANET)) {
+        *core_lo = GM_CORE_GDN, *core_hi = GM_CORE_KACZMARZ;
+        return GM_FAM_DELTA;
+    }
+    if (c->family == FAM_GLA) return *core_lo = *core_hi = GM_CORE_GLA, GM_FAM_GLA;
+    if (c->family == FAM_MAMBA2) return *core_lo = *core_hi = GM_CORE_MAMBA2, GM_FAM_MAMBA2;
+    return -1;
+}
+
+/* The probes the family's kernels compute: GDP_* for the delta family, LDP_* otherwise. */
+static int gm_family_probes(int fam) {
+    return fam == GM_FAM_DELTA ? 4 : fam == GM_FAM_GLA ? 2 : 1;
 }
 
 static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -57,32 +83,35 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
     if (!gm_compiled()) return say(why, n, "no GPU in this build (built with CUDA=0)");
     if (!m) return say(why, n, "no model");
     const model_config *c = &m->c;
-    if (c->family != FAM_GDN || (c->kind != MK_GATED_DELTANET && c->kind != MK_DELTA_NET &&
-                                 c->kind != MK_KACZMARZ_DELTANET))
+    int lo = 0, hi = 0, fam = family_gm(c, &lo, &hi);
+    if (fam < 0)
         return say(why, n,
-                   "%s models do not step resident on the GPU (gated_deltanet, delta_net and "
-                   "kaczmarz_deltanet do)",
+                   "%s models do not step resident on the GPU (gated_deltanet, delta_net, "
+                   "kaczmarz_deltanet, gla and mamba2 do)",
                    model_kind_name(c->kind));
-    if (family_of(c->family)->nprobes != GM_FAMILY_PROBES)
+    if (family_of(c->family)->nprobes != gm_family_probes(fam))
         return say(why, n, "the %s layers' probes are not the GPU stepper's",
                    model_kind_name(c->kind));
-    if (c->dk < 1 || c->dk > GM_MAX_DK)
-        return say(why, n, "key heads of width %d (the GPU stepper holds up to %d)", c->dk,
-                   GM_MAX_DK);
+    int kw = fam == GM_FAM_MAMBA2 ? c->d_state : c->dk;
+    if (kw < 1 || kw > GM_MAX_DK)
+        return say(why, n, "key heads of width %d (the GPU stepper holds up to %d)", kw, GM_MAX_DK);
     for (int li = 0; li < c->layers; li++) {
         const layer *L = &m->layers[li];
-        if (core_of(L->mx) < 0)
+        int core = core_of(L->mx);
+        if (L->cfg && L->cfg->family != c->family)
             return say(why, n,
-                       "layer %d: the %s core does not step resident on the GPU (gdn, deltanet "
-                       "and kaczmarz do)",
-                       li, L->mx ? L->mx->name : "(none)");
-        if (L->mc.H != c->Hv || L->mc.dk != c->dk || L->mc.dv != c->dv)
+                       "layer %d: a layer of another family (hybrid models step on the CPU)", li);
+        if (core < lo || core > hi)
+            return say(why, n, "layer %d: a %s layer with the %s core does not step on the GPU", li,
+                       model_kind_name(c->kind), L->mx ? L->mx->name : "(none)");
+        if (L->mc.H != c->Hv || L->mc.dk != kw || L->mc.dv != c->dv)
             return say(why, n, "layer %d: the core's heads are not the layer's", li);
         if (L->mx->nprobes > GM_MAX_PROBES)
             return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
     }
     char dev[256];
-    if (c->raw_keys) return say(why, n, "l2norm_keys=false (the GPU stepper normalises keys)");
+    if (fam == GM_FAM_DELTA && c->raw_keys)
+        return say(why, n, "l2norm_keys=false (the GPU stepper normalises keys)");
     if (!gpu_available(dev, sizeof dev)) return say(why, n, "%s", dev);
     say(why, n, "%s", dev);
     return 1;
@@ -101,6 +130,10 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->o_norm = L->o_norm, x->o_proj = L->o_proj;
     x->mlp_norm = L->mlp_norm, x->gate_proj = L->gate_proj, x->up_proj = L->up_proj;
     x->down_proj = L->down_proj;
+    x->gk0 = L->gk0, x->gk1 = L->gk1, x->gk1_b = L->gk1_b;
+    x->in_proj = L->in_proj, x->in_proj_b = L->in_proj_b;
+    x->conv_w = L->conv_w, x->conv_b = L->conv_b;
+    x->D = L->D, x->norm_w = L->norm_w, x->out_proj = L->out_proj, x->out_proj_b = L->out_proj_b;
     x->core = core_of(L->mx);
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
@@ -109,8 +142,13 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
         x->probe_map[p] = -1;
         x->probe_off[p] = (int)mixer_probe_offset(L->mx, &L->mc, p);
         if (L->mx->probes[p].width != W_1) continue;
-        for (int k = 0; k < GDP_COUNT; k++)
-            if (!strcmp(L->mx->probes[p].name, GDP_NAMES[k])) x->probe_map[p] = k;
+        if (x->core <= GM_CORE_KACZMARZ) {
+            for (int k = 0; k < GDP_COUNT; k++)
+                if (!strcmp(L->mx->probes[p].name, GDP_NAMES[k])) x->probe_map[p] = k;
+        } else {
+            for (int k = 0; k < LDP_COUNT; k++)
+                if (!strcmp(L->mx->probes[p].name, LDP_NAMES[k])) x->probe_map[p] = k;
+        }
     }
 }
 
@@ -140,8 +178,11 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         describe_layer(m, &m->layers[li], &ld[li]);
         g->pfloats += (size_t)ld[li].probe_floats;
     }
-    g->fpfloats = (size_t)nl * GM_FAMILY_PROBES * (size_t)c->Hv;
+    int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
+    g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;
     gm_model_desc d = {
+        .family = fam,
+        .family_probes = nfam,
         .layers = nl,
         .hidden = c->hidden,
         .vocab = c->vocab,
@@ -166,6 +207,23 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         .lm_head = m->lm_head,
         .layer = ld,
     };
+    if (fam == GM_FAM_DELTA) {
+        d.conv_dims[0] = d.conv_dims[1] = c->key_dim, d.conv_dims[2] = c->value_dim;
+    } else if (fam == GM_FAM_GLA) {
+        int grp = c->H / c->Hkv;
+        d.use_gate = c->use_output_gate, d.has_decay = 1, d.use_beta = 0;
+        d.Hkv = c->Hkv, d.gk_rank = c->gk_rank, d.feature_map = c->feature_map;
+        d.has_clamp = c->has_clamp, d.gate_norm = c->gate_norm, d.clamp_min = c->clamp_min;
+        d.conv_dims[0] = c->key_dim, d.conv_dims[1] = c->key_dim / grp;
+        d.conv_dims[2] = c->value_dim / grp;
+    } else { /* mamba2: H heads of state_size keys and head_dim values, d_inner = H head_dim */
+        d.H = d.Hv = c->H, d.dk = c->d_state, d.dv = c->dv;
+        d.key_dim = c->H * c->d_state, d.value_dim = c->d_inner;
+        d.use_conv = 1, d.use_gate = 0, d.has_decay = 1, d.use_beta = 0;
+        d.n_groups = c->n_groups, d.D_has_hdim = c->D_has_hdim, d.use_bias = c->use_bias;
+        d.norm_group = c->norm_group, d.dt_lo = c->dt_lo, d.dt_hi = c->dt_hi;
+        d.conv_dims[0] = c->d_inner + 2 * c->n_groups * c->d_state;
+    }
     int rc = gm_create(&g->k, &d, max_batch, e);
     free(ld);
     if (rc || model_gpu_upload(g, m, e)) {

@@ -1,7 +1,9 @@
 /* model_gpu.h: a model stepped token by token with everything resident on the GPU: weights (fp32),
  * every layer's state and convolution caches, and the buffers of up to max_batch tokens per call.
- * For the delta-rule layer family: model types gated_deltanet, delta_net and kaczmarz_deltanet,
- * every layer's core gdn, deltanet or kaczmarz (a swapped core too), key heads up to 256 wide.
+ * For the delta-rule layer family (model types gated_deltanet, delta_net and kaczmarz_deltanet,
+ * every layer's core gdn, deltanet or kaczmarz, a swapped core too) and the decayed
+ * linear-attention families (gla with its gla core, mamba2 with its mamba2 core); key heads (gla:
+ * head_dim, mamba2: state_size) up to 256 wide. Other families and hybrids step on the CPU.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs

@@ -321,7 +321,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static model *step_model(const char *spec, err *e) {
+static model *step_model(const char *mixer, const char *spec, err *e) {
     char buf[512], *argv[OPTS_MAX];
     int argc = 0;
     snprintf(buf, sizeof buf, "%s", spec);
@@ -329,7 +329,7 @@ static model *step_model(const char *spec, err *e) {
     opts o;
     model *m = NULL;
     if (opts_parse(&o, argc, argv, e)) return NULL;
-    if (model_random(&m, "gdn", &o, e)) m = NULL;
+    if (model_random(&m, mixer, &o, e)) m = NULL;
     opts_free(&o);
     return m;
 }
@@ -422,10 +422,10 @@ static void bench_engine(model *m, int T, double floor_ms, err *e) {
     free(ids);
 }
 
-static void bench_step_model(const char *label, const char *spec, int variants, int engine_tokens,
-                             double bw, err *e) {
+static void bench_step_model(const char *label, const char *mixer, const char *spec, int variants,
+                             int engine_tokens, double bw, err *e) {
     double t0 = now_ms();
-    model *m = step_model(spec, e);
+    model *m = step_model(mixer, spec, e);
     if (!m) {
         printf("%s: %s\n", label, e->msg);
         return;
@@ -562,11 +562,16 @@ static void bench_step(double bw, err *e) {
         "asked;\nfloor = fp32 weights read once (not the embedding table) + states read and "
         "written, per token,\nover the measured copy bandwidth; medians of 15 (64-token) or 64 "
         "calls, wall clock\n");
-    bench_step_model("gated_deltanet 4 x 1024",
+    bench_step_model("gated_deltanet 4 x 1024", "gdn",
                      "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 1, 1024, bw, e);
-    bench_step_model("gated_deltanet 340M class",
+    bench_step_model("gated_deltanet 340M class", "gdn",
                      "layers=24 hidden=1024 heads=4 head_dim=256 expand_v=2 vocab=32000", 0, 512,
                      bw, e);
+    bench_step_model("gla 4 x 1024", "gla", "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000",
+                     0, 1024, bw, e);
+    bench_step_model("mamba2 4 x 1024", "mamba2",
+                     "layers=4 hidden=1024 heads=32 head_dim=64 state_size=128 vocab=32000", 0,
+                     1024, bw, e);
 }
 
 int main(void) {

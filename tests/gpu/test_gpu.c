@@ -6,8 +6,9 @@
  * are rounded to bf16 before the fp32 arithmetic). Prints one line per case and ends with
  * "gpu: N passed, M failed". Exits 0 without running anything when there is no GPU.
  *
- * The GPU-resident model stepper (models/model_gpu.h) steps random models of the delta family 100
- * tokens in calls of 1 to 32 tokens against model_step on the CPU: logits (< 1e-4 relative), every
+ * The GPU-resident model stepper (models/model_gpu.h) steps random models of the delta family, gla
+ * and mamba2 100 tokens in calls of 1 to 32 tokens against model_step on the CPU: logits (< 1e-4
+ * relative), every
  * core and family probe (|gpu - cpu| < 1e-3 |cpu| or < 1e-5), states (< 1e-4), the head's argmax,
  * probability and nll, a download followed by CPU stepping and an upload followed by GPU stepping.
  * MIXSCOPE_GPU_ONLY=model runs only those cases. */
@@ -855,7 +856,22 @@ static void test_model_gpu_all(void) {
                    "layers=2 hidden=128 heads=2 head_dim=64 vocab=512 seed=8", "kaczmarz");
     test_model_gpu("model_gpu gdn + swap all deltanet", "gdn",
                    "layers=2 hidden=128 heads=2 head_dim=64 vocab=512 seed=9", "deltanet");
-    test_model_gpu_unsupported("gla", "layers=1 hidden=64 vocab=100");
+    test_model_gpu("model_gpu gla L2 C128 H2 dk32", "gla",
+                   "layers=2 hidden=128 heads=2 head_dim=32 vocab=512 seed=11", NULL);
+    test_model_gpu("model_gpu gla GQA relu, no conv, no gate, clamp", "gla",
+                   "layers=2 hidden=128 heads=4 head_dim=32 num_kv_heads=2 feature_map=relu "
+                   "use_short_conv=false use_output_gate=false clamp_min=-0.05 vocab=300 seed=12",
+                   NULL);
+    test_model_gpu("model_gpu gla C256 H1 dk128 conv bias", "gla",
+                   "layers=1 hidden=256 heads=1 head_dim=128 conv_bias=true vocab=300 seed=13",
+                   NULL);
+    test_model_gpu("model_gpu mamba2 C64 H4 P32 N16", "mamba2",
+                   "layers=2 hidden=64 heads=4 head_dim=32 vocab=300 seed=14", NULL);
+    test_model_gpu("model_gpu mamba2 groups2 N64 biases D per channel", "mamba2",
+                   "layers=2 hidden=64 heads=4 head_dim=32 n_groups=2 state_size=64 "
+                   "use_bias=true D_has_hdim=true vocab=300 seed=15",
+                   NULL);
+    test_model_gpu_unsupported("kalman", "layers=1 hidden=64 vocab=100");
     test_model_gpu_unsupported("softmax", "layers=1 hidden=64 vocab=100");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
 }
