@@ -307,7 +307,7 @@ int main(void) {
     test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5", 1);
     test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6", 1);
     test_model("mamba2", "layers=2 hidden=64 heads=4 head_dim=32 vocab=256 seed=8", 1);
-    test_model("kalman", "layers=1 hidden=64 heads=2 head_dim=32 vocab=256 seed=9", 0);
+    test_model("kalman", "layers=1 hidden=64 vocab=256 seed=9", 0);
     /* a hybrid (fla's attn key): the attention layer's softmax core keeps it off the resident
      * stepper, so it steps on the cpu under device gpu, the cores on the gpu where they can */
     test_model("gdn",
