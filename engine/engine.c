@@ -13,6 +13,7 @@
 #include "../mixers/record.h"
 #include "../models/arith.h"
 #include "../models/model.h"
+#include "../models/model_gpu.h"
 #include "../models/tokenizer.h"
 #include "../viz/recall.h"
 #include "internal.h"
@@ -101,6 +102,8 @@ static int rewind_model(engine *g, err *e) {
     if (!g->model) return 0;
     int cap = g->ntokens > ENGINE_MIN_MAX_T ? g->ntokens : ENGINE_MIN_MAX_T;
     if (model_reset(g->model, cap, e)) return -1;
+    /* a KV cache of another capacity: the GPU copy is made again when next needed */
+    if (g->gm && !model_gpu_matches(g->gm, g->model)) engine_gpu_drop(g);
     if (g->gm) g->gm_where = ENGINE_GM_CPU_AHEAD; /* uploaded before the GPU's next step */
     engine_iv_rewind(g);
     return engine_iv_apply_at(g, 0, e);

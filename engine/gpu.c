@@ -133,11 +133,11 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         g->gm_where = ENGINE_GM_SYNC;
     }
     int want_core = !(m->rec_skip & MODEL_REC_CORE), want_fam = !(m->rec_skip & MODEL_REC_FAMILY),
-        want_state = !(m->rec_skip & MODEL_REC_STATE);
+        want_state = !(m->rec_skip & MODEL_REC_STATE) && model_gpu_has_readback(g->gm);
     /* what the CPU path's layer hook records: k and v whenever anything is, the readback picture
      * where engine_recall_at says so */
     int want_kv = g->probes.mode != ENGINE_PROBES_NONE,
-        want_recall = engine_probe_wanted(g, "recall");
+        want_recall = engine_probe_wanted(g, "recall") && model_gpu_has_readback(g->gm);
     const mixer_cfg *c0 = &m->layers[0].mc;
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
     size_t rf = (size_t)layers * c0->H * W;

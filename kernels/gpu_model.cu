@@ -37,11 +37,20 @@
 
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
 
+// kernels/attention.cu: RoPE (the core's own, when asked) and the cache write of T tokens
+extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
+                             int max_t, int bf16, const void *q, const void *r, const void *k,
+                             const void *v, float *cache, float *qo, float *ro, void *stream,
+                             err *e);
+
 struct gm_layer_dev {
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
     const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
     const float *gk1, *gk1_b;      // gla: the decay's second product and its bias
     const float *in_b, *D, *out_b; // mamba2: in_proj's bias, the D skip, out_proj's bias
+    const float *qn, *kn, *rn;     // attention: the per-head norms' weights of q, k, r
+    int window, core_rope;         // attention: the core's window and own RoPE
+    float core_theta;
     int core;
     float scale, eps;
     gm_probe_map pm;
@@ -63,6 +72,10 @@ struct gm_model {
     // gla and mamba2: the core's inputs per head [B, H, dk], [B, H, dk], [B, H, dv], the
     // log-decays [B, H, dk] (gla) or [B, H] (mamba2), gla's decay product [B, kd / g]
     float *Qd, *Kd, *Vd, *Gd, *GKr;
+    // attention: r per head [B, H, d] (parallax), q and r as the decode reads them, its scratch
+    float *Rd, *Qo, *Ro;
+    char *ascr;
+    int pos, has_r; // the next token's position; the in-projection holds r_proj
     int32_t *tok, *next, *top;
     double *part;
     char *ws;
@@ -546,6 +559,79 @@ __global__ void __launch_bounds__(256) gm_m2_post(gm_m2_post_args a) {
     }
 }
 
+// ---- attention (layer_attn.c's prep)
+
+struct gm_attn_args {
+    int H, Hkv, d, C, kv, Dtot, qk_norm, rope, has_r, r_zero, pos0;
+    float theta;
+    const float *P, *qn, *kn, *rn;
+    float *Qd, *Kd, *Vd, *Rd;
+};
+
+// One block per token, a warp per head of q, k, v (and r): the per-head RMSNorm of q, k, r (eps
+// 1e-5, sum in double: blk_rmsnorm), rotate-half RoPE at the token's position with the angles
+// in float as blk_rope takes them, and the kv heads repeated to the query heads.
+__global__ void __launch_bounds__(256) gm_attn_prep(gm_attn_args a) {
+    const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5, d = a.d, half = d / 2, grp = a.H / a.Hkv, pos = a.pos0 + t;
+    const int nr = a.has_r || a.r_zero ? a.H : 0, tasks = a.H + 2 * a.Hkv + nr;
+    const float *Pt = a.P + (size_t)t * a.Dtot;
+    const size_t row = (size_t)t * a.H * d;
+    for (int task = warp; task < tasks; task += nw) {
+        int kind, h; // 0 q, 1 k, 2 v, 3 r
+        if (task < a.H)
+            kind = 0, h = task;
+        else if (task < a.H + a.Hkv)
+            kind = 1, h = task - a.H;
+        else if (task < a.H + 2 * a.Hkv)
+            kind = 2, h = task - a.H - a.Hkv;
+        else
+            kind = 3, h = task - a.H - 2 * a.Hkv;
+        if (kind == 2) { // v: the kv head copied to its query heads
+            const float *src = Pt + a.C + a.kv + (size_t)h * d;
+            for (int r = 0; r < grp; r++)
+                for (int i = lane; i < d; i += 32)
+                    a.Vd[row + (size_t)(h * grp + r) * d + i] = src[i];
+            continue;
+        }
+        if (kind == 3 && a.r_zero) { // a parallax core without r_proj: r = 0 (softmax)
+            for (int i = lane; i < d; i += 32) a.Rd[row + (size_t)h * d + i] = 0.0f;
+            continue;
+        }
+        const float *src = Pt + (kind == 0   ? (size_t)h * d
+                                 : kind == 1 ? a.C + (size_t)h * d
+                                             : a.C + 2 * (size_t)a.kv + (size_t)h * d);
+        const float *w = kind == 0 ? a.qn : kind == 1 ? a.kn : a.rn;
+        float rstd = 1.0f;
+        if (a.qk_norm) {
+            double ss = 0.0;
+            for (int i = lane; i < d; i += 32) ss += (double)src[i] * (double)src[i];
+            ss = warp_sum(ss);
+            rstd = (float)(1.0 / sqrt(ss / d + (double)1e-5f));
+        }
+        auto val = [&](int i) {
+            return a.qk_norm ? __fmul_rn(src[i], rstd) * (w ? w[i] : 1.0f) : src[i];
+        };
+        for (int r = 0; r < (kind == 1 ? grp : 1); r++) {
+            float *dst = kind == 0   ? a.Qd + row + (size_t)h * d
+                         : kind == 1 ? a.Kd + row + (size_t)(h * grp + r) * d
+                                     : a.Rd + row + (size_t)h * d;
+            if (a.rope) {
+                for (int i = lane; i < half; i += 32) {
+                    const float ex = (float)(2 * i) / (float)d;
+                    const float inv = 1.0f / powf(a.theta, ex), ang = (float)pos * inv;
+                    const float c = cosf(ang), sn = sinf(ang), x0 = val(i), x1 = val(i + half);
+                    dst[i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+                    dst[i + half] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn));
+                }
+                for (int i = 2 * half + lane; i < d; i += 32) dst[i] = val(i);
+            } else {
+                for (int i = lane; i < d; i += 32) dst[i] = val(i);
+            }
+        }
+    }
+}
+
 // Y[t, i] += b[i] (mamba2's in_proj and out_proj biases).
 __global__ void gm_bias(int n, int D, int ldy, const float *__restrict__ b, float *__restrict__ Y) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -740,6 +826,20 @@ static int gm_core_recall(gm_model *g, int li, int n, bool pon, err *e) {
     return 0;
 }
 
+// Layer li's MLP (when the model has one): x += W_down (SiLU(W_gate xn) * W_up xn).
+static int gm_mlp(gm_model *g, int li, int n, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden, I = d->inter;
+    if (I <= 0) return 0;
+    gm_rmsnorm<<<n, 256, 0, g->st>>>(C, d->norm_eps, g->x, Ld->mlp_norm, g->xn);
+    CUDA_LAUNCHED("gpu model: rmsnorm");
+    if (gm_gemm(g, n, 2 * I, C, Ld->w_gu, g->xn, C, g->GU, 2 * I, 0, e)) return -1;
+    gm_swiglu<<<(unsigned)(((size_t)n * I + 255) / 256), 256, 0, g->st>>>(n, I, g->GU, g->Hm);
+    CUDA_LAUNCHED("gpu model: swiglu");
+    return gm_gemm(g, n, C, I, Ld->w_down, g->Hm, I, g->x, C, 1, e);
+}
+
 // The delta family's layer up to the core's inputs: in-projection, convolution, gates and norms.
 static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
     const gm_model_desc *d = &g->d;
@@ -818,6 +918,51 @@ static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, er
     return 0;
 }
 
+// An attention layer up to the core's inputs: [q | k | v | r] in one product (+ biases), then the
+// per-head rows (gm_attn_prep).
+static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden;
+    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+    if (Ld->in_b) {
+        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
+            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
+        CUDA_LAUNCHED("gpu model: bias");
+    }
+    gm_attn_args aa;
+    aa.H = d->Hv, aa.Hkv = d->Hkv, aa.d = d->dk, aa.C = d->key_dim, aa.kv = d->Hkv * d->dk;
+    aa.Dtot = g->Dtot, aa.qk_norm = d->qk_norm, aa.rope = d->rope, aa.theta = d->rope_theta;
+    aa.has_r = Ld->core == GM_CORE_PARALLAX && g->has_r;
+    aa.r_zero = Ld->core == GM_CORE_PARALLAX && !g->has_r, aa.pos0 = g->pos;
+    aa.P = g->P, aa.qn = Ld->qn, aa.kn = Ld->kn, aa.rn = Ld->rn;
+    aa.Qd = g->Qd, aa.Kd = g->Kd, aa.Vd = g->Vd, aa.Rd = g->Rd;
+    gm_attn_prep<<<n, 256, 0, g->st>>>(aa);
+    CUDA_LAUNCHED("gpu model: attention inputs");
+    return 0;
+}
+
+// An attention layer's core: the n tokens' keys and values into the cache (slots pos .. pos + n -
+// 1, with the core's own RoPE when it has one), then one decode a token (kernels/attention.cu,
+// the lanes' step), its probes straight into the CPU layout ([probe][H] at the layer's offset).
+static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int H = d->Hv, dh = d->dk, plx = Ld->core == GM_CORE_PARALLAX;
+    const size_t row = (size_t)H * dh;
+    float *cache = g->state + (size_t)li * g->sf;
+    if (gpu_attn_prep(n, H, dh, dh, g->pos, Ld->core_rope, Ld->core_theta, d->max_t, 0, g->Qd,
+                      plx ? g->Rd : NULL, g->Kd, g->Vd, cache, g->Qo, plx ? g->Ro : NULL, g->st, e))
+        return -1;
+    for (int t = 0; t < n; t++)
+        if (gpu_attn_decode(H, dh, dh, d->max_t, g->pos + t, Ld->window, Ld->scale, g->Qo + t * row,
+                            plx ? g->Ro + t * row : NULL, cache, g->O + (size_t)t * d->value_dim,
+                            pon ? g->probes + (size_t)t * g->ptot + Ld->pm.layer_off : NULL,
+                            g->ascr, g->st, e))
+            return -1;
+    return 0;
+}
+
 // Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
 static int gm_record(gm_model *g, int n, int mode, err *e) {
     const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
@@ -833,9 +978,10 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         float *fp = pon ? g->fprobes + (size_t)li * g->nfam * Hv : NULL;
         gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->attn_norm, g->xn);
         CUDA_LAUNCHED("gpu model: rmsnorm");
-        int rc = d->family == GM_FAM_DELTA ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
-                 : d->family == GM_FAM_GLA ? gm_gla_inputs(g, li, n, e)
-                                           : gm_m2_inputs(g, li, n, fp, fp_stride, e);
+        int rc = d->family == GM_FAM_DELTA  ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
+                 : d->family == GM_FAM_GLA  ? gm_gla_inputs(g, li, n, e)
+                 : d->family == GM_FAM_ATTN ? gm_attn_inputs(g, li, n, e)
+                                            : gm_m2_inputs(g, li, n, fp, fp_stride, e);
         if (rc) return -1;
         if (kvm) {
             const int hist = GM_RECALL_W - 1;
@@ -852,6 +998,13 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             CUDA_LAUNCHED("gpu model: window in");
             gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
             CUDA_LAUNCHED("gpu model: window out");
+        }
+        if (d->family == GM_FAM_ATTN) {
+            if (gm_attn_core(g, li, n, pon, e) ||
+                gm_gemm(g, n, C, vd, Ld->w_o, g->O, vd, g->x, C, 1, e))
+                return -1;
+            if (gm_mlp(g, li, n, e)) return -1;
+            continue;
         }
         if (rec ? gm_core_recall(g, li, n, pon, e) : gm_core_chunk(g, li, 0, n, pon, NULL, e))
             return -1;
@@ -889,15 +1042,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
                                                                              g->x);
             CUDA_LAUNCHED("gpu model: bias");
         }
-        if (d->inter > 0) {
-            const int I = d->inter;
-            gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->mlp_norm, g->xn);
-            CUDA_LAUNCHED("gpu model: rmsnorm");
-            if (gm_gemm(g, n, 2 * I, C, Ld->w_gu, g->xn, C, g->GU, 2 * I, 0, e)) return -1;
-            gm_swiglu<<<(unsigned)(((size_t)n * I + 255) / 256), 256, 0, st>>>(n, I, g->GU, g->Hm);
-            CUDA_LAUNCHED("gpu model: swiglu");
-            if (gm_gemm(g, n, C, I, Ld->w_down, g->Hm, I, g->x, C, 1, e)) return -1;
-        }
+        if (gm_mlp(g, li, n, e)) return -1;
     }
     gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, g->norm_f, g->xn);
     CUDA_LAUNCHED("gpu model: final norm");
@@ -932,11 +1077,12 @@ extern "C" void gm_destroy(gm_model *g) {
     free(g->graphs), free(g->seen);
     if (g->blas) cublasDestroy(g->blas);
     if (g->st) cudaStreamDestroy(g->st);
-    void *dev[] = {g->arena,  g->state,  g->conv,    g->x,    g->xn,   g->P,    g->QKV,  g->G,
-                   g->Bin,    g->Beff,   g->Q2,      g->K2,   g->O,    g->ON,   g->GU,   g->Hm,
-                   g->logits, g->probes, g->fprobes, g->tok,  g->top,  g->part, g->ws,   g->khist,
-                   g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R,
-                   g->Qd,     g->Kd,     g->Vd,      g->Gd,   g->GKr};
+    void *dev[] = {g->arena, g->state, g->conv,   g->x,      g->xn,      g->P,    g->QKV,
+                   g->G,     g->Bin,   g->Beff,   g->Q2,     g->K2,      g->O,    g->ON,
+                   g->GU,    g->Hm,    g->logits, g->probes, g->fprobes, g->tok,  g->top,
+                   g->part,  g->ws,    g->khist,  g->vhist,  g->kwin,    g->vwin, g->kout,
+                   g->vout,  g->rec,   g->Sbuf,   g->R,      g->Qd,      g->Kd,   g->Vd,
+                   g->Gd,    g->GKr,   g->Rd,     g->Qo,     g->Ro,      g->ascr};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     if (g->pin2) cudaFreeHost(g->pin2);
@@ -1018,6 +1164,23 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
             return -1;
         break;
     }
+    case GM_FAM_ATTN: {
+        const size_t kv = (size_t)d->Hkv * d->dk;
+        part[0] = l->q_proj, rows[0] = kd, part[1] = l->k_proj, rows[1] = kv;
+        part[2] = l->v_proj, rows[2] = kv, np = 3;
+        if (g->has_r) part[np] = l->r_proj, rows[np++] = kd;
+        float *bias = d->qkv_bias ? slot(ar, g->Dtot) : NULL;
+        Ld->in_b = bias;
+        if (bias && (up(bias, l->q_bias, kd, e) || up(bias + kd, l->k_bias, kv, e) ||
+                     up(bias + kd + kv, l->v_bias, kv, e) ||
+                     (g->has_r && up(bias + kd + 2 * kv, l->r_bias, kd, e))))
+            return -1;
+        if (take(ar, &Ld->qn, d->dk, l->q_norm, e) || take(ar, &Ld->kn, d->dk, l->k_norm, e) ||
+            take(ar, &Ld->rn, d->dk, l->r_norm, e))
+            return -1;
+        Ld->window = l->window, Ld->core_rope = l->core_rope, Ld->core_theta = l->core_theta;
+        break;
+    }
     default: // GM_FAM_MAMBA2
         part[0] = l->in_proj, rows[0] = g->Dtot, np = 1;
         cpart[0] = l->conv_w, cbias[0] = l->conv_b;
@@ -1058,7 +1221,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     if (d->dk < 1 || d->dk > GM_MAX_DK)
         return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
     if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
-        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_MAMBA2 ||
+        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_ATTN ||
         (d->family != GM_FAM_DELTA && d->H != d->Hv) || d->family_probes < 0 ||
         d->family_probes > GM_FAMILY_PROBES)
         return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
@@ -1071,6 +1234,10 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
                                        d->value_dim % d->norm_group || !d->use_conv ||
                                        d->conv_dims[0] != d->value_dim + 2 * d->n_groups * d->dk))
         return err_set(e, "gpu model: inconsistent mamba2 layer (groups %d)", d->n_groups);
+    if (d->family == GM_FAM_ATTN &&
+        (d->dk != d->dv || d->Hkv < 1 || d->H % d->Hkv || d->max_t < 1 || (d->rope && d->dk % 2)))
+        return err_set(e, "gpu model: inconsistent attention layer (kv heads %d, KV cache %d)",
+                       d->Hkv, d->max_t);
     if (!d->embed || !d->lm_head) return err_set(e, "gpu model: no embedding or head");
     for (int li = 0; li < d->layers; li++) {
         const gm_layer_desc *l = &d->layer[li];
@@ -1089,6 +1256,13 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
                    (d->use_gate && !l->g_proj) ||
                    (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
                    l->core != GM_CORE_GLA;
+            break;
+        case GM_FAM_ATTN:
+            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+                   (d->qkv_bias && (!l->q_bias || !l->k_bias || !l->v_bias)) ||
+                   (d->qk_norm && (!l->q_norm || !l->k_norm)) ||
+                   (!l->r_proj) != (!d->layer[0].r_proj) ||
+                   (l->core != GM_CORE_SOFTMAX && l->core != GM_CORE_PARALLAX);
             break;
         default:
             bad |= !l->in_proj || !l->conv_w || !l->A_log || !l->dt_bias || !l->D || !l->out_proj ||
@@ -1117,6 +1291,10 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         g->off_lr = g->off_g + (d->use_gate ? vd : 0);
         g->Dtot = g->off_lr + d->gk_rank;
         break;
+    case GM_FAM_ATTN: // [q | k | v | r]
+        g->has_r = d->layers > 0 && d->layer[0].r_proj != NULL;
+        g->Dtot = kd + 2 * d->Hkv * d->dk + (g->has_r ? kd : 0);
+        break;
     default: // [z | xBC | dt]: the convolution reads xBC, dt lies at off_lr
         g->conv_off = vd;
         g->off_lr = vd + g->C3;
@@ -1124,9 +1302,11 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         break;
     }
     g->nblk = (d->dv + 31) / 32;
-    g->sf = (size_t)Hv * d->dk * d->dv;
+    g->sf = d->family == GM_FAM_ATTN ? (size_t)d->max_t * Hv * (d->dk + d->dv)
+                                     : (size_t)Hv * d->dk * d->dv;
     g->cf = (size_t)g->C3 * W;
-    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0;
+    // attention's decode takes the position as a launch argument: no graph to replay
+    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && d->family != GM_FAM_ATTN;
     g->skinny = env_int("MIXSCOPE_GM_SKINNY", 8);
     if (g->skinny > 8) g->skinny = 8;
     g->RB = env_int("MIXSCOPE_GM_RECALL_CHUNK", 64);
@@ -1178,7 +1358,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     GM_ALLOC(g->x, (size_t)B * C);
     GM_ALLOC(g->xn, (size_t)B * C);
     GM_ALLOC(g->P, (size_t)B * g->Dtot);
-    GM_ALLOC(g->QKV, (size_t)B * g->C3);
+    GM_ALLOC(g->QKV, (size_t)B * g->C3 + 1);
     GM_ALLOC(g->G, (size_t)B * Hv);
     GM_ALLOC(g->Bin, (size_t)B * Hv);
     GM_ALLOC(g->Beff, (size_t)B * Hv);
@@ -1198,6 +1378,12 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         GM_ALLOC(g->Vd, (size_t)B * vd);
         GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA ? kd : Hv));
         GM_ALLOC(g->GKr, (size_t)B * (d->family == GM_FAM_GLA ? kd / grp : 1));
+    }
+    if (d->family == GM_FAM_ATTN) {
+        GM_ALLOC(g->Rd, (size_t)B * kd);
+        GM_ALLOC(g->Qo, (size_t)B * kd);
+        GM_ALLOC(g->Ro, (size_t)B * kd);
+        GM_ALLOC(g->ascr, gpu_attn_decode_scratch_bytes(Hv, d->dv, d->max_t));
     }
     GM_ALLOC(g->tok, 2 * (size_t)B);
     g->next = g->tok + B;
@@ -1364,6 +1550,10 @@ static void gm_conv_streams(const gm_model *g, size_t off[3], size_t len[3]) {
     }
 }
 
+extern "C" void gm_set_pos(gm_model *g, int pos) {
+    g->pos = pos;
+}
+
 extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
     if (gm_ring_clear(g, e)) return -1; // a new position: the window's keys are not the state's
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
@@ -1434,6 +1624,11 @@ static int gm_launch(gm_model *g, int n, int mode, err *e) {
 extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next,
                        const gm_outputs *out, err *e) {
     if (n < 1 || n > g->B) return err_set(e, "gpu model: %d tokens in one call (1..%d)", n, g->B);
+    if (g->d.family == GM_FAM_ATTN && out->recall)
+        return err_set(e, "gpu model: attention layers have no readback picture");
+    if (g->d.family == GM_FAM_ATTN && (g->pos < 0 || g->pos + n > g->d.max_t))
+        return err_set(e, "gpu model: tokens %d..%d past the KV cache (%d slots)", g->pos,
+                       g->pos + n - 1, g->d.max_t);
     const int V = g->d.vocab, pon = out->probes || out->fprobes;
     const int kvm = out->k || out->v || out->recall, rec = out->recall != NULL;
     const int mode = (pon ? GM_M_PROBES : 0) | (kvm ? GM_M_KV : 0) | (rec ? GM_M_RECALL : 0);
@@ -1480,6 +1675,7 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
         CUDA_TRY(cudaMemcpyAsync(g->p_rec, g->rec, (size_t)n * nr * 4, cudaMemcpyDeviceToHost, st),
                  "gpu model: readback");
     CUDA_TRY(cudaStreamSynchronize(st), "gpu model: step");
+    g->pos += n;
     if (kvm) g->held = g->held + n < GM_RECALL_W - 1 ? g->held + n : GM_RECALL_W - 1;
     if (out->k) memcpy(out->k, g->p_k, (size_t)n * nk * 4);
     if (out->v) memcpy(out->v, g->p_v, (size_t)n * nv * 4);

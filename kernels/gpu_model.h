@@ -25,9 +25,18 @@
 extern "C" {
 #endif
 
-enum { GM_CORE_GDN = 0, GM_CORE_DELTANET = 1, GM_CORE_KACZMARZ = 2, GM_CORE_GLA, GM_CORE_MAMBA2 };
-/* Layer families: models/layer_gdn.c, layer_gla.c, layer_mamba2.c. */
-enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2 };
+enum {
+    GM_CORE_GDN = 0,
+    GM_CORE_DELTANET = 1,
+    GM_CORE_KACZMARZ = 2,
+    GM_CORE_GLA,
+    GM_CORE_MAMBA2,
+    GM_CORE_SOFTMAX,
+    GM_CORE_PARALLAX
+};
+/* Layer families: models/layer_gdn.c, layer_gla.c, layer_mamba2.c, layer_attn.c (transformer and
+ * parallax). */
+enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2, GM_FAM_ATTN = 3 };
 /* Feature maps, numbered as models/blocks.h's blk_act. */
 enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
 /* The largest key width the core kernel holds (8 row groups of 32 rows). */
@@ -66,7 +75,9 @@ enum { GM_RECALL_W = 256 };
 /* One layer: host fp32 weights in fla's shapes (NULL where the config has none) and its core.
  * The delta family fills the first block; gla q/k/v/g_proj (k and v [kd/g, C], [vd/g, C] for
  * g = H / Hkv), the convolutions, gk0 / gk1 / gk1_b, o_norm, o_proj and the MLP; mamba2 in_proj
- * (and its bias), conv_w / conv_b, A_log, dt_bias, D, norm_w, out_proj (and its bias). */
+ * (and its bias), conv_w / conv_b, A_log, dt_bias, D, norm_w, out_proj (and its bias); attention
+ * q/k/v_proj ([C, C], [Hkv d, C], [Hkv d, C]), r_proj [C, C] (parallax; NULL: r = 0), their
+ * biases, q/k/r_norm [d], o_proj and the MLP. */
 typedef struct gm_layer_desc {
     const float *attn_norm;                                  /* [C] */
     const float *q_proj, *k_proj, *v_proj;                   /* [kd, C], [kd, C], [vd, C] */
@@ -81,8 +92,12 @@ typedef struct gm_layer_desc {
     const float *conv_w, *conv_b;       /* mamba2: [di + 2 G N, 1, W], [di + 2 G N] */
     const float *D, *norm_w;            /* mamba2: [H] or [di], [di] */
     const float *out_proj, *out_proj_b; /* mamba2: [C, di], [C] */
-    int core;                           /* GM_CORE_* */
-    float scale, eps;                   /* the core's query scale; Kaczmarz's eps */
+    const float *r_proj, *q_bias, *k_bias, *v_bias, *r_bias, *q_norm, *k_norm, *r_norm;
+    /* attention: the core's window (0: none), its own RoPE (mixer option rope=1) and theta */
+    int window, core_rope;
+    float core_theta;
+    int core;         /* GM_CORE_* */
+    float scale, eps; /* the core's query scale; Kaczmarz's eps */
     /* the core's probes in the CPU layout: probe p (of nprobes) of head h goes to offset
      * probe_off[p] + h of the layer's block of probe_floats; probe_map[p] is its GDP_* value
      * (kernels/gpu.h; gla and mamba2: LDP_*), -1 for NaN */
@@ -112,6 +127,11 @@ typedef struct gm_model_desc {
      * clamp, the gated norm's group */
     int n_groups, D_has_hdim, use_bias, norm_group;
     float dt_lo, dt_hi;
+    /* attention (H = Hv query heads over Hkv kv heads of d = dk = dv): biases on q/k/v/r,
+     * per-head RMSNorm of q/k/r, rotate-half RoPE at rope_theta, the KV cache's slots (a layer's
+     * state: keys [max_t, H, d] then values [max_t, H, d], mixers/attention.h) */
+    int qkv_bias, qk_norm, rope, max_t;
+    float rope_theta;
     const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
     const gm_layer_desc *layer;            /* [layers] */
 } gm_model_desc;
@@ -124,9 +144,13 @@ int gm_compiled(void);
  * States and caches start at zero. */
 int gm_create(gm_model **out, const gm_model_desc *d, int max_batch, err *e);
 void gm_destroy(gm_model *g);
-/* Per layer: state [H_v dk dv] and the convolution caches of the streams ([conv_dims[s], W];
+/* Per layer: state (the delta family, gla, mamba2: [Hv dk dv]; attention: the KV cache) and the
+ * convolution caches of the streams ([conv_dims[s], W];
  * conv[3 li + s], NULL without convolution or without that stream). */
 int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e);
+/* The position of the next token (attention layers write their cache slot there and read up to
+ * it); gm_step advances it. */
+void gm_set_pos(gm_model *g, int pos);
 int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
 
 /* What one call copies back (each NULL: not copied). probes: [n][sum over layers of

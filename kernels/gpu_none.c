@@ -196,6 +196,10 @@ int gm_upload(gm_model *g, const float *const *state, const float *const *conv, 
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
 
+void gm_set_pos(gm_model *g, int pos) {
+    (void)g, (void)pos;
+}
+
 int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
     (void)g, (void)state, (void)conv;
     return err_set(e, "no GPU in this build (built with CUDA=0)");

@@ -18,7 +18,8 @@
 
 struct model_gpu {
     gm_model *k;
-    int layers, max_batch, pos, vocab;
+    int layers, max_batch, pos, vocab, readback;
+    size_t *sfl; /* [layers] each layer's state floats when made */
     size_t pfloats, fpfloats;
     const float **sup; /* [layers] scratch pointer lists for upload / download */
     float **sdown;
@@ -42,10 +43,11 @@ static const char *const LDP_NAMES[LDP_COUNT] = {
 
 /* GM_CORE_* of a registered core the stepper runs, or -1. */
 static int core_of(const mixer_ops *mx) {
-    static const char *const names[5] = {"gdn", "deltanet", "kaczmarz", "gla", "mamba2"};
-    static const int cores[5] = {GM_CORE_GDN, GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
-                                 GM_CORE_MAMBA2};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[7] = {"gdn",    "deltanet", "kaczmarz", "gla",
+                                         "mamba2", "softmax",  "parallax"};
+    static const int cores[7] = {GM_CORE_GDN,    GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
+                                 GM_CORE_MAMBA2, GM_CORE_SOFTMAX,  GM_CORE_PARALLAX};
+    for (int i = 0; i < 7; i++)
         if (mx && !strcmp(mx->name, names[i]) && mixer_find(names[i]) == mx) return cores[i];
     return -1;
 }
@@ -59,12 +61,16 @@ static int family_gm(const model_config *c, int *core_lo, int *core_hi) {
     }
     if (c->family == FAM_GLA) return *core_lo = *core_hi = GM_CORE_GLA, GM_FAM_GLA;
     if (c->family == FAM_MAMBA2) return *core_lo = *core_hi = GM_CORE_MAMBA2, GM_FAM_MAMBA2;
+    if (c->family == FAM_ATTN && (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)) {
+        *core_lo = GM_CORE_SOFTMAX, *core_hi = GM_CORE_PARALLAX;
+        return GM_FAM_ATTN;
+    }
     return -1;
 }
 
 /* The probes the family's kernels compute: GDP_* for the delta family, LDP_* otherwise. */
 static int gm_family_probes(int fam) {
-    return fam == GM_FAM_DELTA ? 4 : fam == GM_FAM_GLA ? 2 : 1;
+    return fam == GM_FAM_DELTA ? 4 : fam == GM_FAM_GLA ? 2 : fam == GM_FAM_MAMBA2 ? 1 : 0;
 }
 
 static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -108,10 +114,25 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
             return say(why, n, "layer %d: the core's heads are not the layer's", li);
         if (L->mx->nprobes > GM_MAX_PROBES)
             return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
+        if (L->mc.arith)
+            return say(why, n,
+                       "layer %d: the core rounds its products through TF32 (the GPU stepper "
+                       "is exact fp32)",
+                       li);
+        if (fam == GM_FAM_ATTN) {
+            if (L->mc.max_t != m->layers[0].mc.max_t || L->mc.dk != L->mc.dv)
+                return say(why, n, "layer %d: its KV cache is not the other layers'", li);
+            if ((L->r_proj != NULL) != (m->layers[0].r_proj != NULL))
+                return say(why, n, "layer %d: r_proj in some layers only", li);
+            if (L->mc.rope && L->mc.dk % 2)
+                return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
+        }
     }
     char dev[256];
     if (fam == GM_FAM_DELTA && c->raw_keys)
         return say(why, n, "l2norm_keys=false (the GPU stepper normalises keys)");
+    if (fam == GM_FAM_ATTN && c->rope != 0 && c->rope != 1)
+        return say(why, n, "interleaved RoPE (the GPU stepper rotates halves)");
     if (!gpu_available(dev, sizeof dev)) return say(why, n, "%s", dev);
     say(why, n, "%s", dev);
     return 1;
@@ -134,6 +155,9 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->in_proj = L->in_proj, x->in_proj_b = L->in_proj_b;
     x->conv_w = L->conv_w, x->conv_b = L->conv_b;
     x->D = L->D, x->norm_w = L->norm_w, x->out_proj = L->out_proj, x->out_proj_b = L->out_proj_b;
+    x->r_proj = L->r_proj, x->q_bias = L->q_bias, x->k_bias = L->k_bias, x->v_bias = L->v_bias;
+    x->r_bias = L->r_bias, x->q_norm = L->q_norm, x->k_norm = L->k_norm, x->r_norm = L->r_norm;
+    x->window = L->mc.window, x->core_rope = L->mc.rope, x->core_theta = L->mc.rope_theta;
     x->core = core_of(L->mx);
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
@@ -142,7 +166,9 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
         x->probe_map[p] = -1;
         x->probe_off[p] = (int)mixer_probe_offset(L->mx, &L->mc, p);
         if (L->mx->probes[p].width != W_1) continue;
-        if (x->core <= GM_CORE_KACZMARZ) {
+        if (x->core >= GM_CORE_SOFTMAX) {
+            continue; /* attention's decode writes its probes itself, in the CPU layout */
+        } else if (x->core <= GM_CORE_KACZMARZ) {
             for (int k = 0; k < GDP_COUNT; k++)
                 if (!strcmp(L->mx->probes[p].name, GDP_NAMES[k])) x->probe_map[p] = k;
         } else {
@@ -167,18 +193,22 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         g->sdown = calloc((size_t)nl + 1, sizeof *g->sdown);
         g->cup = calloc(3 * (size_t)nl + 1, sizeof *g->cup);
         g->cdown = calloc(3 * (size_t)nl + 1, sizeof *g->cdown);
+        g->sfl = calloc((size_t)nl + 1, sizeof *g->sfl);
     }
-    if (!g || !ld || !g->sup || !g->sdown || !g->cup || !g->cdown) {
+    if (!g || !ld || !g->sup || !g->sdown || !g->cup || !g->cdown || !g->sfl) {
         free(ld);
         model_gpu_free(g);
         return err_set(e, "out of memory");
     }
     g->layers = nl, g->max_batch = max_batch, g->vocab = c->vocab;
     for (int li = 0; li < nl; li++) {
-        describe_layer(m, &m->layers[li], &ld[li]);
+        const layer *L = &m->layers[li];
+        describe_layer(m, L, &ld[li]);
         g->pfloats += (size_t)ld[li].probe_floats;
+        g->sfl[li] = L->mx->state_floats(&L->mc);
     }
     int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
+    g->readback = fam != GM_FAM_ATTN;
     g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;
     gm_model_desc d = {
         .family = fam,
@@ -216,6 +246,12 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.has_clamp = c->has_clamp, d.gate_norm = c->gate_norm, d.clamp_min = c->clamp_min;
         d.conv_dims[0] = c->key_dim, d.conv_dims[1] = c->key_dim / grp;
         d.conv_dims[2] = c->value_dim / grp;
+    } else if (fam == GM_FAM_ATTN) { /* H query heads over Hkv kv heads of head_dim d */
+        d.H = d.Hv = c->H, d.dk = d.dv = c->dk, d.Hkv = c->Hkv;
+        d.key_dim = d.value_dim = c->H * c->dk;
+        d.use_conv = 0, d.conv_size = 1, d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
+        d.qkv_bias = c->qkv_bias, d.qk_norm = c->qk_norm, d.rope = c->rope;
+        d.rope_theta = c->rope_theta, d.max_t = nl ? m->layers[0].mc.max_t : 1;
     } else { /* mamba2: H heads of state_size keys and head_dim values, d_inner = H head_dim */
         d.H = d.Hv = c->H, d.dk = c->d_state, d.dv = c->dv;
         d.key_dim = c->H * c->d_state, d.value_dim = c->d_inner;
@@ -237,13 +273,14 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
 void model_gpu_free(model_gpu *g) {
     if (!g) return;
     gm_destroy(g->k);
-    free(g->sup), free(g->sdown), free(g->cup), free(g->cdown);
+    free(g->sup), free(g->sdown), free(g->cup), free(g->cdown), free(g->sfl);
     free(g);
 }
 
 int model_gpu_upload(model_gpu *g, const model *m, err *e) {
-    if (m->c.layers != g->layers || m->c.vocab != g->vocab)
-        return err_set(e, "model on the gpu: not the model it was made from");
+    if (!model_gpu_matches(g, m))
+        return err_set(e, "model on the gpu: not the model it was made from (or its KV cache was "
+                          "resized)");
     for (int li = 0; li < g->layers; li++) {
         const layer *L = &m->layers[li];
         g->sup[li] = L->state;
@@ -251,12 +288,14 @@ int model_gpu_upload(model_gpu *g, const model *m, err *e) {
     }
     if (gm_upload(g->k, g->sup, g->cup, e)) return -1;
     g->pos = m->pos;
+    gm_set_pos(g->k, m->pos);
     return 0;
 }
 
 int model_gpu_download(model_gpu *g, model *m, err *e) {
-    if (m->c.layers != g->layers || m->c.vocab != g->vocab)
-        return err_set(e, "model on the gpu: not the model it was made from");
+    if (!model_gpu_matches(g, m))
+        return err_set(e, "model on the gpu: not the model it was made from (or its KV cache was "
+                          "resized)");
     for (int li = 0; li < g->layers; li++) {
         layer *L = &m->layers[li];
         g->sdown[li] = L->state;
@@ -310,6 +349,19 @@ size_t model_gpu_probe_floats(const model_gpu *g) {
 
 size_t model_gpu_fprobe_floats(const model_gpu *g) {
     return g->fpfloats;
+}
+
+int model_gpu_matches(const model_gpu *g, const model *m) {
+    if (!g || !m || m->c.layers != g->layers || m->c.vocab != g->vocab) return 0;
+    for (int li = 0; li < g->layers; li++) {
+        const layer *L = &m->layers[li];
+        if (L->mx->state_floats(&L->mc) != g->sfl[li]) return 0;
+    }
+    return 1;
+}
+
+int model_gpu_has_readback(const model_gpu *g) {
+    return g->readback;
 }
 
 int model_gpu_pos(const model_gpu *g) {

@@ -2,8 +2,10 @@
  * every layer's state and convolution caches, and the buffers of up to max_batch tokens per call.
  * For the delta-rule layer family (model types gated_deltanet, delta_net and kaczmarz_deltanet,
  * every layer's core gdn, deltanet or kaczmarz, a swapped core too) and the decayed
- * linear-attention families (gla with its gla core, mamba2 with its mamba2 core); key heads (gla:
- * head_dim, mamba2: state_size) up to 256 wide. Other families and hybrids step on the CPU.
+ * linear-attention families (gla with its gla core, mamba2 with its mamba2 core) and attention
+ * (transformer and parallax, cores softmax or parallax: the KV cache stays on the GPU; no graph,
+ * the decode takes the position as an argument); key heads (gla: head_dim, mamba2: state_size)
+ * up to 256 wide. Other families (kalman, kata) and hybrids step on the CPU.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs
@@ -109,5 +111,11 @@ size_t model_gpu_probe_floats(const model_gpu *g);
 size_t model_gpu_fprobe_floats(const model_gpu *g);
 /* The position the GPU copy stands at. */
 int model_gpu_pos(const model_gpu *g);
+/* 1 when g was made from m and m's states still have the sizes they had then (model_reset with
+ * another KV capacity changes an attention layer's); otherwise upload and download refuse. */
+int model_gpu_matches(const model_gpu *g, const struct model *m);
+/* 1 when the layers' states are [H, dk, dv] matrices: the readback picture (model_gpu_step_ex's
+ * recall) and the state snapshot exist; 0 for attention, whose state is its KV cache. */
+int model_gpu_has_readback(const model_gpu *g);
 
 #endif
