@@ -886,7 +886,7 @@ static void test_model_gpu_all(void) {
     test_model_gpu("model_gpu transformer + swap all parallax (r = 0)", "softmax",
                    "layers=2 hidden=128 heads=2 vocab=300 seed=24", "parallax");
     test_model_gpu_unsupported("kalman", "layers=1 hidden=64 vocab=100");
-    test_model_gpu_unsupported("softmax", "layers=1 hidden=64 vocab=100");
+    test_model_gpu_unsupported("kata", "layers=1 hidden=64 vocab=100");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
 }
 
