@@ -133,7 +133,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         g->gm_where = ENGINE_GM_SYNC;
     }
     int want_core = !(m->rec_skip & MODEL_REC_CORE), want_fam = !(m->rec_skip & MODEL_REC_FAMILY),
-        want_state = !(m->rec_skip & MODEL_REC_STATE) && model_gpu_has_readback(g->gm);
+        want_state = !(m->rec_skip & MODEL_REC_STATE) && model_gpu_has_snapshot(g->gm);
     /* what the CPU path's layer hook records: k and v whenever anything is, the readback picture
      * where engine_recall_at says so */
     int want_kv = g->probes.mode != ENGINE_PROBES_NONE,

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mixers/kata.h" // KATA_DELTA
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "delta_steps.cuh"
@@ -38,6 +39,11 @@
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
 
 // kernels/attention.cu: RoPE (the core's own, when asked) and the cache write of T tokens
+// kernels/kata.cu: one KATA step with every probe (the lanes' declaration)
+extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
+                                    float eps, const float *q, const float *k, const float *v,
+                                    float *state, float *o, float *probes, void *scratch,
+                                    void *stream, err *e);
 extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
                              int max_t, int bf16, const void *q, const void *r, const void *k,
                              const void *v, float *cache, float *qo, float *ro, void *stream,
@@ -50,6 +56,7 @@ struct gm_layer_dev {
     const float *in_b, *D, *out_b; // mamba2: in_proj's bias, the D skip, out_proj's bias
     const float *qn, *kn, *rn;     // attention: the per-head norms' weights of q, k, r
     int window, core_rope;         // attention: the core's window and own RoPE
+    int has_b;                     // kata: b_proj (DeltaKATA's beta; without it beta = 1)
     float core_theta;
     int core;
     float scale, eps;
@@ -76,6 +83,7 @@ struct gm_model {
     float *Rd, *Qo, *Ro;
     char *ascr;
     int pos, has_r; // the next token's position; the in-projection holds r_proj
+    char *kscr;     // kata: the step's scratch (DeltaKATA: its feature codes)
     int32_t *tok, *next, *top;
     double *part;
     char *ws;
@@ -632,6 +640,53 @@ __global__ void __launch_bounds__(256) gm_attn_prep(gm_attn_args a) {
     }
 }
 
+// ---- kata (layer_kata.c's prep)
+
+struct gm_kata_args {
+    int H, d, C3, Dtot, off_b, qk_norm, rope, beta, b_proj, pos0;
+    float theta;
+    const float *QKV, *P;
+    float *Qd, *Kd, *Vd, *Bin;
+};
+
+// One block per token, a warp per head: q and k l2-normalised (x / sqrt(|x|^2 + 1e-6), the sum in
+// double: blk_l2norm) and rotated by interleaved RoPE (blk_rope_interleaved: pairs 2i, 2i + 1),
+// v copied; DeltaKATA's beta = sigmoid(W_b x) (1 without b_proj).
+__global__ void __launch_bounds__(256) gm_kata_prep(gm_kata_args a) {
+    const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nw = blockDim.x >> 5, d = a.d, D = a.H * d, pos = a.pos0 + t;
+    const float *row = a.QKV + (size_t)t * a.C3;
+    for (int task = warp; task < 2 * a.H; task += nw) {
+        const int h = task % a.H, isk = task >= a.H;
+        const float *src = row + (isk ? D : 0) + (size_t)h * d;
+        float *dst = (isk ? a.Kd : a.Qd) + (size_t)t * D + (size_t)h * d;
+        float r = 1.0f;
+        if (a.qk_norm) {
+            double ss = 0.0;
+            for (int i = lane; i < d; i += 32) ss += (double)src[i] * (double)src[i];
+            ss = warp_sum(ss);
+            r = (float)(1.0 / sqrt(ss + (double)1e-6f));
+        }
+        if (a.rope) {
+            for (int i = lane; i < d / 2; i += 32) {
+                const float ex = (float)(2 * i) / (float)d;
+                const float inv = 1.0f / powf(a.theta, ex), ang = (float)pos * inv;
+                const float c = cosf(ang), sn = sinf(ang);
+                const float x0 = __fmul_rn(src[2 * i], r), x1 = __fmul_rn(src[2 * i + 1], r);
+                dst[2 * i] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+                dst[2 * i + 1] = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn));
+            }
+        } else {
+            for (int i = lane; i < d; i += 32) dst[i] = __fmul_rn(src[i], r);
+        }
+    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x) a.Vd[(size_t)t * D + i] = row[2 * D + i];
+    if (a.beta)
+        for (int h = threadIdx.x; h < a.H; h += blockDim.x)
+            a.Bin[(size_t)t * a.H + h] =
+                a.b_proj ? gm_sigmoid(a.P[(size_t)t * a.Dtot + a.off_b + h]) : 1.0f;
+}
+
 // Y[t, i] += b[i] (mamba2's in_proj and out_proj biases).
 __global__ void gm_bias(int n, int D, int ldy, const float *__restrict__ b, float *__restrict__ Y) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -963,6 +1018,52 @@ static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
     return 0;
 }
 
+// A KATA layer up to the core's inputs: [q | k | v | b] in one product, the convolutions, then
+// the per-head rows (gm_kata_prep).
+static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden;
+    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+    const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
+    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
+        g->QKV, g->C3, act, act, d->use_conv);
+    CUDA_LAUNCHED("gpu model: convolution");
+    gm_kata_args ka;
+    ka.H = d->Hv, ka.d = d->dk, ka.C3 = g->C3, ka.Dtot = g->Dtot, ka.off_b = g->off_b;
+    ka.qk_norm = d->qk_norm, ka.rope = d->rope != 0, ka.theta = d->rope_theta, ka.pos0 = g->pos;
+    ka.beta = d->kata_variant == KATA_DELTA, ka.b_proj = Ld->has_b;
+    ka.QKV = g->QKV, ka.P = g->P, ka.Qd = g->Qd, ka.Kd = g->Kd, ka.Vd = g->Vd, ka.Bin = g->Bin;
+    gm_kata_prep<<<n, 256, 0, g->st>>>(ka);
+    CUDA_LAUNCHED("gpu model: kata inputs");
+    return 0;
+}
+
+// A KATA layer's core: one step a token (kernels/kata.cu, the lanes' step), its probes straight
+// into the CPU layout at the layer's offset.
+static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int H = d->Hv, dh = d->dk, var = d->kata_variant, grp = d->kata_groups;
+    const size_t row = (size_t)H * dh;
+    float *S = g->state + (size_t)li * g->sf;
+    for (int t = 0; t < n; t++) {
+        const float *q = g->Qd + t * row, *k = g->Kd + t * row, *v = g->Vd + t * row;
+        float *o = g->O + t * row;
+        float *p = pon ? g->probes + (size_t)t * g->ptot + Ld->pm.layer_off : NULL;
+        int rc = var == KATA_DELTA
+                     ? gpu_kata_delta_step(H, dh, dh, grp, Ld->scale, q, k, v,
+                                           g->Bin + (size_t)t * H, S, o, p, g->kscr, g->st, e)
+                 : p ? gpu_kata_step_probes(H, dh, dh, var, grp, Ld->scale, Ld->eps, q, k, v, S, o,
+                                            p, g->kscr, g->st, e)
+                     : gpu_kata_chunked(1, 1, H, dh, dh, var, grp, 16, Ld->scale, Ld->eps, 0, q, k,
+                                        v, S, o, g->kscr, g->st, e);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 // Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
 static int gm_record(gm_model *g, int n, int mode, err *e) {
     const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
@@ -981,6 +1082,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         int rc = d->family == GM_FAM_DELTA  ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
                  : d->family == GM_FAM_GLA  ? gm_gla_inputs(g, li, n, e)
                  : d->family == GM_FAM_ATTN ? gm_attn_inputs(g, li, n, e)
+                 : d->family == GM_FAM_KATA ? gm_kata_inputs(g, li, n, e)
                                             : gm_m2_inputs(g, li, n, fp, fp_stride, e);
         if (rc) return -1;
         if (kvm) {
@@ -999,8 +1101,9 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
             CUDA_LAUNCHED("gpu model: window out");
         }
-        if (d->family == GM_FAM_ATTN) {
-            if (gm_attn_core(g, li, n, pon, e) ||
+        if (d->family == GM_FAM_ATTN || d->family == GM_FAM_KATA) {
+            if ((d->family == GM_FAM_ATTN ? gm_attn_core(g, li, n, pon, e)
+                                          : gm_kata_core(g, li, n, pon, e)) ||
                 gm_gemm(g, n, C, vd, Ld->w_o, g->O, vd, g->x, C, 1, e))
                 return -1;
             if (gm_mlp(g, li, n, e)) return -1;
@@ -1082,7 +1185,7 @@ extern "C" void gm_destroy(gm_model *g) {
                    g->GU,    g->Hm,    g->logits, g->probes, g->fprobes, g->tok,  g->top,
                    g->part,  g->ws,    g->khist,  g->vhist,  g->kwin,    g->vwin, g->kout,
                    g->vout,  g->rec,   g->Sbuf,   g->R,      g->Qd,      g->Kd,   g->Vd,
-                   g->Gd,    g->GKr,   g->Rd,     g->Qo,     g->Ro,      g->ascr};
+                   g->Gd,    g->GKr,   g->Rd,     g->Qo,     g->Ro,      g->ascr, g->kscr};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     if (g->pin2) cudaFreeHost(g->pin2);
@@ -1181,6 +1284,13 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
         Ld->window = l->window, Ld->core_rope = l->core_rope, Ld->core_theta = l->core_theta;
         break;
     }
+    case GM_FAM_KATA:
+        part[0] = l->q_proj, rows[0] = kd, part[1] = l->k_proj, rows[1] = kd;
+        part[2] = l->v_proj, rows[2] = vd, np = 3;
+        if (d->kata_variant == KATA_DELTA) part[np] = l->b_proj, rows[np++] = Hv;
+        cpart[0] = l->q_conv, cpart[1] = l->k_conv, cpart[2] = l->v_conv;
+        Ld->has_b = l->b_proj != NULL;
+        break;
     default: // GM_FAM_MAMBA2
         part[0] = l->in_proj, rows[0] = g->Dtot, np = 1;
         cpart[0] = l->conv_w, cbias[0] = l->conv_b;
@@ -1221,7 +1331,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     if (d->dk < 1 || d->dk > GM_MAX_DK)
         return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
     if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
-        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_ATTN ||
+        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_KATA ||
         (d->family != GM_FAM_DELTA && d->H != d->Hv) || d->family_probes < 0 ||
         d->family_probes > GM_FAMILY_PROBES)
         return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
@@ -1238,6 +1348,17 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         (d->dk != d->dv || d->Hkv < 1 || d->H % d->Hkv || d->max_t < 1 || (d->rope && d->dk % 2)))
         return err_set(e, "gpu model: inconsistent attention layer (kv heads %d, KV cache %d)",
                        d->Hkv, d->max_t);
+    if (d->family == GM_FAM_KATA && d->dk != d->dv)
+        return err_set(e, "gpu model: kata heads of %d keys and %d values", d->dk, d->dv);
+    {
+        const size_t want = d->family == GM_FAM_ATTN
+                                ? (size_t)d->max_t * d->Hv * (d->dk + d->dv)
+                                : (size_t)d->Hv * d->dk * d->dv; // a [Hv, dk, dv] matrix state
+        if (d->family != GM_FAM_KATA && d->state_floats != want)
+            return err_set(e, "gpu model: a layer's state of %zu floats, not %zu", d->state_floats,
+                           want);
+        if (d->state_floats < 1) return err_set(e, "gpu model: no state");
+    }
     if (!d->embed || !d->lm_head) return err_set(e, "gpu model: no embedding or head");
     for (int li = 0; li < d->layers; li++) {
         const gm_layer_desc *l = &d->layer[li];
@@ -1256,6 +1377,11 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
                    (d->use_gate && !l->g_proj) ||
                    (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
                    l->core != GM_CORE_GLA;
+            break;
+        case GM_FAM_KATA:
+            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
+                   l->core != GM_CORE_KATA;
             break;
         case GM_FAM_ATTN:
             bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
@@ -1291,6 +1417,10 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         g->off_lr = g->off_g + (d->use_gate ? vd : 0);
         g->Dtot = g->off_lr + d->gk_rank;
         break;
+    case GM_FAM_KATA: // [q | k | v | b]
+        g->off_b = g->C3;
+        g->Dtot = g->C3 + (d->kata_variant == KATA_DELTA ? Hv : 0);
+        break;
     case GM_FAM_ATTN: // [q | k | v | r]
         g->has_r = d->layers > 0 && d->layer[0].r_proj != NULL;
         g->Dtot = kd + 2 * d->Hkv * d->dk + (g->has_r ? kd : 0);
@@ -1302,8 +1432,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         break;
     }
     g->nblk = (d->dv + 31) / 32;
-    g->sf = d->family == GM_FAM_ATTN ? (size_t)d->max_t * Hv * (d->dk + d->dv)
-                                     : (size_t)Hv * d->dk * d->dv;
+    g->sf = d->state_floats;
     g->cf = (size_t)g->C3 * W;
     // attention's decode takes the position as a launch argument: no graph to replay
     g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && d->family != GM_FAM_ATTN;
@@ -1379,6 +1508,13 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA ? kd : Hv));
         GM_ALLOC(g->GKr, (size_t)B * (d->family == GM_FAM_GLA ? kd / grp : 1));
     }
+    if (d->family == GM_FAM_KATA) {
+        const int delta = d->kata_variant == KATA_DELTA;
+        const size_t kb =
+            delta ? gpu_kata_delta_scratch_bytes(Hv, d->dk, d->dv, d->kata_groups)
+                  : gpu_kata_scratch_bytes(1, 1, Hv, d->dk, d->dv, d->kata_variant, d->kata_groups);
+        GM_ALLOC(g->kscr, kb);
+    }
     if (d->family == GM_FAM_ATTN) {
         GM_ALLOC(g->Rd, (size_t)B * kd);
         GM_ALLOC(g->Qo, (size_t)B * kd);
@@ -1428,6 +1564,9 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         err_set(e, "gpu model: cannot configure cuBLAS");
         goto fail;
     }
+    if (d->family == GM_FAM_KATA && d->kata_variant == KATA_DELTA &&
+        gpu_kata_delta_prepare(Hv, d->dk, d->dv, d->kata_groups, g->kscr, g->st, e))
+        goto fail;
     g->graphs = (cudaGraphExec_t *)calloc(GM_MODES * (size_t)(B + 1), sizeof *g->graphs);
     g->seen = (unsigned char *)calloc(GM_MODES * (size_t)(B + 1), 1);
     if (!g->graphs || !g->seen) {
@@ -1605,10 +1744,11 @@ static int gm_launch(gm_model *g, int n, int mode, err *e) {
         int rc = gm_record(g, n, mode, e);
         cudaError_t ce = cudaStreamEndCapture(g->st, &graph);
         if (rc || ce != cudaSuccess) {
+            // nothing captured ran: the launches one by one from now on (as the lanes do)
             if (graph) cudaGraphDestroy(graph);
             cudaGetLastError();
-            if (rc) return -1;
-            return err_set(e, "gpu model: graph capture: %s", cudaGetErrorString(ce));
+            g->use_graph = 0;
+            return gm_record(g, n, mode, e);
         }
         cudaError_t ie = cudaGraphInstantiateWithFlags(&g->graphs[key], graph, 0);
         cudaGraphDestroy(graph);

@@ -32,11 +32,12 @@ enum {
     GM_CORE_GLA,
     GM_CORE_MAMBA2,
     GM_CORE_SOFTMAX,
-    GM_CORE_PARALLAX
+    GM_CORE_PARALLAX,
+    GM_CORE_KATA
 };
 /* Layer families: models/layer_gdn.c, layer_gla.c, layer_mamba2.c, layer_attn.c (transformer and
- * parallax). */
-enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2, GM_FAM_ATTN = 3 };
+ * parallax), layer_kata.c. */
+enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2, GM_FAM_ATTN = 3, GM_FAM_KATA = 4 };
 /* Feature maps, numbered as models/blocks.h's blk_act. */
 enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
 /* The largest key width the core kernel holds (8 row groups of 32 rows). */
@@ -77,7 +78,8 @@ enum { GM_RECALL_W = 256 };
  * g = H / Hkv), the convolutions, gk0 / gk1 / gk1_b, o_norm, o_proj and the MLP; mamba2 in_proj
  * (and its bias), conv_w / conv_b, A_log, dt_bias, D, norm_w, out_proj (and its bias); attention
  * q/k/v_proj ([C, C], [Hkv d, C], [Hkv d, C]), r_proj [C, C] (parallax; NULL: r = 0), their
- * biases, q/k/r_norm [d], o_proj and the MLP. */
+ * biases, q/k/r_norm [d], o_proj and the MLP; kata q/k/v_proj [D, C], the convolutions, b_proj
+ * [H, C] (DeltaKATA), o_proj and the MLP. */
 typedef struct gm_layer_desc {
     const float *attn_norm;                                  /* [C] */
     const float *q_proj, *k_proj, *v_proj;                   /* [kd, C], [kd, C], [vd, C] */
@@ -132,6 +134,10 @@ typedef struct gm_model_desc {
      * state: keys [max_t, H, d] then values [max_t, H, d], mixers/attention.h) */
     int qkv_bias, qk_norm, rope, max_t;
     float rope_theta;
+    /* kata (H heads of d = dk = dv; rope 2: interleaved, qk_norm: l2): the cores' variant and
+     * groups (mixers/kata.h), one for every layer */
+    int kata_variant, kata_groups;
+    size_t state_floats;                   /* a layer's state (mixer_state_floats) */
     const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
     const gm_layer_desc *layer;            /* [layers] */
 } gm_model_desc;
@@ -144,7 +150,8 @@ int gm_compiled(void);
  * States and caches start at zero. */
 int gm_create(gm_model **out, const gm_model_desc *d, int max_batch, err *e);
 void gm_destroy(gm_model *g);
-/* Per layer: state (the delta family, gla, mamba2: [Hv dk dv]; attention: the KV cache) and the
+/* Per layer: state (the delta family, gla, mamba2: [Hv dk dv]; attention: the KV cache; kata: its
+ * feature state) and the
  * convolution caches of the streams ([conv_dims[s], W];
  * conv[3 li + s], NULL without convolution or without that stream). */
 int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e);

@@ -18,7 +18,7 @@
 
 struct model_gpu {
     gm_model *k;
-    int layers, max_batch, pos, vocab, readback;
+    int layers, max_batch, pos, vocab, readback, snapshot;
     size_t *sfl; /* [layers] each layer's state floats when made */
     size_t pfloats, fpfloats;
     const float **sup; /* [layers] scratch pointer lists for upload / download */
@@ -43,11 +43,11 @@ static const char *const LDP_NAMES[LDP_COUNT] = {
 
 /* GM_CORE_* of a registered core the stepper runs, or -1. */
 static int core_of(const mixer_ops *mx) {
-    static const char *const names[7] = {"gdn",    "deltanet", "kaczmarz", "gla",
-                                         "mamba2", "softmax",  "parallax"};
-    static const int cores[7] = {GM_CORE_GDN,    GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
-                                 GM_CORE_MAMBA2, GM_CORE_SOFTMAX,  GM_CORE_PARALLAX};
-    for (int i = 0; i < 7; i++)
+    static const char *const names[8] = {"gdn",    "deltanet", "kaczmarz", "gla",
+                                         "mamba2", "softmax",  "parallax", "kata"};
+    static const int cores[8] = {GM_CORE_GDN,    GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
+                                 GM_CORE_MAMBA2, GM_CORE_SOFTMAX,  GM_CORE_PARALLAX, GM_CORE_KATA};
+    for (int i = 0; i < 8; i++)
         if (mx && !strcmp(mx->name, names[i]) && mixer_find(names[i]) == mx) return cores[i];
     return -1;
 }
@@ -61,6 +61,7 @@ static int family_gm(const model_config *c, int *core_lo, int *core_hi) {
     }
     if (c->family == FAM_GLA) return *core_lo = *core_hi = GM_CORE_GLA, GM_FAM_GLA;
     if (c->family == FAM_MAMBA2) return *core_lo = *core_hi = GM_CORE_MAMBA2, GM_FAM_MAMBA2;
+    if (c->family == FAM_KATA) return *core_lo = *core_hi = GM_CORE_KATA, GM_FAM_KATA;
     if (c->family == FAM_ATTN && (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)) {
         *core_lo = GM_CORE_SOFTMAX, *core_hi = GM_CORE_PARALLAX;
         return GM_FAM_ATTN;
@@ -119,6 +120,9 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
                        "layer %d: the core rounds its products through TF32 (the GPU stepper "
                        "is exact fp32)",
                        li);
+        if (fam == GM_FAM_KATA &&
+            (L->mc.variant != m->layers[0].mc.variant || L->mc.groups != m->layers[0].mc.groups))
+            return say(why, n, "layer %d: a KATA variant or groups unlike layer 0's", li);
         if (fam == GM_FAM_ATTN) {
             if (L->mc.max_t != m->layers[0].mc.max_t || L->mc.dk != L->mc.dv)
                 return say(why, n, "layer %d: its KV cache is not the other layers'", li);
@@ -208,7 +212,8 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         g->sfl[li] = L->mx->state_floats(&L->mc);
     }
     int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
-    g->readback = fam != GM_FAM_ATTN;
+    g->readback = fam != GM_FAM_ATTN && fam != GM_FAM_KATA;
+    g->snapshot = fam != GM_FAM_ATTN;
     g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;
     gm_model_desc d = {
         .family = fam,
@@ -252,6 +257,13 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.use_conv = 0, d.conv_size = 1, d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
         d.qkv_bias = c->qkv_bias, d.qk_norm = c->qk_norm, d.rope = c->rope;
         d.rope_theta = c->rope_theta, d.max_t = nl ? m->layers[0].mc.max_t : 1;
+    } else if (fam == GM_FAM_KATA) { /* H heads of head_dim d; q, k l2-normalised, RoPE 2 */
+        d.H = d.Hv = c->H, d.dk = d.dv = c->dk, d.key_dim = d.value_dim = c->key_dim;
+        d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
+        d.qk_norm = c->qk_norm, d.rope = c->rope, d.rope_theta = c->rope_theta;
+        d.kata_variant = nl ? m->layers[0].mc.variant : 0;
+        d.kata_groups = nl ? m->layers[0].mc.groups : 0;
+        d.conv_dims[0] = d.conv_dims[1] = d.conv_dims[2] = c->key_dim;
     } else { /* mamba2: H heads of state_size keys and head_dim values, d_inner = H head_dim */
         d.H = d.Hv = c->H, d.dk = c->d_state, d.dv = c->dv;
         d.key_dim = c->H * c->d_state, d.value_dim = c->d_inner;
@@ -260,6 +272,13 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.norm_group = c->norm_group, d.dt_lo = c->dt_lo, d.dt_hi = c->dt_hi;
         d.conv_dims[0] = c->d_inner + 2 * c->n_groups * c->d_state;
     }
+    d.state_floats = nl ? g->sfl[0] : 0;
+    for (int li = 1; li < nl; li++)
+        if (g->sfl[li] != g->sfl[0]) {
+            free(ld);
+            model_gpu_free(g);
+            return err_set(e, "model on the gpu: layer %d's state is not layer 0's", li);
+        }
     int rc = gm_create(&g->k, &d, max_batch, e);
     free(ld);
     if (rc || model_gpu_upload(g, m, e)) {
@@ -362,6 +381,10 @@ int model_gpu_matches(const model_gpu *g, const model *m) {
 
 int model_gpu_has_readback(const model_gpu *g) {
     return g->readback;
+}
+
+int model_gpu_has_snapshot(const model_gpu *g) {
+    return g->snapshot;
 }
 
 int model_gpu_pos(const model_gpu *g) {

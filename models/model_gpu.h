@@ -4,8 +4,9 @@
  * every layer's core gdn, deltanet or kaczmarz, a swapped core too) and the decayed
  * linear-attention families (gla with its gla core, mamba2 with its mamba2 core) and attention
  * (transformer and parallax, cores softmax or parallax: the KV cache stays on the GPU; no graph,
- * the decode takes the position as an argument); key heads (gla: head_dim, mamba2: state_size)
- * up to 256 wide. Other families (kalman, kata) and hybrids step on the CPU.
+ * the decode takes the position as an argument) and kata (every variant, the lanes' step kernels);
+ * key heads (gla: head_dim, mamba2: state_size) up to 256 wide. kalman and hybrids step on the
+ * CPU.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs
@@ -115,7 +116,9 @@ int model_gpu_pos(const model_gpu *g);
  * another KV capacity changes an attention layer's); otherwise upload and download refuse. */
 int model_gpu_matches(const model_gpu *g, const struct model *m);
 /* 1 when the layers' states are [H, dk, dv] matrices: the readback picture (model_gpu_step_ex's
- * recall) and the state snapshot exist; 0 for attention, whose state is its KV cache. */
+ * recall) exists; 0 for attention (a KV cache) and KATA (a feature-space state). */
 int model_gpu_has_readback(const model_gpu *g);
+/* 1 when the state snapshot of the trace has something to show (every family but attention). */
+int model_gpu_has_snapshot(const model_gpu *g);
 
 #endif

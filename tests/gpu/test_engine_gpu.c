@@ -319,6 +319,8 @@ int main(void) {
     test_model("mamba2", "layers=2 hidden=64 heads=4 head_dim=32 vocab=256 seed=8", 1);
     test_model("softmax", "layers=2 hidden=128 heads=4 vocab=256 seed=10", 1);
     test_model("parallax", "layers=2 hidden=128 heads=2 vocab=256 seed=11", 1);
+    test_model("kata", "layers=2 hidden=64 heads=2 vocab=256 seed=12", 1);
+    test_model("kata", "layers=2 hidden=64 heads=2 variant=delta vocab=256 seed=13", 1);
     test_model("kalman", "layers=1 hidden=64 vocab=256 seed=9", 0);
     /* a hybrid (fla's attn key): the attention layer's softmax core keeps it off the resident
      * stepper, so it steps on the cpu under device gpu, the cores on the gpu where they can */

@@ -479,7 +479,7 @@ static float readback_ref(int dk, int dv, const float *S, const float *k, const 
  * v [L][H][dv] as the cores saw them (model_step's layer hook), and the readback errors
  * [L][H][RW] from the state after each token over every earlier key. */
 typedef struct rc_ref {
-    int L, H, dk, dv, cap, readback; /* readback 0: attention (a KV cache, no [dk, dv] state) */
+    int L, H, dk, dv, cap, readback; /* readback 0: attention, KATA (no [dk, dv] state) */
     float *k, *v, *rec;
 } rc_ref;
 
@@ -885,8 +885,19 @@ static void test_model_gpu_all(void) {
                    "layers=2 hidden=128 heads=2 qk_norm=true vocab=300 seed=23", NULL);
     test_model_gpu("model_gpu transformer + swap all parallax (r = 0)", "softmax",
                    "layers=2 hidden=128 heads=2 vocab=300 seed=24", "parallax");
+    test_model_gpu("model_gpu kata m1 C128 H2", "kata",
+                   "layers=2 hidden=128 heads=2 vocab=300 seed=31", NULL);
+    test_model_gpu("model_gpu kata mg2 conv rope", "kata",
+                   "layers=2 hidden=64 heads=2 variant=mg groups=2 use_short_conv=true rope=true "
+                   "vocab=300 seed=32",
+                   NULL);
+    test_model_gpu("model_gpu kata lorentz qk_norm=none", "kata",
+                   "layers=1 hidden=64 heads=2 variant=lorentz qk_norm=none vocab=300 seed=33",
+                   NULL);
+    test_model_gpu("model_gpu kata delta groups2 rope", "kata",
+                   "layers=2 hidden=64 heads=2 variant=delta groups=2 rope=true vocab=300 seed=34",
+                   NULL);
     test_model_gpu_unsupported("kalman", "layers=1 hidden=64 vocab=100");
-    test_model_gpu_unsupported("kata", "layers=1 hidden=64 vocab=100");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
 }
 
