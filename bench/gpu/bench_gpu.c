@@ -582,6 +582,8 @@ static void bench_step(double bw, err *e) {
                      0, 1024, bw, e);
     bench_step_model("parallax 4 x 1024", "parallax", "layers=4 hidden=1024 heads=8 vocab=32000", 0,
                      1024, bw, e);
+    bench_step_model("kata m1 4 x 1024", "kata",
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 0, 256, bw, e);
     bench_step_model("mamba2 4 x 1024", "mamba2",
                      "layers=4 hidden=1024 heads=32 head_dim=64 state_size=128 vocab=32000", 0,
                      1024, bw, e);
