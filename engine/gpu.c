@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mixers/kata.h"
 #include "../mixers/record.h"
 #include "../models/model.h"
 #include "../models/model_gpu.h"
@@ -103,6 +104,10 @@ static int scan_token(const engine *g, const float *probes, const float *fprobes
             const char *name = L->mx->probes[i].name;
             /* legitimately infinite: a half-life at g = 0 (half_life, gla's half_life_*) */
             if (!strncmp(name, "half_life", 9)) continue;
+            /* NaN by definition: KATA's beta outside the delta variant (as nonfinite.c) */
+            if (!strcmp(name, "beta") && !strcmp(L->mx->name, "kata") &&
+                L->mc.variant != KATA_DELTA)
+                continue;
             for (int h = 0; h < L->mc.H; h++)
                 for (int j = 0; j < w; j++)
                     if (!isfinite(v[h * w + j])) {

@@ -82,16 +82,16 @@ struct gm_model {
     // attention: r per head [B, H, d] (parallax), q and r as the decode reads them, its scratch
     float *Rd, *Qo, *Ro;
     char *ascr;
-    int pos, has_r; // the next token's position; the in-projection holds r_proj
-    char *kscr;     // kata: the step's scratch (DeltaKATA: its feature codes)
-    int32_t *tok, *next, *top;
+    int pos, has_r;                   // the next token's position; the in-projection holds r_proj
+    char *kscr;                       // kata: the step's scratch (DeltaKATA: its feature codes)
+    int32_t *tok, *next, *dpos, *top; // dpos: the call's first position (read by the kernels)
     double *part;
     char *ws;
     cudaStream_t st;
     cublasHandle_t blas;
     // pinned staging
     void *pin;
-    int32_t *p_tok, *p_next, *p_top;
+    int32_t *p_tok, *p_next, *p_pos, *p_top;
     float *p_logits, *p_topp, *p_nll, *p_probes, *p_fprobes;
     // graphs [GM_MODES][B + 1]: the mode bits GM_M_* of the call
     cudaGraphExec_t *graphs;
@@ -570,7 +570,8 @@ __global__ void __launch_bounds__(256) gm_m2_post(gm_m2_post_args a) {
 // ---- attention (layer_attn.c's prep)
 
 struct gm_attn_args {
-    int H, Hkv, d, C, kv, Dtot, qk_norm, rope, has_r, r_zero, pos0;
+    int H, Hkv, d, C, kv, Dtot, qk_norm, rope, has_r, r_zero;
+    const int32_t *pos0; // on the device: a captured graph replays with the call's position
     float theta;
     const float *P, *qn, *kn, *rn;
     float *Qd, *Kd, *Vd, *Rd;
@@ -581,7 +582,7 @@ struct gm_attn_args {
 // in float as blk_rope takes them, and the kv heads repeated to the query heads.
 __global__ void __launch_bounds__(256) gm_attn_prep(gm_attn_args a) {
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nw = blockDim.x >> 5, d = a.d, half = d / 2, grp = a.H / a.Hkv, pos = a.pos0 + t;
+    const int nw = blockDim.x >> 5, d = a.d, half = d / 2, grp = a.H / a.Hkv, pos = *a.pos0 + t;
     const int nr = a.has_r || a.r_zero ? a.H : 0, tasks = a.H + 2 * a.Hkv + nr;
     const float *Pt = a.P + (size_t)t * a.Dtot;
     const size_t row = (size_t)t * a.H * d;
@@ -643,7 +644,8 @@ __global__ void __launch_bounds__(256) gm_attn_prep(gm_attn_args a) {
 // ---- kata (layer_kata.c's prep)
 
 struct gm_kata_args {
-    int H, d, C3, Dtot, off_b, qk_norm, rope, beta, b_proj, pos0;
+    int H, d, C3, Dtot, off_b, qk_norm, rope, beta, b_proj;
+    const int32_t *pos0; // on the device: a captured graph replays with the call's position
     float theta;
     const float *QKV, *P;
     float *Qd, *Kd, *Vd, *Bin;
@@ -654,7 +656,7 @@ struct gm_kata_args {
 // v copied; DeltaKATA's beta = sigmoid(W_b x) (1 without b_proj).
 __global__ void __launch_bounds__(256) gm_kata_prep(gm_kata_args a) {
     const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int nw = blockDim.x >> 5, d = a.d, D = a.H * d, pos = a.pos0 + t;
+    const int nw = blockDim.x >> 5, d = a.d, D = a.H * d, pos = *a.pos0 + t;
     const float *row = a.QKV + (size_t)t * a.C3;
     for (int task = warp; task < 2 * a.H; task += nw) {
         const int h = task % a.H, isk = task >= a.H;
@@ -989,7 +991,7 @@ static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
     aa.H = d->Hv, aa.Hkv = d->Hkv, aa.d = d->dk, aa.C = d->key_dim, aa.kv = d->Hkv * d->dk;
     aa.Dtot = g->Dtot, aa.qk_norm = d->qk_norm, aa.rope = d->rope, aa.theta = d->rope_theta;
     aa.has_r = Ld->core == GM_CORE_PARALLAX && g->has_r;
-    aa.r_zero = Ld->core == GM_CORE_PARALLAX && !g->has_r, aa.pos0 = g->pos;
+    aa.r_zero = Ld->core == GM_CORE_PARALLAX && !g->has_r, aa.pos0 = g->dpos;
     aa.P = g->P, aa.qn = Ld->qn, aa.kn = Ld->kn, aa.rn = Ld->rn;
     aa.Qd = g->Qd, aa.Kd = g->Kd, aa.Vd = g->Vd, aa.Rd = g->Rd;
     gm_attn_prep<<<n, 256, 0, g->st>>>(aa);
@@ -1032,7 +1034,7 @@ static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
     CUDA_LAUNCHED("gpu model: convolution");
     gm_kata_args ka;
     ka.H = d->Hv, ka.d = d->dk, ka.C3 = g->C3, ka.Dtot = g->Dtot, ka.off_b = g->off_b;
-    ka.qk_norm = d->qk_norm, ka.rope = d->rope != 0, ka.theta = d->rope_theta, ka.pos0 = g->pos;
+    ka.qk_norm = d->qk_norm, ka.rope = d->rope != 0, ka.theta = d->rope_theta, ka.pos0 = g->dpos;
     ka.beta = d->kata_variant == KATA_DELTA, ka.b_proj = Ld->has_b;
     ka.QKV = g->QKV, ka.P = g->P, ka.Qd = g->Qd, ka.Kd = g->Kd, ka.Vd = g->Vd, ka.Bin = g->Bin;
     gm_kata_prep<<<n, 256, 0, g->st>>>(ka);
@@ -1521,15 +1523,15 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         GM_ALLOC(g->Ro, (size_t)B * kd);
         GM_ALLOC(g->ascr, gpu_attn_decode_scratch_bytes(Hv, d->dv, d->max_t));
     }
-    GM_ALLOC(g->tok, 2 * (size_t)B);
-    g->next = g->tok + B;
+    GM_ALLOC(g->tok, 2 * (size_t)B + 1);
+    g->next = g->tok + B, g->dpos = g->tok + 2 * B;
     GM_ALLOC(g->top, 3 * (size_t)B); // top, then topp and nll: one copy back
     g->topp = (float *)(g->top + B), g->nll = g->topp + B;
     GM_ALLOC(g->part, (size_t)B * Hv * g->nblk * GM_NACC);
     GM_ALLOC(g->ws, GM_WS_BYTES);
     {
         size_t pin =
-            3 * (size_t)B * 4 +
+            (3 * (size_t)B + 1) * 4 +
             ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot + (size_t)B * L * g->nfam * Hv) *
                 4 +
             256;
@@ -1540,8 +1542,8 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
             goto fail;
         }
         int32_t *ip = (int32_t *)g->pin;
-        g->p_tok = ip, g->p_next = ip + B, g->p_top = ip + 2 * B;
-        float *fp = (float *)(ip + 3 * B);
+        g->p_tok = ip, g->p_next = ip + B, g->p_pos = ip + 2 * B, g->p_top = ip + 2 * B + 1;
+        float *fp = (float *)(ip + 3 * B + 1); // topp and nll right after top, as on the device
         g->p_topp = fp, fp += B;
         g->p_nll = fp, fp += B;
         g->p_logits = fp, fp += (size_t)B * V;
@@ -1782,8 +1784,10 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
     for (int t = 0; t < n; t++) g->p_next[t] = next ? next[t] : -1;
     cudaStream_t st = g->st;
     // tok and next lie one after the other on both sides: one copy
-    CUDA_TRY(cudaMemcpyAsync(g->tok, g->p_tok, 2 * (size_t)g->B * 4, cudaMemcpyHostToDevice, st),
-             "gpu model: tokens");
+    *g->p_pos = g->pos;
+    CUDA_TRY(
+        cudaMemcpyAsync(g->tok, g->p_tok, (2 * (size_t)g->B + 1) * 4, cudaMemcpyHostToDevice, st),
+        "gpu model: tokens");
     if (gm_launch(g, n, mode, e)) return -1;
     if (out->logits)
         CUDA_TRY(

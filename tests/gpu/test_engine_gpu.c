@@ -154,6 +154,7 @@ static int model_engine(engine *g, const char *mixer, const char *args, int devi
 static void test_model(const char *mixer, const char *args, int resident) {
     enum { T = 150, FIRST = 100 };
     const int attn = !strcmp(mixer, "softmax") || !strcmp(mixer, "parallax");
+    const int readback = !attn && strcmp(mixer, "kata"); /* a [dk, dv] state */
     int32_t ids[T];
     for (int i = 0; i < T; i++) ids[i] = (int32_t)((i * 37 + 11) % 200);
     engine c, gpu;
@@ -214,7 +215,7 @@ static void test_model(const char *mixer, const char *args, int resident) {
     if (resident) {
         /* k, v and the readback picture each on their own line; the blocks' norms not registered */
         const char *kvr[] = {"k", "v", "recall"};
-        for (int i = 0; i < (attn ? 2 : 3); i++) {
+        for (int i = 0; i < (readback ? 3 : 2); i++) {
             int in_both = trace_find(&gpu.tr, kvr[i]) >= 0 && trace_find(&c.tr, kvr[i]) >= 0;
             d = in_both ? trace_diff(&gpu.tr, &c.tr, kvr[i], 1, worst, sizeof worst) : NAN;
             snprintf(what, sizeof what, "model %s: %s, %d tokens resident on the gpu", mixer,

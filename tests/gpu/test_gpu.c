@@ -486,8 +486,8 @@ typedef struct rc_ref {
 static void rc_init(rc_ref *r, const model *m, int cap) {
     const mixer_cfg *c = &m->layers[0].mc;
     r->L = m->c.layers, r->H = c->H, r->dk = c->dk, r->dv = c->dv, r->cap = cap;
-    r->readback =
-        strcmp(m->layers[0].mx->name, "softmax") && strcmp(m->layers[0].mx->name, "parallax");
+    const char *name = m->layers[0].mx->name;
+    r->readback = strcmp(name, "softmax") && strcmp(name, "parallax") && strcmp(name, "kata");
     size_t lh = (size_t)cap * r->L * r->H;
     r->k = malloc(lh * r->dk * 4), r->v = malloc(lh * r->dv * 4), r->rec = malloc(lh * RW * 4);
     for (size_t i = 0; i < lh * RW; i++) r->rec[i] = NAN;
@@ -648,12 +648,15 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
                 for (int p = 0; p < Ly->mx->nprobes; p++) {
                     int si = trace_find(&tr, Ly->mx->probes[p].name);
                     size_t off = loff + mixer_probe_offset(Ly->mx, &Ly->mc, p);
+                    /* a probe of w floats a head: head h's at off + h w (KATA's o_hat is dv) */
+                    const int w = mixer_width_floats(&Ly->mc, Ly->mx->probes[p].width);
                     for (int t = 0; si >= 0 && t < T; t++)
-                        for (int h = 0; h < H; h++) {
-                            double d = probe_err(gp[(size_t)t * pf + off + h],
-                                                 *trace_at_lh(&tr, si, W0 + t, li, h));
-                            if (d > worst) worst = d, wname = Ly->mx->probes[p].name;
-                        }
+                        for (int h = 0; h < H; h++)
+                            for (int j = 0; j < w; j++) {
+                                double d = probe_err(gp[(size_t)t * pf + off + (size_t)h * w + j],
+                                                     trace_at_lh(&tr, si, W0 + t, li, h)[j]);
+                                if (d > worst) worst = d, wname = Ly->mx->probes[p].name;
+                            }
                     if (si < 0) worst = 1, wname = "(not in the trace)";
                 }
                 loff += mixer_probe_floats(Ly->mx, &Ly->mc);
