@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../mixers/kata.h"
 #include "../mixers/record.h"
 #include "../models/model.h"
 #include "../models/model_gpu.h"
 #include "../viz/recall.h"
 #include "internal.h"
+#include "nonfinite.h"
 
 #define ENGINE_GPU_BATCH 64
 #define W                MODEL_GPU_RECALL_WINDOW
@@ -102,12 +102,8 @@ static int scan_token(const engine *g, const float *probes, const float *fprobes
             const float *v = p + mixer_probe_offset(L->mx, &L->mc, i);
             int w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
             const char *name = L->mx->probes[i].name;
-            /* legitimately infinite: a half-life at g = 0 (half_life, gla's half_life_*) */
-            if (!strncmp(name, "half_life", 9)) continue;
-            /* NaN by definition: KATA's beta outside the delta variant (as nonfinite.c) */
-            if (!strcmp(name, "beta") && !strcmp(L->mx->name, "kata") &&
-                L->mc.variant != KATA_DELTA)
-                continue;
+            /* the probes the CPU's scan names (finite in a healthy run) */
+            if (!diag_nf_probe_checked(L->mx, &L->mc, name)) continue;
             for (int h = 0; h < L->mc.H; h++)
                 for (int j = 0; j < w; j++)
                     if (!isfinite(v[h * w + j])) {

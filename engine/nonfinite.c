@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../mixers/kata.h"
 #include "../models/model.h"
 #include "nonfinite.h"
 
@@ -81,6 +82,14 @@ static const char *const DERIVED[] = {
     "den",        "lambda_prior",  "lambda",         "lambda_min", "lambda_max", "phi",    "e_norm",
     "write_norm", "erase_removed", "forget_removed", "state_norm", "z_norm",     "o_norm",
 };
+
+int diag_nf_probe_checked(const mixer_ops *mx, const mixer_cfg *c, const char *name) {
+    /* KATA's beta is NaN outside the delta variant by definition */
+    if (!strcmp(name, "beta") && !strcmp(mx->name, "kata") && c->variant != KATA_DELTA) return 0;
+    for (size_t k = 0; k < sizeof DERIVED / sizeof DERIVED[0]; k++)
+        if (!strcmp(name, DERIVED[k])) return 1;
+    return 0;
+}
 
 static void set_found(diag_nf *r, const char *what, const char *desc, int64_t token, int layer,
                       int head, int nheads, float value) {

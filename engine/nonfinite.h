@@ -40,6 +40,10 @@ int diag_nf_scan_layer(diag_nf *r, const struct model *m, int li, const mixer_to
 /* After model_step: the residual after the last layer and the logits [vocab]. m->pos has already
  * advanced past the token. */
 int diag_nf_scan_end(diag_nf *r, const struct model *m, const float *logits);
+/* 1 when probe `name` of core mx is finite in a healthy run, so a NaN / Inf in it means the step
+ * went wrong (the quantities the scan above names: norms, gates, decays; not a half-life, which is
+ * infinite at g = 0, nor a probe NaN by definition, e.g. KATA's beta outside the delta variant). */
+int diag_nf_probe_checked(const mixer_ops *mx, const mixer_cfg *c, const char *name);
 /* "first non-finite value at token 811, layer 5, head 1, in the decay g (...): -inf; <cause>". */
 const char *diag_nf_message(const diag_nf *r, char *buf, size_t n);
 
