@@ -2,7 +2,8 @@
  * supports the model (the delta-rule family, gla, mamba2); other models step through the CPU path
  * with their cores on the GPU.
  *
- * Tokens go to the GPU in batches of ENGINE_GPU_BATCH: one call per batch, whose results (logits,
+ * Tokens go to the GPU in batches of ENGINE_GPU_BATCH (fewer when a token's probes are large:
+ * model_gpu_max_batch): one call per batch, whose results (logits,
  * top-1, the cores' and families' probes, the keys and values the cores saw, the readback errors,
  * the states after the batch's last token) come back in one copy each. Recorded per token: the
  * core and family probes, the logits, "k" and "v" (whenever anything is recorded, as the CPU path
@@ -143,13 +144,14 @@ int engine_gpu_advance(engine *g, int n, err *e) {
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
     size_t rf = (size_t)layers * c0->H * W;
     for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
-    float *probes = malloc((size_t)ENGINE_GPU_BATCH * (pf ? pf : 1) * sizeof(float));
-    float *fprobes = malloc((size_t)ENGINE_GPU_BATCH * (ff ? ff : 1) * sizeof(float));
+    const int BATCH = model_gpu_max_batch(g->gm);
+    float *probes = malloc((size_t)BATCH * (pf ? pf : 1) * sizeof(float));
+    float *fprobes = malloc((size_t)BATCH * (ff ? ff : 1) * sizeof(float));
     float *state = want_state ? malloc(sf * sizeof(float)) : NULL;
     /* the readback rows of a batch that records them for some tokens only (k, v and the rows of
      * a batch that records them all go straight into the trace: its tokens lie one after the
      * other) */
-    float *rb = want_recall ? malloc((size_t)ENGINE_GPU_BATCH * rf * sizeof(float)) : NULL;
+    float *rb = want_recall ? malloc((size_t)BATCH * rf * sizeof(float)) : NULL;
     if (!probes || !fprobes || (want_state && !state) || (want_recall && !rb)) {
         free(probes), free(fprobes), free(state), free(rb);
         return err_set(e, "out of memory for the GPU's probes");
@@ -188,7 +190,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
     int rc = 0, done = 0, snap_due = 0, failed = 0;
     char bad[ERR_MSG_MAX] = "";
     while (done < n && !rc) {
-        int pos = m->pos, nb = n - done < ENGINE_GPU_BATCH ? n - done : ENGINE_GPU_BATCH;
+        int pos = m->pos, nb = n - done < BATCH ? n - done : BATCH;
         if (engine_tick(g, done, n)) {
             rc = err_set(e, "interrupted at token %d", pos);
             break;

@@ -44,6 +44,14 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
                                     float eps, const float *q, const float *k, const float *v,
                                     float *state, float *o, float *probes, void *scratch,
                                     void *stream, err *e);
+// kernels/kalman.cu: one Kalman step (the lanes' declarations)
+extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
+                                      const float *k, const float *v, const float *lv,
+                                      const float *a, const float *p, float *state, float *o,
+                                      float *probes, void *stream, err *e);
+extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
+                               const void *k, const void *v, const float *lv, const float *a,
+                               const float *p, float *state, float *o, void *stream, err *e);
 extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
                              int max_t, int bf16, const void *q, const void *r, const void *k,
                              const void *v, float *cache, float *qo, float *ro, void *stream,
@@ -52,11 +60,13 @@ extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, f
 struct gm_layer_dev {
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
     const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
-    const float *gk1, *gk1_b;      // gla: the decay's second product and its bias
-    const float *in_b, *D, *out_b; // mamba2: in_proj's bias, the D skip, out_proj's bias
-    const float *qn, *kn, *rn;     // attention: the per-head norms' weights of q, k, r
-    int window, core_rope;         // attention: the core's window and own RoPE
-    int has_b;                     // kata: b_proj (DeltaKATA's beta; without it beta = 1)
+    const float *gk1, *gk1_b;           // gla: the decay's second product and its bias
+    const float *in_b, *D, *out_b;      // mamba2: in_proj's bias, the D skip, out_proj's bias
+    const float *qn, *kn, *rn;          // attention: the per-head norms' weights of q, k, r
+    int window, core_rope;              // attention: the core's window and own RoPE
+    int has_b;                          // kata: b_proj (DeltaKATA's beta; without it beta = 1)
+    const float *sens, *ka, *kp, *skip; // kalman: sensor_proj, a, p [M, S], skip [1]
+    int prior;
     float core_theta;
     int core;
     float scale, eps;
@@ -84,6 +94,7 @@ struct gm_model {
     char *ascr;
     int pos, has_r;                   // the next token's position; the in-projection holds r_proj
     char *kscr;                       // kata: the step's scratch (DeltaKATA: its feature codes)
+    float *SENS;                      // kalman: the sensor product [B, 2M + 2S]
     int32_t *tok, *next, *dpos, *top; // dpos: the call's first position (read by the kernels)
     double *part;
     char *ws;
@@ -689,6 +700,48 @@ __global__ void __launch_bounds__(256) gm_kata_prep(gm_kata_args a) {
                 a.b_proj ? gm_sigmoid(a.P[(size_t)t * a.Dtot + a.off_b + h]) : 1.0f;
 }
 
+// ---- kalman (layer_kalman.c's prep and post)
+
+struct gm_kal_args {
+    int M, S, qk_norm;
+    const float *SENS; // [v | u | k | q] per token
+    float *Qd, *Kd, *Vd, *LV;
+};
+
+// One block per token: k and q over |x| (floored at 1e-12, the sum in double), lambda_v =
+// 1 / (softplus(u) + 1e-4), v copied.
+__global__ void __launch_bounds__(256) gm_kal_prep(gm_kal_args a) {
+    __shared__ double sh[32];
+    const int t = blockIdx.x, M = a.M, S = a.S;
+    const float *sn = a.SENS + (size_t)t * (2 * M + 2 * S), *k = sn + 2 * M, *q = k + S;
+    double nk = 0.0, nq = 0.0;
+    for (int s = threadIdx.x; s < S; s += blockDim.x)
+        nk += (double)k[s] * k[s], nq += (double)q[s] * q[s];
+    nk = block_sum(nk, sh), nq = block_sum(nq, sh);
+    const float rk = a.qk_norm ? (float)(1.0 / fmax(sqrt(nk), 1e-12)) : 1.0f;
+    const float rq = a.qk_norm ? (float)(1.0 / fmax(sqrt(nq), 1e-12)) : 1.0f;
+    for (int s = threadIdx.x; s < S; s += blockDim.x)
+        a.Kd[(size_t)t * S + s] = __fmul_rn(k[s], rk),
+                             a.Qd[(size_t)t * S + s] = __fmul_rn(q[s], rq);
+    for (int m = threadIdx.x; m < M; m += blockDim.x) {
+        a.Vd[(size_t)t * M + m] = sn[m];
+        a.LV[(size_t)t * M + m] = 1.0f / (gm_softplus(sn[M + m]) + 1e-4f);
+    }
+}
+
+// y = (o + skip z) (SiLU(g') with the gate), z the convolved stream, g' the in-projection's
+// second half.
+__global__ void gm_kal_post(int n, int M, int gating, const float *__restrict__ O,
+                            const float *__restrict__ Z, const float *__restrict__ P,
+                            const float *__restrict__ skip, float *__restrict__ Y) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)n * M) return;
+    const size_t t = idx / M, m = idx % M;
+    float y = __fadd_rn(O[idx], __fmul_rn(skip[0], Z[idx]));
+    if (gating) y = __fmul_rn(y, gm_silu(P[t * 2 * M + M + m]));
+    Y[idx] = y;
+}
+
 // Y[t, i] += b[i] (mamba2's in_proj and out_proj biases).
 __global__ void gm_bias(int n, int D, int ldy, const float *__restrict__ b, float *__restrict__ Y) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -1066,6 +1119,51 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     return 0;
 }
 
+// A Kalman layer up to the core's inputs: in_proj, the convolution of z' (SiLU), the sensor
+// product of z, then the per-token rows (gm_kal_prep).
+static int gm_kal_inputs(gm_model *g, int li, int n, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int C = d->hidden, M = d->dv, S = d->dk;
+    if (gm_gemm(g, n, 2 * M, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
+    gm_conv<<<(M + 127) / 128, 128, 0, g->st>>>(n, M, d->conv_size, g->Dtot, g->P, Ld->conv_w,
+                                                Ld->conv_b, g->conv + (size_t)li * g->cf, g->QKV, M,
+                                                GM_ACT_SILU, GM_ACT_SILU, d->use_conv);
+    CUDA_LAUNCHED("gpu model: convolution");
+    if (gm_gemm(g, n, 2 * M + 2 * S, M, Ld->sens, g->QKV, M, g->SENS, 2 * M + 2 * S, 0, e))
+        return -1;
+    gm_kal_args ka;
+    ka.M = M, ka.S = S, ka.qk_norm = d->qk_norm, ka.SENS = g->SENS;
+    ka.Qd = g->Qd, ka.Kd = g->Kd, ka.Vd = g->Vd, ka.LV = g->Gd;
+    gm_kal_prep<<<n, 256, 0, g->st>>>(ka);
+    CUDA_LAUNCHED("gpu model: kalman inputs");
+    return 0;
+}
+
+// A Kalman layer's core (one step a token, the lanes' kernels; its probes straight into the CPU
+// layout) and post, up to the out-projection's input ON.
+static int gm_kal_core(gm_model *g, int li, int n, bool pon, err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    const int M = d->dv, S = d->dk;
+    float *st = g->state + (size_t)li * g->sf;
+    for (int t = 0; t < n; t++) {
+        const float *q = g->Qd + (size_t)t * S, *k = g->Kd + (size_t)t * S;
+        const float *v = g->Vd + (size_t)t * M, *lv = g->Gd + (size_t)t * M;
+        float *o = g->O + (size_t)t * M;
+        int rc = pon ? gpu_kalman_step_probes(
+                           1, M, S, Ld->scale, Ld->prior, q, k, v, lv, Ld->ka, Ld->kp, st, o,
+                           g->probes + (size_t)t * g->ptot + Ld->pm.layer_off, g->st, e)
+                     : gpu_kalman_step(1, M, S, Ld->scale, Ld->prior, 0, q, k, v, lv, Ld->ka,
+                                       Ld->kp, st, o, g->st, e);
+        if (rc) return -1;
+    }
+    gm_kal_post<<<(unsigned)(((size_t)n * M + 255) / 256), 256, 0, g->st>>>(
+        n, M, d->use_gating, g->O, g->QKV, g->P, Ld->skip, g->ON);
+    CUDA_LAUNCHED("gpu model: kalman output");
+    return 0;
+}
+
 // Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
 static int gm_record(gm_model *g, int n, int mode, err *e) {
     const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
@@ -1081,11 +1179,12 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         float *fp = pon ? g->fprobes + (size_t)li * g->nfam * Hv : NULL;
         gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->attn_norm, g->xn);
         CUDA_LAUNCHED("gpu model: rmsnorm");
-        int rc = d->family == GM_FAM_DELTA  ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
-                 : d->family == GM_FAM_GLA  ? gm_gla_inputs(g, li, n, e)
-                 : d->family == GM_FAM_ATTN ? gm_attn_inputs(g, li, n, e)
-                 : d->family == GM_FAM_KATA ? gm_kata_inputs(g, li, n, e)
-                                            : gm_m2_inputs(g, li, n, fp, fp_stride, e);
+        int rc = d->family == GM_FAM_DELTA    ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
+                 : d->family == GM_FAM_GLA    ? gm_gla_inputs(g, li, n, e)
+                 : d->family == GM_FAM_ATTN   ? gm_attn_inputs(g, li, n, e)
+                 : d->family == GM_FAM_KATA   ? gm_kata_inputs(g, li, n, e)
+                 : d->family == GM_FAM_KALMAN ? gm_kal_inputs(g, li, n, e)
+                                              : gm_m2_inputs(g, li, n, fp, fp_stride, e);
         if (rc) return -1;
         if (kvm) {
             const int hist = GM_RECALL_W - 1;
@@ -1102,6 +1201,12 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             CUDA_LAUNCHED("gpu model: window in");
             gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
             CUDA_LAUNCHED("gpu model: window out");
+        }
+        if (d->family == GM_FAM_KALMAN) {
+            if (gm_kal_core(g, li, n, pon, e) ||
+                gm_gemm(g, n, C, vd, Ld->w_o, g->ON, vd, g->x, C, 1, e) || gm_mlp(g, li, n, e))
+                return -1;
+            continue;
         }
         if (d->family == GM_FAM_ATTN || d->family == GM_FAM_KATA) {
             if ((d->family == GM_FAM_ATTN ? gm_attn_core(g, li, n, pon, e)
@@ -1182,12 +1287,12 @@ extern "C" void gm_destroy(gm_model *g) {
     free(g->graphs), free(g->seen);
     if (g->blas) cublasDestroy(g->blas);
     if (g->st) cudaStreamDestroy(g->st);
-    void *dev[] = {g->arena, g->state, g->conv,   g->x,      g->xn,      g->P,    g->QKV,
-                   g->G,     g->Bin,   g->Beff,   g->Q2,     g->K2,      g->O,    g->ON,
-                   g->GU,    g->Hm,    g->logits, g->probes, g->fprobes, g->tok,  g->top,
-                   g->part,  g->ws,    g->khist,  g->vhist,  g->kwin,    g->vwin, g->kout,
-                   g->vout,  g->rec,   g->Sbuf,   g->R,      g->Qd,      g->Kd,   g->Vd,
-                   g->Gd,    g->GKr,   g->Rd,     g->Qo,     g->Ro,      g->ascr, g->kscr};
+    void *dev[] = {g->arena,  g->state,  g->conv,    g->x,    g->xn,   g->P,    g->QKV,  g->G,
+                   g->Bin,    g->Beff,   g->Q2,      g->K2,   g->O,    g->ON,   g->GU,   g->Hm,
+                   g->logits, g->probes, g->fprobes, g->tok,  g->top,  g->part, g->ws,   g->khist,
+                   g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R,
+                   g->Qd,     g->Kd,     g->Vd,      g->Gd,   g->GKr,  g->Rd,   g->Qo,   g->Ro,
+                   g->ascr,   g->kscr,   g->SENS};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     if (g->pin2) cudaFreeHost(g->pin2);
@@ -1293,6 +1398,17 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
         cpart[0] = l->q_conv, cpart[1] = l->k_conv, cpart[2] = l->v_conv;
         Ld->has_b = l->b_proj != NULL;
         break;
+    case GM_FAM_KALMAN: {
+        const size_t M = d->dv, S = d->dk;
+        part[0] = l->in_proj, rows[0] = 2 * M, np = 1;
+        cpart[0] = l->conv_w, cbias[0] = l->conv_b;
+        if (take(ar, &Ld->sens, (2 * M + 2 * S) * M, l->sensor_proj, e) ||
+            take(ar, &Ld->ka, M * S, l->kal_a, e) || take(ar, &Ld->kp, M * S, l->kal_p, e) ||
+            take(ar, &Ld->skip, 1, l->skip, e))
+            return -1;
+        Ld->prior = l->prior;
+        break;
+    }
     default: // GM_FAM_MAMBA2
         part[0] = l->in_proj, rows[0] = g->Dtot, np = 1;
         cpart[0] = l->conv_w, cbias[0] = l->conv_b;
@@ -1333,7 +1449,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
     if (d->dk < 1 || d->dk > GM_MAX_DK)
         return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
     if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
-        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_KATA ||
+        d->value_dim != d->Hv * d->dv || d->family < GM_FAM_DELTA || d->family > GM_FAM_KALMAN ||
         (d->family != GM_FAM_DELTA && d->H != d->Hv) || d->family_probes < 0 ||
         d->family_probes > GM_FAMILY_PROBES)
         return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
@@ -1356,7 +1472,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         const size_t want = d->family == GM_FAM_ATTN
                                 ? (size_t)d->max_t * d->Hv * (d->dk + d->dv)
                                 : (size_t)d->Hv * d->dk * d->dv; // a [Hv, dk, dv] matrix state
-        if (d->family != GM_FAM_KATA && d->state_floats != want)
+        if (d->family != GM_FAM_KATA && d->family != GM_FAM_KALMAN && d->state_floats != want)
             return err_set(e, "gpu model: a layer's state of %zu floats, not %zu", d->state_floats,
                            want);
         if (d->state_floats < 1) return err_set(e, "gpu model: no state");
@@ -1379,6 +1495,10 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
                    (d->use_gate && !l->g_proj) ||
                    (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
                    l->core != GM_CORE_GLA;
+            break;
+        case GM_FAM_KALMAN:
+            bad |= !l->in_proj || !l->sensor_proj || !l->kal_a || !l->kal_p || !l->skip ||
+                   !l->out_proj || (d->use_conv && !l->conv_w) || l->core != GM_CORE_KALMAN;
             break;
         case GM_FAM_KATA:
             bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
@@ -1418,6 +1538,9 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         g->off_g = g->C3;
         g->off_lr = g->off_g + (d->use_gate ? vd : 0);
         g->Dtot = g->off_lr + d->gk_rank;
+        break;
+    case GM_FAM_KALMAN: // [z' | g']: the convolution reads z'
+        g->Dtot = 2 * vd;
         break;
     case GM_FAM_KATA: // [q | k | v | b]
         g->off_b = g->C3;
@@ -1507,9 +1630,13 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         GM_ALLOC(g->Qd, (size_t)B * kd);
         GM_ALLOC(g->Kd, (size_t)B * kd);
         GM_ALLOC(g->Vd, (size_t)B * vd);
-        GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA ? kd : Hv));
+        // gla: log-decays [B, kd]; mamba2: [B, H]; kalman: lambda_v [B, M]
+        GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA      ? kd
+                                     : d->family == GM_FAM_KALMAN ? vd
+                                                                  : Hv));
         GM_ALLOC(g->GKr, (size_t)B * (d->family == GM_FAM_GLA ? kd / grp : 1));
     }
+    if (d->family == GM_FAM_KALMAN) GM_ALLOC(g->SENS, (size_t)B * (2 * vd + 2 * kd));
     if (d->family == GM_FAM_KATA) {
         const int delta = d->kata_variant == KATA_DELTA;
         const size_t kb =

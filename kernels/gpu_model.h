@@ -33,11 +33,19 @@ enum {
     GM_CORE_MAMBA2,
     GM_CORE_SOFTMAX,
     GM_CORE_PARALLAX,
-    GM_CORE_KATA
+    GM_CORE_KATA,
+    GM_CORE_KALMAN
 };
 /* Layer families: models/layer_gdn.c, layer_gla.c, layer_mamba2.c, layer_attn.c (transformer and
- * parallax), layer_kata.c. */
-enum { GM_FAM_DELTA = 0, GM_FAM_GLA = 1, GM_FAM_MAMBA2 = 2, GM_FAM_ATTN = 3, GM_FAM_KATA = 4 };
+ * parallax), layer_kata.c, layer_kalman.c. */
+enum {
+    GM_FAM_DELTA = 0,
+    GM_FAM_GLA = 1,
+    GM_FAM_MAMBA2 = 2,
+    GM_FAM_ATTN = 3,
+    GM_FAM_KATA = 4,
+    GM_FAM_KALMAN = 5
+};
 /* Feature maps, numbered as models/blocks.h's blk_act. */
 enum { GM_ACT_NONE = 0, GM_ACT_SILU, GM_ACT_RELU, GM_ACT_ELU_P1, GM_ACT_SIGMOID };
 /* The largest key width the core kernel holds (8 row groups of 32 rows). */
@@ -79,7 +87,8 @@ enum { GM_RECALL_W = 256 };
  * (and its bias), conv_w / conv_b, A_log, dt_bias, D, norm_w, out_proj (and its bias); attention
  * q/k/v_proj ([C, C], [Hkv d, C], [Hkv d, C]), r_proj [C, C] (parallax; NULL: r = 0), their
  * biases, q/k/r_norm [d], o_proj and the MLP; kata q/k/v_proj [D, C], the convolutions, b_proj
- * [H, C] (DeltaKATA), o_proj and the MLP. */
+ * [H, C] (DeltaKATA), o_proj and the MLP; kalman in_proj [2M, C], conv_w / conv_b [M, 1, W] / [M],
+ * sensor_proj [2M + 2S, M], the discrete dynamics kal_a / kal_p [M, S], skip [1], out_proj. */
 typedef struct gm_layer_desc {
     const float *attn_norm;                                  /* [C] */
     const float *q_proj, *k_proj, *v_proj;                   /* [kd, C], [kd, C], [vd, C] */
@@ -98,8 +107,10 @@ typedef struct gm_layer_desc {
     /* attention: the core's window (0: none), its own RoPE (mixer option rope=1) and theta */
     int window, core_rope;
     float core_theta;
-    int core;         /* GM_CORE_* */
-    float scale, eps; /* the core's query scale; Kaczmarz's eps */
+    const float *sensor_proj, *kal_a, *kal_p, *skip; /* kalman */
+    int prior;                                       /* kalman: the core's prior variant */
+    int core;                                        /* GM_CORE_* */
+    float scale, eps;                                /* the core's query scale; Kaczmarz's eps */
     /* the core's probes in the CPU layout: probe p (of nprobes) of head h goes to offset
      * probe_off[p] + h of the layer's block of probe_floats; probe_map[p] is its GDP_* value
      * (kernels/gpu.h; gla and mamba2: LDP_*), -1 for NaN */
@@ -137,6 +148,8 @@ typedef struct gm_model_desc {
     /* kata (H heads of d = dk = dv; rope 2: interleaved, qk_norm: l2): the cores' variant and
      * groups (mixers/kata.h), one for every layer */
     int kata_variant, kata_groups;
+    /* kalman (one head: dk = S states, dv = M channels): the output gate SiLU(g') */
+    int use_gating;
     size_t state_floats;                   /* a layer's state (mixer_state_floats) */
     const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
     const gm_layer_desc *layer;            /* [layers] */

@@ -43,11 +43,12 @@ static const char *const LDP_NAMES[LDP_COUNT] = {
 
 /* GM_CORE_* of a registered core the stepper runs, or -1. */
 static int core_of(const mixer_ops *mx) {
-    static const char *const names[8] = {"gdn",    "deltanet", "kaczmarz", "gla",
-                                         "mamba2", "softmax",  "parallax", "kata"};
-    static const int cores[8] = {GM_CORE_GDN,    GM_CORE_DELTANET, GM_CORE_KACZMARZ, GM_CORE_GLA,
-                                 GM_CORE_MAMBA2, GM_CORE_SOFTMAX,  GM_CORE_PARALLAX, GM_CORE_KATA};
-    for (int i = 0; i < 8; i++)
+    static const char *const names[9] = {"gdn",     "deltanet", "kaczmarz", "gla",   "mamba2",
+                                         "softmax", "parallax", "kata",     "kalman"};
+    static const int cores[9] = {GM_CORE_GDN,      GM_CORE_DELTANET, GM_CORE_KACZMARZ,
+                                 GM_CORE_GLA,      GM_CORE_MAMBA2,   GM_CORE_SOFTMAX,
+                                 GM_CORE_PARALLAX, GM_CORE_KATA,     GM_CORE_KALMAN};
+    for (int i = 0; i < 9; i++)
         if (mx && !strcmp(mx->name, names[i]) && mixer_find(names[i]) == mx) return cores[i];
     return -1;
 }
@@ -62,6 +63,7 @@ static int family_gm(const model_config *c, int *core_lo, int *core_hi) {
     if (c->family == FAM_GLA) return *core_lo = *core_hi = GM_CORE_GLA, GM_FAM_GLA;
     if (c->family == FAM_MAMBA2) return *core_lo = *core_hi = GM_CORE_MAMBA2, GM_FAM_MAMBA2;
     if (c->family == FAM_KATA) return *core_lo = *core_hi = GM_CORE_KATA, GM_FAM_KATA;
+    if (c->family == FAM_KALMAN) return *core_lo = *core_hi = GM_CORE_KALMAN, GM_FAM_KALMAN;
     if (c->family == FAM_ATTN && (c->kind == MK_TRANSFORMER || c->kind == MK_PARALLAX)) {
         *core_lo = GM_CORE_SOFTMAX, *core_hi = GM_CORE_PARALLAX;
         return GM_FAM_ATTN;
@@ -162,6 +164,8 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->r_proj = L->r_proj, x->q_bias = L->q_bias, x->k_bias = L->k_bias, x->v_bias = L->v_bias;
     x->r_bias = L->r_bias, x->q_norm = L->q_norm, x->k_norm = L->k_norm, x->r_norm = L->r_norm;
     x->window = L->mc.window, x->core_rope = L->mc.rope, x->core_theta = L->mc.rope_theta;
+    x->sensor_proj = L->sensor_proj, x->kal_a = L->kal_a, x->kal_p = L->kal_p, x->skip = L->skip;
+    x->prior = (L->mc.variant & 2) != 0; /* kalman's prior variants (gpu_lanes.cu's test) */
     x->core = core_of(L->mx);
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
@@ -204,15 +208,20 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         model_gpu_free(g);
         return err_set(e, "out of memory");
     }
-    g->layers = nl, g->max_batch = max_batch, g->vocab = c->vocab;
+    g->vocab = c->vocab, g->layers = nl;
     for (int li = 0; li < nl; li++) {
         const layer *L = &m->layers[li];
         describe_layer(m, L, &ld[li]);
         g->pfloats += (size_t)ld[li].probe_floats;
         g->sfl[li] = L->mx->state_floats(&L->mc);
     }
+    /* a token's probes are kept for the whole batch on the device and pinned on the host: Kalman's
+     * lane probes (14 [M, S] arrays a layer) are megabytes a token, so its batches are shorter */
+    while (max_batch > 1 && (size_t)max_batch * g->pfloats * sizeof(float) > MODEL_GPU_PROBE_BYTES)
+        max_batch--;
+    g->max_batch = max_batch;
     int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
-    g->readback = fam != GM_FAM_ATTN && fam != GM_FAM_KATA;
+    g->readback = fam != GM_FAM_ATTN && fam != GM_FAM_KATA && fam != GM_FAM_KALMAN;
     g->snapshot = fam != GM_FAM_ATTN;
     g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;
     gm_model_desc d = {
@@ -264,6 +273,12 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.kata_variant = nl ? m->layers[0].mc.variant : 0;
         d.kata_groups = nl ? m->layers[0].mc.groups : 0;
         d.conv_dims[0] = d.conv_dims[1] = d.conv_dims[2] = c->key_dim;
+    } else if (fam == GM_FAM_KALMAN) { /* one head: S = state_size keys, M = expand C values */
+        d.H = d.Hv = 1, d.dk = c->d_state, d.dv = c->d_inner;
+        d.key_dim = c->d_state, d.value_dim = c->d_inner;
+        d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
+        d.qk_norm = c->qk_norm, d.use_gating = c->use_gating;
+        d.conv_dims[0] = c->d_inner;
     } else { /* mamba2: H heads of state_size keys and head_dim values, d_inner = H head_dim */
         d.H = d.Hv = c->H, d.dk = c->d_state, d.dv = c->dv;
         d.key_dim = c->H * c->d_state, d.value_dim = c->d_inner;
@@ -377,6 +392,10 @@ int model_gpu_matches(const model_gpu *g, const model *m) {
         if (L->mx->state_floats(&L->mc) != g->sfl[li]) return 0;
     }
     return 1;
+}
+
+int model_gpu_max_batch(const model_gpu *g) {
+    return g->max_batch;
 }
 
 int model_gpu_has_readback(const model_gpu *g) {

@@ -1,12 +1,16 @@
 /* model_gpu.h: a model stepped token by token with everything resident on the GPU: weights (fp32),
- * every layer's state and convolution caches, and the buffers of up to max_batch tokens per call.
- * For the delta-rule layer family (model types gated_deltanet, delta_net and kaczmarz_deltanet,
- * every layer's core gdn, deltanet or kaczmarz, a swapped core too) and the decayed
- * linear-attention families (gla with its gla core, mamba2 with its mamba2 core) and attention
- * (transformer and parallax, cores softmax or parallax: the KV cache stays on the GPU; no graph,
- * the decode takes the position as an argument) and kata (every variant, the lanes' step kernels);
- * key heads (gla: head_dim, mamba2: state_size) up to 256 wide. kalman and hybrids step on the
- * CPU.
+ * every layer's state (or KV cache) and convolution caches, and the buffers of up to max_batch
+ * tokens per call. Every model family of one kind of layer:
+ *   - the delta rule: gated_deltanet, delta_net, kaczmarz_deltanet (cores gdn, deltanet or
+ *     kaczmarz, a swapped core too; kernels/delta_steps.cu, one launch for a call's tokens);
+ *   - decayed linear attention: gla and mamba2 with their cores (kernels/ld_steps.cu, likewise);
+ *   - attention: transformer and parallax, cores softmax or parallax (the KV cache stays on the
+ *     GPU; no graph: the decode takes the position as a launch argument);
+ *   - kata (every variant) and kalman: the raw lanes' step kernels, a launch or three a token
+ *     (Kalman's lane probes are megabytes a token, so its calls may be shorter:
+ *     model_gpu_max_batch).
+ * Key heads (gla: head_dim, mamba2 and kalman: state_size) up to 256 wide. Hybrid models
+ * (attention layers among others) step on the CPU.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs
@@ -34,9 +38,13 @@ typedef struct model_gpu model_gpu;
 /* 1 when model m can step resident on the GPU; otherwise 0 and a one-line reason. */
 int model_gpu_supported(const struct model *m, char *why, size_t n);
 /* Uploads the weights (fp32), allocates states, conv caches and per-token buffers for up to
- * max_batch tokens per call; starts at the model's current state (uploads m's states, caches,
- * pos). */
+ * max_batch tokens per call (fewer when that many tokens' probes would pass
+ * MODEL_GPU_PROBE_BYTES: model_gpu_max_batch says how many); starts at the model's current state
+ * (uploads m's states, caches, pos). */
+#define MODEL_GPU_PROBE_BYTES ((size_t)256 << 20)
 int model_gpu_init(model_gpu **out, const struct model *m, int max_batch, err *e);
+/* The most tokens one call takes. */
+int model_gpu_max_batch(const model_gpu *g);
 void model_gpu_free(model_gpu *g);
 /* Uploads m's current states / conv caches / pos (after a reset or CPU stepping). */
 int model_gpu_upload(model_gpu *g, const struct model *m, err *e);

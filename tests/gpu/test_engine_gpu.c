@@ -154,7 +154,7 @@ static int model_engine(engine *g, const char *mixer, const char *args, int devi
 static void test_model(const char *mixer, const char *args, int resident) {
     enum { T = 150, FIRST = 100 };
     const int attn = !strcmp(mixer, "softmax") || !strcmp(mixer, "parallax");
-    const int readback = !attn && strcmp(mixer, "kata"); /* a [dk, dv] state */
+    const int readback = !attn && strcmp(mixer, "kata") && strcmp(mixer, "kalman"); /* hT */
     int32_t ids[T];
     for (int i = 0; i < T; i++) ids[i] = (int32_t)((i * 37 + 11) % 200);
     engine c, gpu;
@@ -322,7 +322,7 @@ int main(void) {
     test_model("parallax", "layers=2 hidden=128 heads=2 vocab=256 seed=11", 1);
     test_model("kata", "layers=2 hidden=64 heads=2 vocab=256 seed=12", 1);
     test_model("kata", "layers=2 hidden=64 heads=2 variant=delta vocab=256 seed=13", 1);
-    test_model("kalman", "layers=1 hidden=64 vocab=256 seed=9", 0);
+    test_model("kalman", "layers=2 hidden=64 vocab=256 seed=9", 1);
     /* a hybrid (fla's attn key): the attention layer's softmax core keeps it off the resident
      * stepper, so it steps on the cpu under device gpu, the cores on the gpu where they can */
     test_model("gdn",

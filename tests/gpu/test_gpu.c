@@ -479,7 +479,7 @@ static float readback_ref(int dk, int dv, const float *S, const float *k, const 
  * v [L][H][dv] as the cores saw them (model_step's layer hook), and the readback errors
  * [L][H][RW] from the state after each token over every earlier key. */
 typedef struct rc_ref {
-    int L, H, dk, dv, cap, readback; /* readback 0: attention, KATA (no [dk, dv] state) */
+    int L, H, dk, dv, cap, readback; /* readback 0: attention, KATA, Kalman (no hT part) */
     float *k, *v, *rec;
 } rc_ref;
 
@@ -487,7 +487,8 @@ static void rc_init(rc_ref *r, const model *m, int cap) {
     const mixer_cfg *c = &m->layers[0].mc;
     r->L = m->c.layers, r->H = c->H, r->dk = c->dk, r->dv = c->dv, r->cap = cap;
     const char *name = m->layers[0].mx->name;
-    r->readback = strcmp(name, "softmax") && strcmp(name, "parallax") && strcmp(name, "kata");
+    r->readback = strcmp(name, "softmax") && strcmp(name, "parallax") && strcmp(name, "kata") &&
+                  strcmp(name, "kalman");
     size_t lh = (size_t)cap * r->L * r->H;
     r->k = malloc(lh * r->dk * 4), r->v = malloc(lh * r->dv * 4), r->rec = malloc(lh * RW * 4);
     for (size_t i = 0; i < lh * RW; i++) r->rec[i] = NAN;
@@ -900,7 +901,14 @@ static void test_model_gpu_all(void) {
     test_model_gpu("model_gpu kata delta groups2 rope", "kata",
                    "layers=2 hidden=64 heads=2 variant=delta groups=2 rope=true vocab=300 seed=34",
                    NULL);
-    test_model_gpu_unsupported("kalman", "layers=1 hidden=64 vocab=100");
+    test_model_gpu("model_gpu kalman C64 S16", "kalman", "layers=2 hidden=64 vocab=300 seed=41",
+                   NULL);
+    test_model_gpu("model_gpu kalman S32, no conv, no gating", "kalman",
+                   "layers=1 hidden=64 head_dim=32 use_conv=false use_gating=false vocab=300 "
+                   "seed=42",
+                   NULL);
+    test_model_gpu_unsupported("gdn", "layers=2 hidden=128 heads=2 head_dim=32 vocab=100 attn=1 "
+                                      "attn_heads=4 attn_kv_heads=2");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
 }
 
