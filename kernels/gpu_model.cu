@@ -1337,7 +1337,7 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
     float *w_gu = slot(ar, 2 * I * C);                  // [gate; up]
     Ld->w_in = w_in, Ld->conv_w = cw, Ld->w_gu = w_gu;
     if (take(ar, &Ld->attn_norm, C, l->attn_norm, e) ||
-        take(ar, &Ld->w_o, C * vd, d->family == GM_FAM_MAMBA2 ? l->out_proj : l->o_proj, e) ||
+        take(ar, &Ld->w_o, C * vd, l->out_proj ? l->out_proj : l->o_proj, e) ||
         take(ar, &Ld->mlp_norm, C, l->mlp_norm, e) || take(ar, &Ld->w_down, C * I, l->down_proj, e))
         return -1;
     if (w_gu && I > 0 &&
