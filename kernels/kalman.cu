@@ -271,21 +271,44 @@ __global__ void kalman_probe_finalize(int BH, int H, int M, int S, float scale, 
         out_ch[2 * (size_t)BH * M + (size_t)n * M + m] = q2sum > 0 ? zsum / q2sum : 0.0f;
         out_ch[3 * (size_t)BH * M + (size_t)n * M + m] = lvm;
     }
-    if (tid != 0) return;
-    // head probes: one thread, lanes in the CPU's order (m outer, s inner)
-    float lmin = INFINITY, lmax = -INFINITY, ws = 0, fs = 0, gs = 0, gap = 0;
-    for (size_t j = 0; j < W; j++) {
+    // head probes over the head's M S lanes, reduced over the block: min / max and the largest
+    // gap exactly, the sums in double (as mixers/kalman.c sums them; one thread walking 32K lanes
+    // in order cost 4.5 ms a token at M = 2048, S = 16)
+    __shared__ double dsh[3][KW_NT / 32];
+    __shared__ float fsh[3][KW_NT / 32];
+    float lmin = INFINITY, lmax = -INFINITY, gap = 0;
+    double ws = 0, fs = 0, gs = 0;
+    for (size_t j = tid; j < W; j += KW_NT) {
         lmin = fminf(lmin, lam[j]), lmax = fmaxf(lmax, lam[j]);
-        ws = __fadd_rn(ws, wr[j]), fs = __fadd_rn(fs, fo[j]), gs = __fadd_rn(gs, gain[j]);
+        ws += wr[j], fs += fo[j], gs += gain[j];
         gap = fmaxf(gap, (float)(fabs((double)lam[j] - (double)star[j]) /
                                  fmax((double)star[j], (double)KF)));
     }
-    const float cnt = (float)M * (float)S;
+    for (int o = 16; o > 0; o >>= 1) {
+        lmin = fminf(lmin, __shfl_xor_sync(0xffffffffu, lmin, o));
+        lmax = fmaxf(lmax, __shfl_xor_sync(0xffffffffu, lmax, o));
+        gap = fmaxf(gap, __shfl_xor_sync(0xffffffffu, gap, o));
+        ws += __shfl_xor_sync(0xffffffffu, ws, o);
+        fs += __shfl_xor_sync(0xffffffffu, fs, o);
+        gs += __shfl_xor_sync(0xffffffffu, gs, o);
+    }
+    const int w = tid >> 5;
+    if ((tid & 31) == 0) {
+        fsh[0][w] = lmin, fsh[1][w] = lmax, fsh[2][w] = gap;
+        dsh[0][w] = ws, dsh[1][w] = fs, dsh[2][w] = gs;
+    }
+    __syncthreads();
+    if (tid != 0) return;
+    for (int i = 1; i < KW_NT / 32; i++) {
+        lmin = fminf(lmin, fsh[0][i]), lmax = fmaxf(lmax, fsh[1][i]), gap = fmaxf(gap, fsh[2][i]);
+        ws += dsh[0][i], fs += dsh[1][i], gs += dsh[2][i];
+    }
+    const double cnt = (double)M * (double)S;
     out_hd[0 * BH + n] = lmin;
     out_hd[1 * BH + n] = lmax;
-    out_hd[2 * BH + n] = ws / cnt;
-    out_hd[3 * BH + n] = fs / cnt;
-    out_hd[4 * BH + n] = gs;
+    out_hd[2 * BH + n] = (float)(ws / cnt);
+    out_hd[3 * BH + n] = (float)(fs / cnt);
+    out_hd[4 * BH + n] = (float)gs;
     out_hd[5 * BH + n] = gap;
 }
 

@@ -186,7 +186,9 @@ static void kalman_step(const mixer_cfg *c, float *state, const mixer_tok *x, in
         const float *k = x->in[IN_K] + (size_t)h * S;                         /* [S] */
         const float *v = x->in[IN_V] + (size_t)h * M;                         /* [M] */
         const float *lv = x->in[IN_LV] ? x->in[IN_LV] + (size_t)h * M : NULL; /* [M] */
-        float lmin = INFINITY, lmax = -INFINITY, wsum = 0, fsum = 0, gsum = 0, gap = 0;
+        /* the head's sums over its M S lanes in double (the GPU reduces them in any order) */
+        float lmin = INFINITY, lmax = -INFINITY, gap = 0;
+        double wsum = 0, fsum = 0, gsum = 0;
         float *pp[KP_COUNT]; /* this head's slot of each probe */
         if (probes) kalman_probe_ptrs(c, probes, h, pp);
         for (int m = 0; m < M; m++) {
@@ -245,12 +247,12 @@ static void kalman_step(const mixer_cfg *c, float *state, const mixer_tok *x, in
             pp[KP_LAMBDA_V][m] = lvm;
         }
         if (!probes) continue;
-        const float n = (float)M * (float)S;
+        const double n = (double)M * (double)S;
         *pp[KP_LAMBDA_MIN] = lmin;
         *pp[KP_LAMBDA_MAX] = lmax;
-        *pp[KP_WRITE_MEAN] = wsum / n;
-        *pp[KP_FORGET_MEAN] = fsum / n;
-        *pp[KP_INFO_GAIN_SUM] = gsum;
+        *pp[KP_WRITE_MEAN] = (float)(wsum / n);
+        *pp[KP_FORGET_MEAN] = (float)(fsum / n);
+        *pp[KP_INFO_GAIN_SUM] = (float)gsum;
         *pp[KP_STAR_GAP] = gap;
     }
 }
