@@ -7,8 +7,10 @@
  * kalman) also give their achieved arithmetic rate.
  *
  * The step section (MIXSCOPE_BENCH_ONLY=step selects it alone) steps whole random models resident
- * on the GPU (models/model_gpu.h): a 4-layer hidden-1024 Gated DeltaNet and the 340M class,
- * tokens/s and ms/token per call size, beside the per-token floor (fp32 weights read once + the
+ * on the GPU (models/model_gpu.h): a 4-layer hidden-1024 model of every family (Gated DeltaNet,
+ * DeltaNet, Kaczmarz, GLA, transformer, Parallax, KATA m1, Kalman, Mamba2), the 340M-class Gated
+ * DeltaNet and fla's default GatedDeltaNetConfig (the 1.3B class), tokens/s and ms/token per call
+ * size, beside the per-token floor (fp32 weights read once + the
  * states read and written, over the measured copy bandwidth) and the old path (model_step with
  * m->gpu = 1); calls that also bring back the keys, values and readback errors of every token
  * (model_gpu_step_ex); and the engine end to end (engine_run under device gpu with the default
@@ -580,6 +582,13 @@ static void bench_step(double bw, err *e) {
     bench_step_model("gated_deltanet 340M class", "gdn",
                      "layers=24 hidden=1024 heads=4 head_dim=256 expand_v=2 vocab=32000", 0, 512,
                      bw, e);
+    bench_step_model("fla's default gated_deltanet (the 1.3B class)", "gdn",
+                     "layers=21 hidden=2048 heads=6 head_dim=256 expand_v=2 vocab=32000", 0, 512,
+                     bw, e);
+    bench_step_model("delta_net 4 x 1024", "deltanet",
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 0, 1024, bw, e);
+    bench_step_model("kaczmarz_deltanet 4 x 1024", "kaczmarz",
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 0, 1024, bw, e);
     bench_step_model("gla 4 x 1024", "gla", "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000",
                      0, 1024, bw, e);
     bench_step_model("transformer 4 x 1024", "softmax", "layers=4 hidden=1024 heads=8 vocab=32000",
