@@ -19,26 +19,8 @@
 #include "gpu.h"
 #include "delta_steps.cuh"
 #include "gpu_common.cuh"
+#include "step_kernels.cuh"
 #include "gpu_lanes.h"
-
-extern "C" int gpu_ld_step_probes(int N, int dk, int dv, float scale, int per_key, const float *q,
-                                  const float *k, const float *v, const float *g, float *state,
-                                  float *o, float *acc, float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
-                                      const float *k, const float *v, const float *lv,
-                                      const float *a, const float *p, float *state, float *o,
-                                      float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
-                               const void *k, const void *v, const float *lv, const float *a,
-                               const float *p, float *state, float *o, void *stream, err *e);
-extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
-                                    float eps, const float *q, const float *k, const float *v,
-                                    float *state, float *o, float *probes, void *scratch,
-                                    void *stream, err *e);
-extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
-                             int max_t, int bf16, const void *q, const void *r, const void *k,
-                             const void *v, float *cache, float *qo, float *ro, void *stream,
-                             err *e);
 
 // The delta family's probe names in GDP_* order (as delta_probes.cu lays them out).
 static const char *const LANE_GDP_NAMES[GDP_COUNT] = {

@@ -12,30 +12,13 @@
 #include "../mixers/kata.h"
 #include "gpu.h"
 #include "gpu_common.cuh"
+#include "step_kernels.cuh"
 
 extern "C" int gpu_delta_run_probed(const mixer_ops *m, const mixer_cfg *c, float *state,
                                     const mixer_seq *x, float *o, float *probes, err *e);
 extern "C" int gpu_kaczmarz_rescale(size_t tokens_heads, int dk, int dv, float eps, int bf16,
                                     const void *k, const void *v, void *k_out, void *v_out,
                                     void *stream, err *e);
-extern "C" int gpu_ld_step_probes(int N, int dk, int dv, float scale, int per_key, const float *q,
-                                  const float *k, const float *v, const float *g, float *state,
-                                  float *o, float *acc, float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
-                                      const float *k, const float *v, const float *lv,
-                                      const float *a, const float *p, float *state, float *o,
-                                      float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
-                               const void *k, const void *v, const float *lv, const float *a,
-                               const float *p, float *state, float *o, void *stream, err *e);
-extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
-                                    float eps, const float *q, const float *k, const float *v,
-                                    float *state, float *o, float *probes, void *scratch,
-                                    void *stream, err *e);
-extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
-                             int max_t, int bf16, const void *q, const void *r, const void *k,
-                             const void *v, float *cache, float *qo, float *ro, void *stream,
-                             err *e);
 extern "C" int gpu_attn_to_bf16(size_t n, const float *x, void *y, void *stream, err *e);
 
 // Device buffers of one run, freed together.

@@ -32,30 +32,12 @@
 #include "../mixers/kata.h" // KATA_DELTA
 #include "gpu.h"
 #include "gpu_common.cuh"
+#include "step_kernels.cuh"
 #include "delta_steps.cuh"
 #include "gpu_model.h"
 #include "ld_steps.cuh"
 
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
-
-// kernels/attention.cu: RoPE (the core's own, when asked) and the cache write of T tokens
-// kernels/kata.cu: one KATA step with every probe (the lanes' declaration)
-extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
-                                    float eps, const float *q, const float *k, const float *v,
-                                    float *state, float *o, float *probes, void *scratch,
-                                    void *stream, err *e);
-// kernels/kalman.cu: one Kalman step (the lanes' declarations)
-extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prior, const float *q,
-                                      const float *k, const float *v, const float *lv,
-                                      const float *a, const float *p, float *state, float *o,
-                                      float *probes, void *stream, err *e);
-extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
-                               const void *k, const void *v, const float *lv, const float *a,
-                               const float *p, float *state, float *o, void *stream, err *e);
-extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
-                             int max_t, int bf16, const void *q, const void *r, const void *k,
-                             const void *v, float *cache, float *qo, float *ro, void *stream,
-                             err *e);
 
 struct gm_layer_dev {
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
