@@ -182,28 +182,13 @@ static __global__ void gm_lane_prep(int n, int H, int dk, int kacz, float eps, c
     Beff[w] = kacz ? beta[w] / (k2 + eps) : beta[w];
 }
 
-template <int MAXR>
-static void launch_core(bool pon, bool store, dim3 grid, dim3 block, cudaStream_t st,
-                        const gm_core_args &ca) {
-    if (pon && store)
-        gm_core<MAXR, true, true><<<grid, block, 0, st>>>(ca);
-    else if (pon)
-        gm_core<MAXR, true, false><<<grid, block, 0, st>>>(ca);
-    else if (store)
-        gm_core<MAXR, false, true><<<grid, block, 0, st>>>(ca);
-    else
-        gm_core<MAXR, false, false><<<grid, block, 0, st>>>(ca);
-}
-
 int gm_core_run(const gm_core_args &a, bool probes, bool store, cudaStream_t st, err *e) {
     if (a.dk > 32 * GM_RG) return err_set(e, "gpu delta rule: dk=%d above %d", a.dk, 32 * GM_RG);
     dim3 grid(a.nblk, a.Hv), block(32, GM_RG);
-    if (a.dk <= 8 * GM_RG)
-        launch_core<8>(probes, store, grid, block, st, a);
-    else if (a.dk <= 16 * GM_RG)
-        launch_core<16>(probes, store, grid, block, st, a);
-    else
-        launch_core<32>(probes, store, grid, block, st, a);
+    gm_core_dispatch(a.dk, probes, store, [&](auto r, auto p, auto s) {
+        gm_core<decltype(r)::value, decltype(p)::value, decltype(s)::value>
+            <<<grid, block, 0, st>>>(a);
+    });
     CUDA_LAUNCHED("gpu delta rule");
     return 0;
 }

@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 
+#include <type_traits>
+
 #include "gpu.h"
 #include "gpu_model.h" // GM_MAX_PROBES
 
@@ -49,6 +51,28 @@ struct gm_fin_args {
     const double *part;
     float *probes;
 };
+
+// Calls f(MAXR, PROBES, STORE) with std::integral_constant arguments naming the template
+// instance of a core kernel that fits dk (8, 16 or 32 rows a thread: dk <= 64, 128, 256) and the
+// flags; the delta rule and the decayed linear attention (ld_steps.cu) launch through it.
+template <typename F> static inline void gm_core_dispatch(int dk, bool probes, bool store, F &&f) {
+    auto flags = [&](auto maxr) {
+        if (probes && store)
+            f(maxr, std::true_type{}, std::true_type{});
+        else if (probes)
+            f(maxr, std::true_type{}, std::false_type{});
+        else if (store)
+            f(maxr, std::false_type{}, std::true_type{});
+        else
+            f(maxr, std::false_type{}, std::false_type{});
+    };
+    if (dk <= 8 * GM_RG)
+        flags(std::integral_constant<int, 8>{});
+    else if (dk <= 16 * GM_RG)
+        flags(std::integral_constant<int, 16>{});
+    else
+        flags(std::integral_constant<int, 32>{});
+}
 
 // One launch of the recurrence (dk <= 256).
 int gm_core_run(const gm_core_args &a, bool probes, bool store, cudaStream_t st, err *e);

@@ -932,16 +932,34 @@ static int gm_mlp(gm_model *g, int li, int n, err *e) {
     return gm_gemm(g, n, C, I, Ld->w_down, g->Hm, I, g->x, C, 1, e);
 }
 
+// Every family's first steps: P [n, Dtot] = xn W_in^T (+ the in-projection's bias), then, when
+// the family convolves, the short convolution of P's C3 channels from conv_off into QKV (act_lo
+// below split, act_hi above; without the convolution, the activation alone).
+static int gm_in_project(gm_model *g, int li, int n, int conv, int split, int act_lo, int act_hi,
+                         err *e) {
+    const gm_model_desc *d = &g->d;
+    const gm_layer_dev *Ld = &g->lay[li];
+    if (gm_gemm(g, n, g->Dtot, d->hidden, Ld->w_in, g->xn, d->hidden, g->P, g->Dtot, 0, e))
+        return -1;
+    if (Ld->in_b) {
+        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
+            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
+        CUDA_LAUNCHED("gpu model: bias");
+    }
+    if (!conv || g->C3 < 1) return 0;
+    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, g->C3, d->conv_size, g->Dtot, g->P + g->conv_off, Ld->conv_w, Ld->conv_b,
+        g->conv + (size_t)li * g->cf, g->QKV, split, act_lo, act_hi, d->use_conv);
+    CUDA_LAUNCHED("gpu model: convolution");
+    return 0;
+}
+
 // The delta family's layer up to the core's inputs: in-projection, convolution, gates and norms.
 static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden, Hv = d->Hv, kd = d->key_dim, kacz = Ld->core == GM_CORE_KACZMARZ;
-    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
-    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
-        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
-        g->QKV, 2 * kd, d->qk_act, GM_ACT_SILU, d->use_conv);
-    CUDA_LAUNCHED("gpu model: convolution");
+    const int Hv = d->Hv, kd = d->key_dim, kacz = Ld->core == GM_CORE_KACZMARZ;
+    if (gm_in_project(g, li, n, 1, 2 * kd, d->qk_act, GM_ACT_SILU, e)) return -1;
     gm_prep_args pa;
     pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = g->C3;
     pa.Dtot = g->Dtot, pa.off_a = g->off_a, pa.off_b = g->off_b;
@@ -962,15 +980,11 @@ static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride,
 static int gm_gla_inputs(gm_model *g, int li, int n, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden, grp = d->H / d->Hkv, kpg = d->key_dim / grp;
-    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e) ||
+    const int grp = d->H / d->Hkv, kpg = d->key_dim / grp;
+    const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
+    if (gm_in_project(g, li, n, 1, g->C3, act, act, e) ||
         gm_gemm(g, n, kpg, d->gk_rank, Ld->gk1, g->P + g->off_lr, g->Dtot, g->GKr, kpg, 0, e))
         return -1;
-    const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
-    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
-        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
-        g->QKV, g->C3, act, act, d->use_conv);
-    CUDA_LAUNCHED("gpu model: convolution");
     gm_gla_args ga;
     ga.H = d->H, ga.dk = d->dk, ga.dv = d->dv, ga.grp = grp, ga.kd = d->key_dim, ga.kpg = kpg;
     ga.C3 = g->C3, ga.fmap = d->feature_map, ga.has_clamp = d->has_clamp;
@@ -987,17 +1001,7 @@ static int gm_gla_inputs(gm_model *g, int li, int n, err *e) {
 static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden;
-    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
-    if (Ld->in_b) {
-        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
-            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
-        CUDA_LAUNCHED("gpu model: bias");
-    }
-    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
-        n, g->C3, d->conv_size, g->Dtot, g->P + g->conv_off, Ld->conv_w, Ld->conv_b,
-        g->conv + (size_t)li * g->cf, g->QKV, g->C3, GM_ACT_SILU, GM_ACT_SILU, 1);
-    CUDA_LAUNCHED("gpu model: convolution");
+    if (gm_in_project(g, li, n, 1, g->C3, GM_ACT_SILU, GM_ACT_SILU, e)) return -1;
     gm_m2_args ma;
     ma.H = d->Hv, ma.N = d->dk, ma.P = d->dv, ma.per = d->Hv / d->n_groups;
     ma.di = d->value_dim, ma.cd = g->C3, ma.Dtot = g->Dtot, ma.dt_off = g->off_lr;
@@ -1015,13 +1019,7 @@ static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, er
 static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden;
-    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
-    if (Ld->in_b) {
-        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
-            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
-        CUDA_LAUNCHED("gpu model: bias");
-    }
+    if (gm_in_project(g, li, n, 0, 0, 0, 0, e)) return -1;
     gm_attn_args aa;
     aa.H = d->Hv, aa.Hkv = d->Hkv, aa.d = d->dk, aa.C = d->key_dim, aa.kv = d->Hkv * d->dk;
     aa.Dtot = g->Dtot, aa.qk_norm = d->qk_norm, aa.rope = d->rope, aa.theta = d->rope_theta;
@@ -1060,13 +1058,8 @@ static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
 static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden;
-    if (gm_gemm(g, n, g->Dtot, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
     const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
-    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
-        n, g->C3, d->conv_size, g->Dtot, g->P, Ld->conv_w, Ld->conv_b, g->conv + (size_t)li * g->cf,
-        g->QKV, g->C3, act, act, d->use_conv);
-    CUDA_LAUNCHED("gpu model: convolution");
+    if (gm_in_project(g, li, n, 1, g->C3, act, act, e)) return -1;
     gm_kata_args ka;
     ka.H = d->Hv, ka.d = d->dk, ka.C3 = g->C3, ka.Dtot = g->Dtot, ka.off_b = g->off_b;
     ka.qk_norm = d->qk_norm, ka.rope = d->rope != 0, ka.theta = d->rope_theta, ka.pos0 = g->dpos;
@@ -1106,12 +1099,8 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
 static int gm_kal_inputs(gm_model *g, int li, int n, err *e) {
     const gm_model_desc *d = &g->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    const int C = d->hidden, M = d->dv, S = d->dk;
-    if (gm_gemm(g, n, 2 * M, C, Ld->w_in, g->xn, C, g->P, g->Dtot, 0, e)) return -1;
-    gm_conv<<<(M + 127) / 128, 128, 0, g->st>>>(n, M, d->conv_size, g->Dtot, g->P, Ld->conv_w,
-                                                Ld->conv_b, g->conv + (size_t)li * g->cf, g->QKV, M,
-                                                GM_ACT_SILU, GM_ACT_SILU, d->use_conv);
-    CUDA_LAUNCHED("gpu model: convolution");
+    const int M = d->dv, S = d->dk;
+    if (gm_in_project(g, li, n, 1, M, GM_ACT_SILU, GM_ACT_SILU, e)) return -1;
     if (gm_gemm(g, n, 2 * M + 2 * S, M, Ld->sens, g->QKV, M, g->SENS, 2 * M + 2 * S, 0, e))
         return -1;
     gm_kal_args ka;

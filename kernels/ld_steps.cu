@@ -168,29 +168,14 @@ static __global__ void ld_probe_fin(ld_core_args a, gm_probe_map pm, float *prob
     }
 }
 
-template <int MAXR>
-static void launch_core(bool pon, bool store, dim3 grid, dim3 block, cudaStream_t st,
-                        const ld_core_args &a) {
-    if (pon && store)
-        ld_core<MAXR, true, true><<<grid, block, 0, st>>>(a);
-    else if (pon)
-        ld_core<MAXR, true, false><<<grid, block, 0, st>>>(a);
-    else if (store)
-        ld_core<MAXR, false, true><<<grid, block, 0, st>>>(a);
-    else
-        ld_core<MAXR, false, false><<<grid, block, 0, st>>>(a);
-}
-
 int ld_core_run(const ld_core_args &a, bool probes, bool store, cudaStream_t st, err *e) {
     if (a.dk > 32 * GM_RG)
         return err_set(e, "gpu linear attention: dk=%d above %d", a.dk, 32 * GM_RG);
     dim3 grid(a.nblk, a.H), block(32, GM_RG);
-    if (a.dk <= 8 * GM_RG)
-        launch_core<8>(probes, store, grid, block, st, a);
-    else if (a.dk <= 16 * GM_RG)
-        launch_core<16>(probes, store, grid, block, st, a);
-    else
-        launch_core<32>(probes, store, grid, block, st, a);
+    gm_core_dispatch(a.dk, probes, store, [&](auto r, auto p, auto s) {
+        ld_core<decltype(r)::value, decltype(p)::value, decltype(s)::value>
+            <<<grid, block, 0, st>>>(a);
+    });
     CUDA_LAUNCHED("gpu linear attention");
     return 0;
 }
