@@ -13,8 +13,14 @@
 
 #include "../kernels/gpu.h"
 #include "../kernels/gpu_model.h"
+#include "blocks.h"
 #include "family.h"
 #include "model.h"
+
+/* the kernels read the configs' activations (qk_activation, feature_map) by number */
+_Static_assert(GM_ACT_NONE == ACT_NONE && GM_ACT_SILU == ACT_SILU && GM_ACT_RELU == ACT_RELU &&
+                   GM_ACT_ELU_P1 == ACT_ELU_P1 && GM_ACT_SIGMOID == ACT_SIGMOID,
+               "kernels/gpu_model.h numbers the activations as models/blocks.h");
 
 struct model_gpu {
     gm_model *k;
