@@ -18,8 +18,9 @@
 #include "model.h"
 
 /* the kernels read the configs' activations (qk_activation, feature_map) by number */
-_Static_assert(GM_ACT_NONE == ACT_NONE && GM_ACT_SILU == ACT_SILU && GM_ACT_RELU == ACT_RELU &&
-                   GM_ACT_ELU_P1 == ACT_ELU_P1 && GM_ACT_SIGMOID == ACT_SIGMOID,
+_Static_assert((int)GM_ACT_NONE == (int)ACT_NONE && (int)GM_ACT_SILU == (int)ACT_SILU &&
+                   (int)GM_ACT_RELU == (int)ACT_RELU && (int)GM_ACT_ELU_P1 == (int)ACT_ELU_P1 &&
+                   (int)GM_ACT_SIGMOID == (int)ACT_SIGMOID,
                "kernels/gpu_model.h numbers the activations as models/blocks.h");
 
 struct model_gpu {
