@@ -99,10 +99,10 @@ typedef struct gm_layer_desc {
     const float *o_norm, *o_proj;                            /* [dv], [C, vd] */
     const float *mlp_norm, *gate_proj, *up_proj, *down_proj; /* [C], [I, C], [I, C], [C, I] */
     const float *gk0, *gk1, *gk1_b;     /* gla: [rank, C], [kd/g, rank], [kd/g] */
-    const float *in_proj, *in_proj_b;   /* mamba2: [2 di + 2 G N + H, C], [..] */
-    const float *conv_w, *conv_b;       /* mamba2: [di + 2 G N, 1, W], [di + 2 G N] */
+    const float *in_proj, *in_proj_b;   /* mamba2: [2 di + 2 G N + H, C], [..]; kalman [2M, C] */
+    const float *conv_w, *conv_b;       /* mamba2: [di + 2 G N, 1, W], [..]; kalman [M, 1, W] */
     const float *D, *norm_w;            /* mamba2: [H] or [di], [di] */
-    const float *out_proj, *out_proj_b; /* mamba2: [C, di], [C] */
+    const float *out_proj, *out_proj_b; /* mamba2: [C, di], [C]; kalman [C, M] */
     const float *r_proj, *q_bias, *k_bias, *v_bias, *r_bias, *q_norm, *k_norm, *r_norm;
     /* attention: the core's window (0: none), its own RoPE (mixer option rope=1) and theta */
     int window, core_rope;
@@ -119,11 +119,12 @@ typedef struct gm_layer_desc {
 } gm_layer_desc;
 
 /* The model. The delta family: H key heads of dk, Hv value heads of dv (Hv a multiple of H),
- * key_dim = H dk, value_dim = Hv dv. gla and mamba2: H = Hv heads; key_dim = H dk (gla: the
- * query projection, mamba2: H state_size), value_dim = H dv (mamba2: d_inner). conv_dims: the
- * channels of each convolution stream (delta: q, k, v; gla: q, k, v of the kv heads; mamba2: xBC
- * alone), their caches one after the other per layer. family_probes: the family's probes
- * (family.h) per layer and head in fprobes. */
+ * key_dim = H dk, value_dim = Hv dv. Every other family: H = Hv heads; key_dim = H dk (gla: the
+ * query projection, mamba2: H state_size, kalman: S), value_dim = H dv (mamba2: d_inner, kalman:
+ * M). conv_dims: the channels of each stream of the in-projection that is convolved (delta, kata:
+ * q, k, v; gla: q, k, v of the kv heads; mamba2: xBC; kalman: z'), also without the convolution
+ * (they size the buffer the activations go to); their caches lie one after the other per layer.
+ * family_probes: the family's probes (family.h) per layer and head in fprobes. */
 typedef struct gm_model_desc {
     int family;                       /* GM_FAM_* */
     int layers, hidden, vocab, inter; /* inter 0: no MLP */
