@@ -102,8 +102,8 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
     int lo = 0, hi = 0, fam = family_gm(c, &lo, &hi);
     if (fam < 0)
         return say(why, n,
-                   "%s models do not step resident on the GPU (gated_deltanet, delta_net, "
-                   "kaczmarz_deltanet, gla and mamba2 do)",
+                   "%s models do not step resident on the GPU (the model types of one family "
+                   "of layers do)",
                    model_kind_name(c->kind));
     if (family_of(c->family)->nprobes != gm_family_probes(fam))
         return say(why, n, "the %s layers' probes are not the GPU stepper's",
