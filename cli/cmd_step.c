@@ -359,7 +359,10 @@ const command cmd_reset = {"reset",   "", "back to the first token (states and c
 
 static int run_info(session *s, int argc, char **argv, const char *rest, err *e) {
     (void)argc, (void)argv, (void)rest, (void)e;
-    fprintf(s->out, "device: %s\n", s->eng.device == DEVICE_GPU ? "gpu" : "cpu");
+    char how[400];
+    engine_gpu_status(&s->eng, how, sizeof how);
+    fprintf(s->out, "device: %s%s%s\n", s->eng.device == DEVICE_GPU ? "gpu" : "cpu",
+            how[0] ? "; the model steps " : "", how);
     if (s->eng.model)
         model_print_info(s->eng.model, s->out);
     else

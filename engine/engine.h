@@ -143,6 +143,9 @@ void engine_free(engine *g);
 /* ---- device ---- */
 /* ENGINE_GPU needs a usable CUDA device (a one-line reason otherwise; the device stays). */
 int engine_set_device(engine *g, int device, err *e);
+/* Under device gpu with a model: how it steps, one line into buf ("resident on the gpu, up to
+ * 64 tokens a call" or "on the cpu: <why>"); "" otherwise. Makes nothing on the GPU. */
+void engine_gpu_status(const engine *g, char *buf, size_t n);
 
 /* ---- model mode ---- */
 /* Takes ownership of m (frees the previous model), leaves raw-mixer mode, keeps the tokens when

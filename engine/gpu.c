@@ -77,6 +77,21 @@ int engine_sync_model(engine *g, err *e) {
     return 0;
 }
 
+void engine_gpu_status(const engine *g, char *buf, size_t n) {
+    if (!n) return;
+    buf[0] = '\0';
+    if (g->device != ENGINE_GPU || !g->model) return;
+    char why[300] = "";
+    if (g->gm)
+        snprintf(buf, n, "resident on the gpu, up to %d tokens a call", model_gpu_max_batch(g->gm));
+    else if (g->gm_why[0])
+        snprintf(buf, n, "on the cpu: %s", g->gm_why);
+    else if (model_gpu_supported(g->model, why, sizeof why))
+        snprintf(buf, n, "resident on the gpu from the next step");
+    else
+        snprintf(buf, n, "on the cpu: %s", why);
+}
+
 int engine_gpu_usable(engine *g) {
     if (!g->model) return 0;
     if (g->gm) return 1;
