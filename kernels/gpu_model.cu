@@ -74,9 +74,10 @@ struct gm_model {
     // attention: r per head [B, H, d] (parallax), q and r as the decode reads them, its scratch
     float *Rd, *Qo, *Ro;
     char *ascr;
-    int pos, has_r;                   // the next token's position; the in-projection holds r_proj
-    char *kscr;                       // kata: the step's scratch (DeltaKATA: its feature codes)
-    float *SENS;                      // kalman: the sensor product [B, 2M + 2S]
+    int pos;     // the call's first position (gm_step's argument, for the launches)
+    int has_r;   // attention: the in-projection holds r_proj
+    char *kscr;  // kata: the step's scratch (DeltaKATA: its feature codes)
+    float *SENS; // kalman: the sensor product [B, 2M + 2S]
     int32_t *tok, *next, *dpos, *top; // dpos: the call's first position (read by the kernels)
     double *part;
     char *ws;
@@ -1789,10 +1790,6 @@ static void gm_conv_streams(const gm_model *g, size_t off[3], size_t len[3]) {
     }
 }
 
-extern "C" void gm_set_pos(gm_model *g, int pos) {
-    g->pos = pos;
-}
-
 extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
     if (gm_ring_clear(g, e)) return -1; // a new position: the window's keys are not the state's
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
@@ -1861,9 +1858,10 @@ static int gm_launch(gm_model *g, int n, int mode, err *e) {
     return 0;
 }
 
-extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next,
+extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const int32_t *next,
                        const gm_outputs *out, err *e) {
     if (n < 1 || n > g->B) return err_set(e, "gpu model: %d tokens in one call (1..%d)", n, g->B);
+    g->pos = pos;
     if (g->d.family == GM_FAM_ATTN && out->recall)
         return err_set(e, "gpu model: attention layers have no readback picture");
     if (g->d.family == GM_FAM_ATTN && (g->pos < 0 || g->pos + n > g->d.max_t))
@@ -1917,7 +1915,6 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t 
         CUDA_TRY(cudaMemcpyAsync(g->p_rec, g->rec, (size_t)n * nr * 4, cudaMemcpyDeviceToHost, st),
                  "gpu model: readback");
     CUDA_TRY(cudaStreamSynchronize(st), "gpu model: step");
-    g->pos += n;
     if (kvm) g->held = g->held + n < GM_RECALL_W - 1 ? g->held + n : GM_RECALL_W - 1;
     if (out->k) memcpy(out->k, g->p_k, (size_t)n * nk * 4);
     if (out->v) memcpy(out->v, g->p_v, (size_t)n * nv * 4);

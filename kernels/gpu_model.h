@@ -169,9 +169,6 @@ void gm_destroy(gm_model *g);
  * convolution caches of the streams ([conv_dims[s], W];
  * conv[3 li + s], NULL without convolution or without that stream). */
 int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e);
-/* The position of the next token (attention layers write their cache slot there and read up to
- * it); gm_step advances it. */
-void gm_set_pos(gm_model *g, int pos);
 int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
 
 /* What one call copies back (each NULL: not copied). probes: [n][sum over layers of
@@ -194,9 +191,11 @@ typedef struct gm_outputs {
     float *probes, *fprobes, *state;
     float *k, *v, *recall;
 } gm_outputs;
-/* n tokens (ids checked by the caller); next [n] or NULL (nll NaN; an id < 0 also gives NaN). */
-int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
-            err *e);
+/* n tokens (ids checked by the caller) at positions pos .. pos + n - 1 (RoPE; attention writes
+ * its cache slots there and reads up to them); next [n] or NULL (nll NaN; an id < 0 also gives
+ * NaN). */
+int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const int32_t *next,
+            const gm_outputs *out, err *e);
 /* The window's keys and values from the host: k [n][layers][Hv][dk], v [n][layers][Hv][dv] of the
  * n tokens before the current position, oldest first (NaN rows: not recorded); the last
  * GM_RECALL_W - 1 are kept, older window rows are emptied. */

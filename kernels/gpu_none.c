@@ -196,18 +196,14 @@ int gm_upload(gm_model *g, const float *const *state, const float *const *conv, 
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
 
-void gm_set_pos(gm_model *g, int pos) {
-    (void)g, (void)pos;
-}
-
 int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
     (void)g, (void)state, (void)conv;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
 
-int gm_step(gm_model *g, const int32_t *tokens, int n, const int32_t *next, const gm_outputs *out,
-            err *e) {
-    (void)g, (void)tokens, (void)n, (void)next, (void)out;
+int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const int32_t *next,
+            const gm_outputs *out, err *e) {
+    (void)g, (void)tokens, (void)n, (void)pos, (void)next, (void)out;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
 

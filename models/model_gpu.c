@@ -329,7 +329,6 @@ int model_gpu_upload(model_gpu *g, const model *m, err *e) {
     }
     if (gm_upload(g->k, g->sup, g->cup, e)) return -1;
     g->pos = m->pos;
-    gm_set_pos(g->k, m->pos);
     return 0;
 }
 
@@ -370,7 +369,7 @@ int model_gpu_step_ex(model_gpu *g, const int32_t *tokens, int n, const int32_t 
     }
     gm_outputs o = {out->logits,  out->top,   out->topp, out->nll, out->probes,
                     out->fprobes, out->state, out->k,    out->v,   out->recall};
-    if (gm_step(g->k, tokens, n, next, &o, e)) return -1;
+    if (gm_step(g->k, tokens, n, g->pos, next, &o, e)) return -1;
     g->pos += n;
     return 0;
 }
