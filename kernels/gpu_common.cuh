@@ -43,3 +43,23 @@ __device__ __forceinline__ double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+
+// The same in float (a float's shuffles, as the fp32 kernels' products want).
+__device__ __forceinline__ float warp_sumf(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// The sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// sh holds a value a warp; R is float or double, the warps' shuffles run in double either way.
+template <typename R> __device__ __forceinline__ R block_sum(R v, R *sh) {
+    v = (R)warp_sum((double)v);
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads(); // sh may still be read by a previous call
+    if ((threadIdx.x & 31) == 0) sh[w] = v;
+    __syncthreads();
+    R t = 0;
+    for (int i = 0; i < nw; i++) t += sh[i];
+    return t;
+}

@@ -136,24 +136,6 @@ __device__ __forceinline__ float gm_act(float x, int a) {
     }
 }
 
-__device__ __forceinline__ float warp_sumf(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
-__device__ double block_sum(double v, double *sh) {
-    v = warp_sum(v);
-    const int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-    __syncthreads(); // sh may still be read by a previous call
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    double r = 0.0;
-    for (int i = 0; i < nw; i++) r += sh[i];
-    return r;
-}
-
 // ------------------------------------------------------------------------------ kernels
 
 // x[t] = embed[tok[t]]

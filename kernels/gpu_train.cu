@@ -24,15 +24,11 @@
 // ---------------------------------------------------------------------------------------------
 // block reductions
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// the sum of v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it
-__device__ float block_sum(float v, float *red) {
+// the sum of v over the block (blockDim.x a multiple of 32, <= 1024) in float throughout
+// (gpu_common.cuh's block_sum shuffles in double); every thread gets it
+__device__ float block_sumf(float v, float *red) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = warp_sumf(v);
     __syncthreads();
     if (lane == 0) red[w] = v;
     __syncthreads();
@@ -73,7 +69,7 @@ __global__ void k_rmsnorm_fwd(float *Y, float *rstd, const float *X, const float
     const float *x = X + (int64_t)blockIdx.x * n;
     float s = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i] * x[i];
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     float r = rsqrtf(s / n + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     float *y = Y + (int64_t)blockIdx.x * n;
@@ -87,7 +83,7 @@ __global__ void k_rmsnorm_bwd(float *dX, const float *dY, const float *X, const 
     int64_t o = (int64_t)blockIdx.x * n;
     float d = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) d += dY[o + i] * w[i] * X[o + i];
-    d = block_sum(d, red);
+    d = block_sumf(d, red);
     float r = rstd[blockIdx.x], c = r * r * r * d / n;
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         dX[o + i] += r * w[i] * dY[o + i] - c * X[o + i];
@@ -100,7 +96,7 @@ __global__ void k_gnorm_fwd(float *Y, float *rstd, const float *X, const float *
     int64_t o = (int64_t)blockIdx.x * n;
     float s = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) s += X[o + i] * X[o + i];
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     float r = rsqrtf(s / n + eps);
     if (threadIdx.x == 0) rstd[blockIdx.x] = r;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -125,7 +121,7 @@ __global__ void k_gnorm_bwd(float *dX, float *dZ, const float *dY, const float *
         }
         d += du * w[i] * X[o + i];
     }
-    d = block_sum(d, red);
+    d = block_sumf(d, red);
     float c = r * r * r * d / n;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float du = dY[o + i];
@@ -148,7 +144,7 @@ __global__ void k_colsum(float *out, const float *dY, const float *X, const floa
         if (mode == 1 && Z) d *= Z[i] * sigm(Z[i]);
         s += mode == 2 ? d : d * X[i] * rstd[r];
     }
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     if (threadIdx.x == 0) out[c] += s;
 }
 
@@ -172,7 +168,7 @@ __global__ void k_l2norm_fwd(float *Y, float *inv, const float *X, int rows, int
     const float *x = X + (int64_t)r * n;
     float s = 0;
     for (int i = lane; i < n; i += 32) s += x[i] * x[i];
-    s = warp_sum(s);
+    s = warp_sumf(s);
     float v = rsqrtf(s + eps);
     if (lane == 0) inv[r] = v;
     for (int i = lane; i < n; i += 32) Y[(int64_t)r * n + i] = x[i] * v;
@@ -186,7 +182,7 @@ __global__ void k_l2norm_bwd(float *dX, const float *dY, const float *Y, const f
     int64_t o = (int64_t)r * n;
     float d = 0;
     for (int i = lane; i < n; i += 32) d += Y[o + i] * dY[o + i];
-    d = warp_sum(d);
+    d = warp_sumf(d);
     for (int i = lane; i < n; i += 32) dX[o + i] = inv[r] * (dY[o + i] - Y[o + i] * d);
 }
 
@@ -228,7 +224,7 @@ __global__ void k_conv_bwd_w(float *dw, const float *dY, const float *U, int N, 
         int t = r % T, tt = t - W + 1 + j;
         if (tt >= 0) s += dY[(int64_t)r * D + d] * U[(int64_t)(r - t + tt) * D + d];
     }
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     if (threadIdx.x == 0) dw[blockIdx.x] += s;
 }
 
@@ -261,8 +257,8 @@ __global__ void k_decay_params(float *dA, float *ddt, const float *dG, const flo
         int64_t i = (int64_t)r * H + h;
         a += dG[i] * G[i], b += dXa[i];
     }
-    a = block_sum(a, red);
-    b = block_sum(b, red);
+    a = block_sumf(a, red);
+    b = block_sumf(b, red);
     if (threadIdx.x == 0) dA[h] += a, ddt[h] += b;
 }
 
@@ -340,7 +336,7 @@ __global__ void k_xent(float *dL, float *rowloss, int32_t *hit, const float *L,
     __syncthreads();
     float m = smax, s = 0;
     for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(l[i] - m);
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     float lse = m + logf(s);
     if (threadIdx.x == 0) rowloss[r] = wgt * (lse - l[tg]), hit[r] = sarg == tg;
     if (dL)
@@ -544,7 +540,7 @@ __global__ void k_sumsq(double *part, const float *g, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         s += g[i] * g[i];
-    s = block_sum(s, red);
+    s = block_sumf(s, red);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 

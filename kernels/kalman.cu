@@ -274,7 +274,7 @@ __global__ void kalman_probe_finalize(int BH, int H, int M, int S, float scale, 
     // head probes over the head's M S lanes, reduced over the block: min / max and the largest
     // gap exactly, the sums in double (as mixers/kalman.c sums them; one thread walking 32K lanes
     // in order cost 4.5 ms a token at M = 2048, S = 16)
-    __shared__ double dsh[3][KW_NT / 32];
+    __shared__ double dsh[KW_NT / 32];
     __shared__ float fsh[3][KW_NT / 32];
     float lmin = INFINITY, lmax = -INFINITY, gap = 0;
     double ws = 0, fs = 0, gs = 0;
@@ -284,25 +284,18 @@ __global__ void kalman_probe_finalize(int BH, int H, int M, int S, float scale, 
         gap = fmaxf(gap, (float)(fabs((double)lam[j] - (double)star[j]) /
                                  fmax((double)star[j], (double)KF)));
     }
-    for (int o = 16; o > 0; o >>= 1) {
+    ws = block_sum(ws, dsh), fs = block_sum(fs, dsh), gs = block_sum(gs, dsh);
+    for (int o = 16; o > 0; o >>= 1) { // min / max: over the warp, then over the warps
         lmin = fminf(lmin, __shfl_xor_sync(0xffffffffu, lmin, o));
         lmax = fmaxf(lmax, __shfl_xor_sync(0xffffffffu, lmax, o));
         gap = fmaxf(gap, __shfl_xor_sync(0xffffffffu, gap, o));
-        ws += __shfl_xor_sync(0xffffffffu, ws, o);
-        fs += __shfl_xor_sync(0xffffffffu, fs, o);
-        gs += __shfl_xor_sync(0xffffffffu, gs, o);
     }
     const int w = tid >> 5;
-    if ((tid & 31) == 0) {
-        fsh[0][w] = lmin, fsh[1][w] = lmax, fsh[2][w] = gap;
-        dsh[0][w] = ws, dsh[1][w] = fs, dsh[2][w] = gs;
-    }
+    if ((tid & 31) == 0) fsh[0][w] = lmin, fsh[1][w] = lmax, fsh[2][w] = gap;
     __syncthreads();
     if (tid != 0) return;
-    for (int i = 1; i < KW_NT / 32; i++) {
+    for (int i = 1; i < KW_NT / 32; i++)
         lmin = fminf(lmin, fsh[0][i]), lmax = fmaxf(lmax, fsh[1][i]), gap = fmaxf(gap, fsh[2][i]);
-        ws += dsh[0][i], fs += dsh[1][i], gs += dsh[2][i];
-    }
     const double cnt = (double)M * (double)S;
     out_hd[0 * BH + n] = lmin;
     out_hd[1 * BH + n] = lmax;

@@ -433,19 +433,6 @@ __global__ void __launch_bounds__(KA_NT)
     }
 }
 
-// The sum of v over the block (blockDim.x a multiple of 32); every thread gets it. R: float or
-// double (the warp's shuffles run in double either way).
-template <typename R> __device__ __forceinline__ R kata_block_sum(R v, R *sh) {
-    v = (R)warp_sum((double)v);
-    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads(); // sh is free
-    if ((threadIdx.x & 31) == 0) sh[w] = v;
-    __syncthreads();
-    R t = 0;
-    for (int i = 0; i < nw; i++) t += sh[i];
-    return t;
-}
-
 // ---------------------------------------------------------------- one step with probes
 
 // After kata_step_exact of one token (batch 1): o [H, dv] holds S_{t-1}^T psi(q),
@@ -485,8 +472,8 @@ __global__ void __launch_bounds__(KA_NT)
         const float ee = __fsub_rn(vh[j], ohat[j]);
         e2 += (double)ee * ee, o2 += (double)oh[j] * oh[j];
     }
-    s2 = kata_block_sum(s2, dsh), z2 = kata_block_sum(z2, dsh), pk2 = kata_block_sum(pk2, dsh);
-    o2 = kata_block_sum(o2, dsh), e2 = kata_block_sum(e2, dsh);
+    s2 = block_sum(s2, dsh), z2 = block_sum(z2, dsh), pk2 = block_sum(pk2, dsh);
+    o2 = block_sum(o2, dsh), e2 = block_sum(e2, dsh);
     if (tid != 0) return;
     float *P = probes + h, *Q = probes + H + (size_t)H * dv + h; // after g and o_hat
     P[0] = kqk / dn;                                             // g
@@ -602,7 +589,7 @@ __global__ void __launch_bounds__(KA_NT)
         o2 += oj * oj, e2 += e * e, ea2 += ea * ea;
         if (probes) probes[H + (size_t)h * dv + j] = rq; // o_hat
     }
-    o2 = kata_block_sum(o2, sh), e2 = kata_block_sum(e2, sh), ea2 = kata_block_sum(ea2, sh);
+    o2 = block_sum(o2, sh), e2 = block_sum(e2, sh), ea2 = block_sum(ea2, sh);
     if (probes && tid == 0) {
         float *Q = probes + H + (size_t)H * dv + h;
         probes[h] = g;                   // g
