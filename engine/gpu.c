@@ -33,22 +33,40 @@
 _Static_assert(MODEL_GPU_RECALL_WINDOW == RECALL_WINDOW, "the GPU's window is the recall view's");
 
 /* The series of viz/recall.c's add_kv and add_recall, the same names, meanings, sources and
- * shapes (the recall and kata views read them). */
-static int add_kv(trace *tr, const model *m, int *sk, int *sv, err *e) {
-    const mixer_cfg *c = &m->layers[0].mc;
+ * shapes (the recall and kata views read them): "k" and "v" as wide as the GPU's layout (the most
+ * heads and widest keys and values of any layer, as the CPU's layers widen them), "recall" with
+ * the heads of the model's own layers (a hybrid's attention layers have no readback). */
+static int add_kv(trace *tr, const engine *g, int *sk, int *sv, err *e) {
+    const model *m = g->model;
+    int H, dk, dv;
+    model_gpu_kv_shape(g->gm, &H, &dk, &dv);
     *sk = trace_add_series(tr, "k", "key of the token, as the mixer saw it", "input", m->c.layers,
-                           c->H, c->dk, e);
+                           H, dk, e);
     *sv = *sk < 0 ? -1
                   : trace_add_series(tr, "v", "value of the token, as the mixer saw it", "input",
-                                     m->c.layers, c->H, c->dv, e);
-    return *sv < 0 ? -1 : 0;
+                                     m->c.layers, H, dv, e);
+    if (*sv < 0) return -1;
+    const trace_series *k = &tr->series[*sk], *v = &tr->series[*sv];
+    if (k->heads != H || k->width != dk || v->heads != H || v->width != dv)
+        return err_set(e,
+                       "the trace's k / v series ([%d, %d], [%d, %d]) are not the GPU's [%d, "
+                       "%d], [%d, %d] (reset, then run again)",
+                       k->heads, k->width, v->heads, v->width, H, dk, H, dv);
+    return 0;
+}
+
+/* The heads of the model's own layers (a hybrid's attention layers aside). */
+static int own_heads(const model *m) {
+    for (int li = 0; li < m->c.layers; li++)
+        if (!m->layers[li].cfg || m->layers[li].cfg == &m->c) return m->layers[li].mc.H;
+    return m->layers[0].mc.H;
 }
 
 static int add_recall(trace *tr, const model *m, err *e) {
     return trace_add_series(tr, "recall",
                             "|S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)|: readback error of the key j "
                             "tokens back",
-                            "recall", m->c.layers, m->layers[0].mc.H, W, e);
+                            "recall", m->c.layers, own_heads(m), W, e);
 }
 
 /* The window of the GPU holds fewer of the tokens before pos than the trace may: put the trace's
@@ -142,6 +160,19 @@ static int scan_token(const engine *g, const float *probes, const float *fprobes
     return 0;
 }
 
+/* A layer's row of one probe, sl = {series, offset, heads, floats a head}, into token t's row of
+ * the series (its heads and width at least the layer's). */
+static void put_heads(trace *tr, const int *sl, int64_t t, int li, const float *src) {
+    const trace_series *s = &tr->series[sl[0]];
+    const size_t H = (size_t)sl[2], w = (size_t)sl[3];
+    float *dst = trace_at_lh(tr, sl[0], t, li, 0);
+    if (s->width == (int)w) {
+        memcpy(dst, src, H * w * sizeof(float));
+        return;
+    }
+    for (size_t h = 0; h < H; h++) memcpy(dst + h * s->width, src + h * w, w * sizeof(float));
+}
+
 int engine_gpu_advance(engine *g, int n, err *e) {
     model *m = g->model;
     const int V = m->c.vocab, layers = m->c.layers;
@@ -155,9 +186,8 @@ int engine_gpu_advance(engine *g, int n, err *e) {
      * where engine_recall_at says so */
     int want_kv = g->probes.mode != ENGINE_PROBES_NONE,
         want_recall = engine_probe_wanted(g, "recall") && model_gpu_has_readback(g->gm);
-    const mixer_cfg *c0 = &m->layers[0].mc;
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
-    size_t rf = (size_t)layers * c0->H * W;
+    size_t rf = (size_t)layers * own_heads(m) * W;
     for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
     const int BATCH = model_gpu_max_batch(g->gm);
     float *probes = malloc((size_t)BATCH * (pf ? pf : 1) * sizeof(float));
@@ -174,30 +204,34 @@ int engine_gpu_advance(engine *g, int n, err *e) {
     int nfam;
     const probe_def *fam = model_family_probes(m, &nfam);
     /* probe_record's and the family probes' series, looked up once: per layer and probe the
-     * series (-1: not recorded), its offset in the layer's probe block and its floats */
+     * series (-1: not recorded), its offset in the layer's probe block, the layer's heads and the
+     * floats a head (a hybrid's series are as wide as its widest layer: a narrower layer's row
+     * goes head by head) */
     int np = 0;
     for (int li = 0; li < layers; li++)
         np = m->layers[li].mx->nprobes > np ? m->layers[li].mx->nprobes : np;
-    int *slot = malloc(((size_t)layers * (np + nfam) + 1) * 3 * sizeof(int));
+    int *slot = malloc(((size_t)layers * (np + nfam) + 1) * 4 * sizeof(int));
     if (!slot) {
         free(probes), free(fprobes), free(state), free(rb);
         return err_set(e, "out of memory for the GPU's probes");
     }
     for (int li = 0; li < layers; li++) {
         const layer *L = &m->layers[li];
+        /* the family probes are the model's own layers' (a hybrid's attention layers have none) */
+        const int own = !L->cfg || L->cfg == &m->c;
         for (int i = 0; i < np + nfam; i++) {
-            int *sl = slot + ((size_t)li * (np + nfam) + i) * 3, sx = -1, w = 1;
+            int *sl = slot + ((size_t)li * (np + nfam) + i) * 4, sx = -1, w = 1;
             if (i < L->mx->nprobes) { /* probe_record's conditions */
                 sx = want_core ? trace_find(&g->tr, L->mx->probes[i].name) : -1;
                 w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
                 sl[1] = (int)mixer_probe_offset(L->mx, &L->mc, i);
-            } else if (i >= np) {
+            } else if (i >= np && own) {
                 sx = want_fam ? trace_find(&g->tr, fam[i - np].name) : -1;
             }
-            if (sx >= 0 && (li >= g->tr.series[sx].layers || g->tr.series[sx].heads != L->mc.H ||
-                            g->tr.series[sx].width != w))
+            if (sx >= 0 && (li >= g->tr.series[sx].layers || g->tr.series[sx].heads < L->mc.H ||
+                            g->tr.series[sx].width < w))
                 sx = -1;
-            sl[0] = sx, sl[2] = L->mc.H * w;
+            sl[0] = sx, sl[2] = L->mc.H, sl[3] = w;
         }
     }
     /* the state snapshot holds the state after the last token: the state comes back with the
@@ -224,7 +258,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
             int at = engine_recall_at(g, pos + t);
             rec |= at, rec_all &= at;
         }
-        if (want_kv && (refill_window(g, pos, e) || add_kv(&g->tr, m, &sk, &sv, e))) {
+        if (want_kv && (add_kv(&g->tr, g, &sk, &sv, e) || refill_window(g, pos, e))) {
             rc = err_prefix(e, "gpu");
             break;
         }
@@ -262,18 +296,15 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                            sizeof bad);
             for (int li = 0; li < layers; li++) {
                 const layer *L = &m->layers[li];
-                const int *sl = slot + (size_t)li * (np + nfam) * 3;
-                for (int i = 0; i < L->mx->nprobes; i++, sl += 3) /* probe_record */
-                    if (sl[0] >= 0)
-                        memcpy(trace_at_lh(&g->tr, sl[0], pos + t, li, 0), pt + sl[1],
-                               (size_t)sl[2] * sizeof(float));
+                const int *sl = slot + (size_t)li * (np + nfam) * 4;
+                for (int i = 0; i < L->mx->nprobes; i++, sl += 4) /* probe_record */
+                    if (sl[0] >= 0) put_heads(&g->tr, sl, pos + t, li, pt + sl[1]);
                 pt += mixer_probe_floats(L->mx, &L->mc);
-                sl = slot + ((size_t)li * (np + nfam) + np) * 3;
-                for (int i = 0; i < nfam; i++, sl += 3)
+                sl = slot + ((size_t)li * (np + nfam) + np) * 4;
+                for (int i = 0; i < nfam; i++, sl += 4)
                     if (sl[0] >= 0)
-                        memcpy(trace_at_lh(&g->tr, sl[0], pos + t, li, 0),
-                               fprobes + (size_t)t * ff + ((size_t)li * nfam + i) * (size_t)L->mc.H,
-                               (size_t)L->mc.H * sizeof(float));
+                        put_heads(&g->tr, sl, pos + t, li,
+                                  fprobes + (size_t)t * ff + ((size_t)li * nfam + i) * L->mc.H);
             }
         }
         if (state && last) {

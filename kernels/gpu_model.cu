@@ -39,7 +39,20 @@
 
 #define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
 
+// One layer description and what follows from it: the model's, or in a hybrid each attention
+// specification's. C3: the convolved channels, read from P at conv_off; Dtot: the in-projection's
+// width; off_*: where a, b, g (and gla's low-rank decay input lr, mamba2's dt) lie in it; nfam: the
+// family's probes; has_r: attention's in-projection holds r_proj; sf, cf: a layer's state and
+// convolution caches (floats).
+struct gm_fam {
+    gm_model_desc d;
+    int C3, Dtot, off_a, off_b, off_g, off_lr, conv_off, nblk, nfam, has_r;
+    size_t sf, cf;
+};
+
 struct gm_layer_dev {
+    const gm_fam *f;   // the layer's description
+    size_t soff, coff; // where its state and convolution caches lie in g->state, g->conv
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
     const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
     const float *gk1, *gk1_b;           // gla: the decay's second product and its bias
@@ -56,11 +69,14 @@ struct gm_layer_dev {
 };
 
 struct gm_model {
-    gm_model_desc d;
-    // C3: the convolved channels, read from P at conv_off; Dtot: the in-projection's width;
-    // off_*: where a, b, g (and gla's low-rank decay input lr, mamba2's dt) lie in it
-    int L, B, C3, Dtot, off_a, off_b, off_g, off_lr, conv_off, ptot, nblk, nfam;
-    size_t sf, cf;
+    // fam[0]: the model's description (its layers, hidden, vocab, inter, norm_eps serve every
+    // layer); fam[1 ..]: a hybrid's attention specifications
+    gm_fam fam[GM_MAX_DESCS];
+    int nf;
+    // KH, Kdk, Kdv: the layout of the k / v outputs (gm_kv_shape); attn: some layer is attention
+    // (positions bounded by its KV cache of max_t slots; no graphs: its decode takes the position)
+    int L, B, ptot, KH, Kdk, Kdv, attn, max_t;
+    size_t stot, ctot; // every layer's state, convolution caches (floats)
     float *arena;
     gm_layer_dev *lay;
     const float *embed, *norm_f, *lm_head;
@@ -75,7 +91,6 @@ struct gm_model {
     float *Rd, *Qo, *Ro;
     char *ascr;
     int pos;     // the call's first position (gm_step's argument, for the launches)
-    int has_r;   // attention: the in-projection holds r_proj
     char *kscr;  // kata: the step's scratch (DeltaKATA: its feature codes)
     float *SENS; // kalman: the sensor product [B, 2M + 2S]
     int32_t *tok, *next, *dpos, *top; // dpos: the call's first position (read by the kernels)
@@ -338,7 +353,7 @@ __global__ void __launch_bounds__(256) gm_prep(gm_prep_args a) {
 }
 
 struct gm_ring_args {
-    int n, B, W, H, Hv, rep, dk, dv, L, li;
+    int n, B, W, H, Hv, rep, dk, dv, L, li, KH, Kdk, Kdv; // K*: the layout of kout / vout
     const float *Ks, *Vs; // token t's key of head h at Ks + t ldk + h dk, value at Vs + t ldv
     size_t ldk, ldv;
     float *khist, *vhist; // this layer's
@@ -353,7 +368,7 @@ __global__ void __launch_bounds__(128) gm_ring_in(gm_ring_args a) {
     const float *vs = t < 0 ? a.vhist + ((size_t)hv * hist + p) * a.dv
                             : a.Vs + (size_t)t * a.ldv + (size_t)hv * a.dv;
     float *vd = a.vwin + ((size_t)hv * (hist + a.B) + p) * a.dv;
-    float *vo = t >= 0 && a.vout ? a.vout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dv : NULL;
+    float *vo = t >= 0 && a.vout ? a.vout + (((size_t)t * a.L + a.li) * a.KH + hv) * a.Kdv : NULL;
     for (int i = threadIdx.x; i < a.dv; i += blockDim.x) {
         const float x = vs[i];
         vd[i] = x;
@@ -362,7 +377,7 @@ __global__ void __launch_bounds__(128) gm_ring_in(gm_ring_args a) {
     const float *ks = t < 0 ? a.khist + ((size_t)h * hist + p) * a.dk
                             : a.Ks + (size_t)t * a.ldk + (size_t)h * a.dk;
     float *kd = hv % a.rep == 0 ? a.kwin + ((size_t)h * (hist + a.B) + p) * a.dk : NULL;
-    float *ko = t >= 0 && a.kout ? a.kout + (((size_t)t * a.L + a.li) * a.Hv + hv) * a.dk : NULL;
+    float *ko = t >= 0 && a.kout ? a.kout + (((size_t)t * a.L + a.li) * a.KH + hv) * a.Kdk : NULL;
     for (int i = threadIdx.x; i < a.dk; i += blockDim.x) {
         const float x = ks[i];
         if (kd) kd[i] = x;
@@ -380,6 +395,23 @@ __global__ void __launch_bounds__(128) gm_ring_out(gm_ring_args a) {
     const float *ks = a.kwin + ((size_t)h * (hist + a.B) + p + a.n) * a.dk;
     float *kd = a.khist + ((size_t)h * hist + p) * a.dk;
     for (int i = threadIdx.x; i < a.dk; i += blockDim.x) kd[i] = ks[i];
+}
+
+struct gm_kvout_args {
+    int H, dk, dv, L, li, KH, Kdk, Kdv;
+    const float *K, *V; // token t's key of head h at K + (t H + h) dk, value at V + (t H + h) dv
+    float *kout, *vout;
+};
+
+// A layer that keeps no readback window (a hybrid's attention layer): its keys and values into
+// kout / vout. Block (t, h).
+__global__ void __launch_bounds__(128) gm_kv_out(gm_kvout_args a) {
+    const int t = blockIdx.x, h = blockIdx.y;
+    const size_t row = ((size_t)t * a.L + a.li) * a.KH + h, in = (size_t)t * a.H + h;
+    for (int i = threadIdx.x; i < a.dk; i += blockDim.x)
+        a.kout[row * a.Kdk + i] = a.K[in * a.dk + i];
+    for (int i = threadIdx.x; i < a.dv; i += blockDim.x)
+        a.vout[row * a.Kdv + i] = a.V[in * a.dv + i];
 }
 
 struct gm_rerr_args {
@@ -823,45 +855,47 @@ static int gm_gemm(gm_model *g, int n, int out, int in, const float *W, const fl
 
 // The decayed linear-attention core's arguments for tokens [t0, t0 + nc) of layer li (gla, mamba2).
 static ld_core_args gm_ld_args(const gm_model *g, int li, int t0, int nc) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const int H = d->Hv, dk = d->dk, dv = d->dv, row = d->family == GM_FAM_GLA;
     ld_core_args la;
-    la.n = nc, la.H = H, la.dk = dk, la.dv = dv, la.nblk = g->nblk, la.row_decay = row;
+    la.n = nc, la.H = H, la.dk = dk, la.dv = dv, la.nblk = F->nblk, la.row_decay = row;
     la.scale = g->lay[li].scale;
     la.ldqk = (size_t)H * dk, la.ldv = (size_t)H * dv, la.ldg = row ? (size_t)H * dk : (size_t)H;
     la.ldo = (size_t)d->value_dim;
     la.Q = g->Qd + (size_t)t0 * la.ldqk, la.K = g->Kd + (size_t)t0 * la.ldqk;
     la.V = g->Vd + (size_t)t0 * la.ldv, la.G = g->Gd + (size_t)t0 * la.ldg;
-    la.state = g->state + (size_t)li * g->sf, la.O = g->O + (size_t)t0 * la.ldo;
-    la.part = g->part + (size_t)t0 * H * g->nblk * LD_NACC;
-    la.Sout = NULL, la.sf = g->sf;
+    la.state = g->state + g->lay[li].soff, la.O = g->O + (size_t)t0 * la.ldo;
+    la.part = g->part + (size_t)t0 * H * F->nblk * LD_NACC;
+    la.Sout = NULL, la.sf = F->sf;
     return la;
 }
 
 // The delta rule's arguments for tokens [t0, t0 + nc) of layer li.
 static gm_core_args gm_delta_args(const gm_model *g, int li, int t0, int nc) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int Hv = d->Hv, kd = d->key_dim;
     gm_core_args ca;
     ca.n = nc, ca.H = d->H, ca.Hv = Hv, ca.rep = Hv / d->H, ca.dk = d->dk, ca.dv = d->dv;
-    ca.nblk = g->nblk, ca.decay = Ld->core != GM_CORE_DELTANET && d->has_decay;
+    ca.nblk = F->nblk, ca.decay = Ld->core != GM_CORE_DELTANET && d->has_decay;
     ca.scale = Ld->scale;
-    ca.ldqk = ca.ldv = (size_t)g->C3, ca.ldo = (size_t)d->value_dim;
-    const float *base = g->QKV + (size_t)t0 * g->C3;
+    ca.ldqk = ca.ldv = (size_t)F->C3, ca.ldo = (size_t)d->value_dim;
+    const float *base = g->QKV + (size_t)t0 * F->C3;
     ca.Q = base, ca.K = base + kd, ca.V = base + 2 * (size_t)kd;
     ca.G = g->G + (size_t)t0 * Hv, ca.Beff = g->Beff + (size_t)t0 * Hv;
     ca.K2 = g->K2 + (size_t)t0 * d->H;
-    ca.state = g->state + (size_t)li * g->sf, ca.O = g->O + (size_t)t0 * ca.ldo;
-    ca.part = g->part + (size_t)t0 * Hv * g->nblk * GM_NACC;
-    ca.Sout = NULL, ca.sf = g->sf;
+    ca.state = g->state + g->lay[li].soff, ca.O = g->O + (size_t)t0 * ca.ldo;
+    ca.part = g->part + (size_t)t0 * Hv * F->nblk * GM_NACC;
+    ca.Sout = NULL, ca.sf = F->sf;
     return ca;
 }
 
 // The recurrence of layer li over tokens [t0, t0 + nc), storing each token's state into Sout
 // when given.
 static int gm_core_chunk(gm_model *g, int li, int t0, int nc, bool pon, float *Sout, err *e) {
-    if (g->d.family == GM_FAM_DELTA) {
+    if (g->lay[li].f->d.family == GM_FAM_DELTA) {
         gm_core_args ca = gm_delta_args(g, li, t0, nc);
         ca.Sout = Sout;
         return gm_core_run(ca, pon, Sout != NULL, g->st, e);
@@ -875,7 +909,8 @@ static int gm_core_chunk(gm_model *g, int li, int t0, int nc, bool pon, float *S
 // storing its tokens' states; per chunk and value head one batched product
 // R [b][hv] (W x dv) = K_window(t0 + b) (W x dk) S_(t0+b) (dk x dv), then the errors.
 static int gm_core_recall(gm_model *g, int li, int n, bool pon, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const int W = GM_RECALL_W, hist = W - 1, Hv = d->Hv, rep = Hv / d->H, dk = d->dk, dv = d->dv;
     const float one = 1.0f, zero = 0.0f;
     for (int t0 = 0; t0 < n; t0 += g->RB) {
@@ -887,7 +922,7 @@ static int gm_core_recall(gm_model *g, int li, int n, bool pon, err *e) {
             const float *Bk = g->kwin + ((size_t)(hv / rep) * (hist + g->B) + t0) * dk;
             float *C = g->R + (size_t)hv * W * dv;
             cublasStatus_t s = cublasSgemmStridedBatched(
-                g->blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, W, dk, &one, A, dv, (long long)g->sf, Bk, dk,
+                g->blas, CUBLAS_OP_N, CUBLAS_OP_N, dv, W, dk, &one, A, dv, (long long)F->sf, Bk, dk,
                 (long long)dk, &zero, C, dv, (long long)Hv * W * dv, nc);
             if (s != CUBLAS_STATUS_SUCCESS)
                 return err_set(e, "gpu model: cuBLAS readback product failed (status %d)", (int)s);
@@ -903,7 +938,7 @@ static int gm_core_recall(gm_model *g, int li, int n, bool pon, err *e) {
 
 // Layer li's MLP (when the model has one): x += W_down (SiLU(W_gate xn) * W_up xn).
 static int gm_mlp(gm_model *g, int li, int n, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_model_desc *d = &g->fam[0].d; // the model's: every layer's block is
     const gm_layer_dev *Ld = &g->lay[li];
     const int C = d->hidden, I = d->inter;
     if (I <= 0) return 0;
@@ -920,32 +955,34 @@ static int gm_mlp(gm_model *g, int li, int n, err *e) {
 // below split, act_hi above; without the convolution, the activation alone).
 static int gm_in_project(gm_model *g, int li, int n, int conv, int split, int act_lo, int act_hi,
                          err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    if (gm_gemm(g, n, g->Dtot, d->hidden, Ld->w_in, g->xn, d->hidden, g->P, g->Dtot, 0, e))
+    if (gm_gemm(g, n, F->Dtot, d->hidden, Ld->w_in, g->xn, d->hidden, g->P, F->Dtot, 0, e))
         return -1;
     if (Ld->in_b) {
-        gm_bias<<<(unsigned)(((size_t)n * g->Dtot + 255) / 256), 256, 0, g->st>>>(
-            n, g->Dtot, g->Dtot, Ld->in_b, g->P);
+        gm_bias<<<(unsigned)(((size_t)n * F->Dtot + 255) / 256), 256, 0, g->st>>>(
+            n, F->Dtot, F->Dtot, Ld->in_b, g->P);
         CUDA_LAUNCHED("gpu model: bias");
     }
-    if (!conv || g->C3 < 1) return 0;
-    gm_conv<<<(g->C3 + 127) / 128, 128, 0, g->st>>>(
-        n, g->C3, d->conv_size, g->Dtot, g->P + g->conv_off, Ld->conv_w, Ld->conv_b,
-        g->conv + (size_t)li * g->cf, g->QKV, split, act_lo, act_hi, d->use_conv);
+    if (!conv || F->C3 < 1) return 0;
+    gm_conv<<<(F->C3 + 127) / 128, 128, 0, g->st>>>(
+        n, F->C3, d->conv_size, F->Dtot, g->P + F->conv_off, Ld->conv_w, Ld->conv_b,
+        g->conv + g->lay[li].coff, g->QKV, split, act_lo, act_hi, d->use_conv);
     CUDA_LAUNCHED("gpu model: convolution");
     return 0;
 }
 
 // The delta family's layer up to the core's inputs: in-projection, convolution, gates and norms.
 static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int Hv = d->Hv, kd = d->key_dim, kacz = Ld->core == GM_CORE_KACZMARZ;
     if (gm_in_project(g, li, n, 1, 2 * kd, d->qk_act, GM_ACT_SILU, e)) return -1;
     gm_prep_args pa;
-    pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = g->C3;
-    pa.Dtot = g->Dtot, pa.off_a = g->off_a, pa.off_b = g->off_b;
+    pa.H = d->H, pa.Hv = Hv, pa.rep = Hv / d->H, pa.dk = d->dk, pa.kd = kd, pa.C3 = F->C3;
+    pa.Dtot = F->Dtot, pa.off_a = F->off_a, pa.off_b = F->off_b;
     pa.decay = Ld->core != GM_CORE_DELTANET && d->has_decay, pa.use_beta = d->use_beta;
     pa.kacz = kacz, pa.sum_norm = d->qk_sum_norm;
     pa.mul = !kacz && d->allow_neg ? 2.0f : 1.0f, pa.eps = Ld->eps;
@@ -961,16 +998,17 @@ static int gm_delta_inputs(gm_model *g, int li, int n, float *fp, int fp_stride,
 // gla's layer up to the core's inputs: [q | k | v | g | lr] in one product, the decay's second
 // product, the convolutions, then the per-head rows (gm_gla_prep).
 static int gm_gla_inputs(gm_model *g, int li, int n, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int grp = d->H / d->Hkv, kpg = d->key_dim / grp;
     const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
-    if (gm_in_project(g, li, n, 1, g->C3, act, act, e) ||
-        gm_gemm(g, n, kpg, d->gk_rank, Ld->gk1, g->P + g->off_lr, g->Dtot, g->GKr, kpg, 0, e))
+    if (gm_in_project(g, li, n, 1, F->C3, act, act, e) ||
+        gm_gemm(g, n, kpg, d->gk_rank, Ld->gk1, g->P + F->off_lr, F->Dtot, g->GKr, kpg, 0, e))
         return -1;
     gm_gla_args ga;
     ga.H = d->H, ga.dk = d->dk, ga.dv = d->dv, ga.grp = grp, ga.kd = d->key_dim, ga.kpg = kpg;
-    ga.C3 = g->C3, ga.fmap = d->feature_map, ga.has_clamp = d->has_clamp;
+    ga.C3 = F->C3, ga.fmap = d->feature_map, ga.has_clamp = d->has_clamp;
     ga.norm = d->gate_norm, ga.clamp_min = d->clamp_min;
     ga.CV = g->QKV, ga.GKr = g->GKr, ga.gk_b = Ld->gk1_b;
     ga.Qd = g->Qd, ga.Kd = g->Kd, ga.Vd = g->Vd, ga.Gd = g->Gd;
@@ -982,12 +1020,13 @@ static int gm_gla_inputs(gm_model *g, int li, int n, err *e) {
 // mamba2's layer up to the core's inputs: in_proj (+ bias), the convolution of xBC, then dt and
 // the per-head rows (gm_m2_prep).
 static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
-    if (gm_in_project(g, li, n, 1, g->C3, GM_ACT_SILU, GM_ACT_SILU, e)) return -1;
+    if (gm_in_project(g, li, n, 1, F->C3, GM_ACT_SILU, GM_ACT_SILU, e)) return -1;
     gm_m2_args ma;
     ma.H = d->Hv, ma.N = d->dk, ma.P = d->dv, ma.per = d->Hv / d->n_groups;
-    ma.di = d->value_dim, ma.cd = g->C3, ma.Dtot = g->Dtot, ma.dt_off = g->off_lr;
+    ma.di = d->value_dim, ma.cd = F->C3, ma.Dtot = F->Dtot, ma.dt_off = F->off_lr;
     ma.dt_lo = d->dt_lo, ma.dt_hi = d->dt_hi;
     ma.CV = g->QKV, ma.Pm = g->P, ma.A_log = Ld->A_log, ma.dt_bias = Ld->dt_bias;
     ma.DT = g->Bin, ma.Qd = g->Qd, ma.Kd = g->Kd, ma.Vd = g->Vd, ma.Gd = g->Gd;
@@ -1000,14 +1039,15 @@ static int gm_m2_inputs(gm_model *g, int li, int n, float *fp, int fp_stride, er
 // An attention layer up to the core's inputs: [q | k | v | r] in one product (+ biases), then the
 // per-head rows (gm_attn_prep).
 static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     if (gm_in_project(g, li, n, 0, 0, 0, 0, e)) return -1;
     gm_attn_args aa;
     aa.H = d->Hv, aa.Hkv = d->Hkv, aa.d = d->dk, aa.C = d->key_dim, aa.kv = d->Hkv * d->dk;
-    aa.Dtot = g->Dtot, aa.qk_norm = d->qk_norm, aa.rope = d->rope, aa.theta = d->rope_theta;
-    aa.has_r = Ld->core == GM_CORE_PARALLAX && g->has_r;
-    aa.r_zero = Ld->core == GM_CORE_PARALLAX && !g->has_r, aa.pos0 = g->dpos;
+    aa.Dtot = F->Dtot, aa.qk_norm = d->qk_norm, aa.rope = d->rope, aa.theta = d->rope_theta;
+    aa.has_r = Ld->core == GM_CORE_PARALLAX && F->has_r;
+    aa.r_zero = Ld->core == GM_CORE_PARALLAX && !F->has_r, aa.pos0 = g->dpos;
     aa.P = g->P, aa.qn = Ld->qn, aa.kn = Ld->kn, aa.rn = Ld->rn;
     aa.Qd = g->Qd, aa.Kd = g->Kd, aa.Vd = g->Vd, aa.Rd = g->Rd;
     gm_attn_prep<<<n, 256, 0, g->st>>>(aa);
@@ -1019,11 +1059,12 @@ static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
 // 1, with the core's own RoPE when it has one), then one decode a token (kernels/attention.cu,
 // the lanes' step), its probes straight into the CPU layout ([probe][H] at the layer's offset).
 static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int H = d->Hv, dh = d->dk, plx = Ld->core == GM_CORE_PARALLAX;
     const size_t row = (size_t)H * dh;
-    float *cache = g->state + (size_t)li * g->sf;
+    float *cache = g->state + g->lay[li].soff;
     if (gpu_attn_prep(n, H, dh, dh, g->pos, Ld->core_rope, Ld->core_theta, d->max_t, 0, g->Qd,
                       plx ? g->Rd : NULL, g->Kd, g->Vd, cache, g->Qo, plx ? g->Ro : NULL, g->st, e))
         return -1;
@@ -1039,12 +1080,13 @@ static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
 // A KATA layer up to the core's inputs: [q | k | v | b] in one product, the convolutions, then
 // the per-head rows (gm_kata_prep).
 static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int act = d->use_conv ? GM_ACT_SILU : GM_ACT_NONE;
-    if (gm_in_project(g, li, n, 1, g->C3, act, act, e)) return -1;
+    if (gm_in_project(g, li, n, 1, F->C3, act, act, e)) return -1;
     gm_kata_args ka;
-    ka.H = d->Hv, ka.d = d->dk, ka.C3 = g->C3, ka.Dtot = g->Dtot, ka.off_b = g->off_b;
+    ka.H = d->Hv, ka.d = d->dk, ka.C3 = F->C3, ka.Dtot = F->Dtot, ka.off_b = F->off_b;
     ka.qk_norm = d->qk_norm, ka.rope = d->rope != 0, ka.theta = d->rope_theta, ka.pos0 = g->dpos;
     ka.beta = d->kata_variant == KATA_DELTA, ka.b_proj = Ld->has_b;
     ka.QKV = g->QKV, ka.P = g->P, ka.Qd = g->Qd, ka.Kd = g->Kd, ka.Vd = g->Vd, ka.Bin = g->Bin;
@@ -1056,11 +1098,12 @@ static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
 // A KATA layer's core: one step a token (kernels/kata.cu, the lanes' step), its probes straight
 // into the CPU layout at the layer's offset.
 static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int H = d->Hv, dh = d->dk, var = d->kata_variant, grp = d->kata_groups;
     const size_t row = (size_t)H * dh;
-    float *S = g->state + (size_t)li * g->sf;
+    float *S = g->state + g->lay[li].soff;
     for (int t = 0; t < n; t++) {
         const float *q = g->Qd + t * row, *k = g->Kd + t * row, *v = g->Vd + t * row;
         float *o = g->O + t * row;
@@ -1080,7 +1123,8 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
 // A Kalman layer up to the core's inputs: in_proj, the convolution of z' (SiLU), the sensor
 // product of z, then the per-token rows (gm_kal_prep).
 static int gm_kal_inputs(gm_model *g, int li, int n, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int M = d->dv, S = d->dk;
     if (gm_in_project(g, li, n, 1, M, GM_ACT_SILU, GM_ACT_SILU, e)) return -1;
@@ -1097,10 +1141,11 @@ static int gm_kal_inputs(gm_model *g, int li, int n, err *e) {
 // A Kalman layer's core (one step a token, the lanes' kernels; its probes straight into the CPU
 // layout) and post, up to the out-projection's input ON.
 static int gm_kal_core(gm_model *g, int li, int n, bool pon, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
     const gm_layer_dev *Ld = &g->lay[li];
     const int M = d->dv, S = d->dk;
-    float *st = g->state + (size_t)li * g->sf;
+    float *st = g->state + g->lay[li].soff;
     for (int t = 0; t < n; t++) {
         const float *q = g->Qd + (size_t)t * S, *k = g->Kd + (size_t)t * S;
         const float *v = g->Vd + (size_t)t * M, *lv = g->Gd + (size_t)t * M;
@@ -1118,20 +1163,58 @@ static int gm_kal_core(gm_model *g, int li, int n, bool pon, err *e) {
     return 0;
 }
 
-// Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits.
+// Layer li's keys and values of the call's n tokens (into the window, kout / vout): the ring
+// (gm_ring_in / out) for the model's layers, gm_kv_out for a hybrid's attention layers.
+static int gm_layer_kv(gm_model *g, int li, int n, err *e) {
+    const gm_fam *F = g->lay[li].f;
+    const gm_model_desc *d = &F->d;
+    const int Hv = d->Hv, kd = d->key_dim, vd = d->value_dim, delta = d->family == GM_FAM_DELTA;
+    if (F != &g->fam[0]) {
+        gm_kvout_args ka;
+        ka.H = Hv, ka.dk = d->dk, ka.dv = d->dv, ka.L = g->L, ka.li = li;
+        ka.KH = g->KH, ka.Kdk = g->Kdk, ka.Kdv = g->Kdv;
+        ka.K = g->Kd, ka.V = g->Vd, ka.kout = g->kout, ka.vout = g->vout;
+        gm_kv_out<<<dim3(n, Hv), 128, 0, g->st>>>(ka);
+        CUDA_LAUNCHED("gpu model: keys and values out");
+        return 0;
+    }
+    const int hist = GM_RECALL_W - 1;
+    gm_ring_args ra;
+    ra.n = n, ra.B = g->B, ra.W = GM_RECALL_W, ra.H = d->H, ra.Hv = Hv;
+    ra.rep = Hv / d->H, ra.dk = d->dk, ra.dv = d->dv, ra.L = g->L, ra.li = li;
+    ra.KH = g->KH, ra.Kdk = g->Kdk, ra.Kdv = g->Kdv;
+    ra.Ks = delta ? g->QKV + kd : g->Kd, ra.ldk = delta ? (size_t)F->C3 : (size_t)kd;
+    ra.Vs = delta ? g->QKV + 2 * (size_t)kd : g->Vd;
+    ra.ldv = delta ? (size_t)F->C3 : (size_t)vd;
+    ra.khist = g->khist + (size_t)li * d->H * hist * d->dk;
+    ra.vhist = g->vhist + (size_t)li * Hv * hist * d->dv;
+    ra.kwin = g->kwin, ra.vwin = g->vwin, ra.kout = g->kout, ra.vout = g->vout;
+    gm_ring_in<<<dim3(hist + n, Hv), 128, 0, g->st>>>(ra);
+    CUDA_LAUNCHED("gpu model: window in");
+    gm_ring_out<<<dim3(hist, Hv), 128, 0, g->st>>>(ra);
+    CUDA_LAUNCHED("gpu model: window out");
+    return 0;
+}
+
+// Every launch of one call of n tokens, in order, on g->st; mode: GM_M_* bits. Each layer follows
+// its own description (a hybrid's attention layers their specification's).
 static int gm_record(gm_model *g, int n, int mode, err *e) {
     const int pon = (mode & GM_M_PROBES) != 0, kvm = (mode & GM_M_KV) != 0;
     const int rec = (mode & GM_M_RECALL) != 0;
-    const gm_model_desc *d = &g->d;
-    const int C = d->hidden, L = g->L, Hv = d->Hv, kd = d->key_dim, vd = d->value_dim;
-    const int fp_stride = L * g->nfam * Hv, delta = d->family == GM_FAM_DELTA;
+    const gm_model_desc *md = &g->fam[0].d;
+    const int C = md->hidden, L = g->L;
+    const int fp_stride = L * g->fam[0].nfam * md->Hv;
     cudaStream_t st = g->st;
     gm_embed<<<n, 256, 0, st>>>(C, g->embed, g->tok, g->x);
     CUDA_LAUNCHED("gpu model: embedding");
     for (int li = 0; li < L; li++) {
         const gm_layer_dev *Ld = &g->lay[li];
-        float *fp = pon ? g->fprobes + (size_t)li * g->nfam * Hv : NULL;
-        gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, Ld->attn_norm, g->xn);
+        const gm_fam *F = Ld->f;
+        const gm_model_desc *d = &F->d;
+        const int Hv = d->Hv, vd = d->value_dim, delta = d->family == GM_FAM_DELTA;
+        // the family probes: the model's layers' (a hybrid's attention layers have none)
+        float *fp = pon && F == &g->fam[0] ? g->fprobes + (size_t)li * F->nfam * Hv : NULL;
+        gm_rmsnorm<<<n, 256, 0, st>>>(C, md->norm_eps, g->x, Ld->attn_norm, g->xn);
         CUDA_LAUNCHED("gpu model: rmsnorm");
         int rc = d->family == GM_FAM_DELTA    ? gm_delta_inputs(g, li, n, fp, fp_stride, e)
                  : d->family == GM_FAM_GLA    ? gm_gla_inputs(g, li, n, e)
@@ -1139,23 +1222,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
                  : d->family == GM_FAM_KATA   ? gm_kata_inputs(g, li, n, e)
                  : d->family == GM_FAM_KALMAN ? gm_kal_inputs(g, li, n, e)
                                               : gm_m2_inputs(g, li, n, fp, fp_stride, e);
-        if (rc) return -1;
-        if (kvm) {
-            const int hist = GM_RECALL_W - 1;
-            gm_ring_args ra;
-            ra.n = n, ra.B = g->B, ra.W = GM_RECALL_W, ra.H = d->H, ra.Hv = Hv;
-            ra.rep = Hv / d->H, ra.dk = d->dk, ra.dv = d->dv, ra.L = L, ra.li = li;
-            ra.Ks = delta ? g->QKV + kd : g->Kd, ra.ldk = delta ? (size_t)g->C3 : (size_t)kd;
-            ra.Vs = delta ? g->QKV + 2 * (size_t)kd : g->Vd;
-            ra.ldv = delta ? (size_t)g->C3 : (size_t)vd;
-            ra.khist = g->khist + (size_t)li * d->H * hist * d->dk;
-            ra.vhist = g->vhist + (size_t)li * Hv * hist * d->dv;
-            ra.kwin = g->kwin, ra.vwin = g->vwin, ra.kout = g->kout, ra.vout = g->vout;
-            gm_ring_in<<<dim3(hist + n, Hv), 128, 0, st>>>(ra);
-            CUDA_LAUNCHED("gpu model: window in");
-            gm_ring_out<<<dim3(hist, Hv), 128, 0, st>>>(ra);
-            CUDA_LAUNCHED("gpu model: window out");
-        }
+        if (rc || (kvm && gm_layer_kv(g, li, n, e))) return -1;
         if (d->family == GM_FAM_KALMAN) {
             if (gm_kal_core(g, li, n, pon, e) ||
                 gm_gemm(g, n, C, vd, Ld->w_o, g->ON, vd, g->x, C, 1, e) || gm_mlp(g, li, n, e))
@@ -1175,7 +1242,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         if (pon && delta) {
             const gm_core_args ca = gm_delta_args(g, li, 0, n);
             gm_fin_args fa;
-            fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = g->nblk, fa.decay = ca.decay;
+            fa.H = d->H, fa.Hv = Hv, fa.rep = Hv / d->H, fa.nblk = F->nblk, fa.decay = ca.decay;
             fa.G = g->G, fa.Bin = g->Bin, fa.Beff = g->Beff, fa.Q2 = g->Q2, fa.K2 = g->K2;
             fa.part = g->part, fa.probes = g->probes;
             if (gm_probe_fin_run(fa, Ld->pm, n, st, e)) return -1;
@@ -1184,7 +1251,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         }
         if (d->family == GM_FAM_MAMBA2) {
             gm_m2_post_args mp;
-            mp.di = vd, mp.P = d->dv, mp.group = d->norm_group, mp.cd = g->C3, mp.Dtot = g->Dtot;
+            mp.di = vd, mp.P = d->dv, mp.group = d->norm_group, mp.cd = F->C3, mp.Dtot = F->Dtot;
             mp.D_has_hdim = d->D_has_hdim, mp.eps = d->norm_eps;
             mp.O = g->O, mp.CV = g->QKV, mp.Pm = g->P, mp.D = Ld->D, mp.w = Ld->o_norm;
             mp.ON = g->ON;
@@ -1192,7 +1259,7 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
             CUDA_LAUNCHED("gpu model: mamba2 output norm");
         } else {
             gm_post_args po;
-            po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = g->Dtot, po.off_g = g->off_g;
+            po.Hv = Hv, po.dv = d->dv, po.vd = vd, po.Dtot = F->Dtot, po.off_g = F->off_g;
             po.use_gate = d->use_gate, po.eps = d->norm_eps, po.O = g->O, po.P = g->P;
             po.fp_rstd = delta ? 2 : 0, po.fp_gate = delta ? 3 : 1, po.rstd_double = !delta;
             po.w = Ld->o_norm, po.ON = g->ON;
@@ -1208,10 +1275,10 @@ static int gm_record(gm_model *g, int n, int mode, err *e) {
         }
         if (gm_mlp(g, li, n, e)) return -1;
     }
-    gm_rmsnorm<<<n, 256, 0, st>>>(C, d->norm_eps, g->x, g->norm_f, g->xn);
+    gm_rmsnorm<<<n, 256, 0, st>>>(C, md->norm_eps, g->x, g->norm_f, g->xn);
     CUDA_LAUNCHED("gpu model: final norm");
-    if (gm_gemm(g, n, d->vocab, C, g->lm_head, g->xn, C, g->logits, d->vocab, 0, e)) return -1;
-    gm_head<<<n, 1024, 0, st>>>(d->vocab, g->logits, g->next, g->top, g->topp, g->nll);
+    if (gm_gemm(g, n, md->vocab, C, g->lm_head, g->xn, C, g->logits, md->vocab, 0, e)) return -1;
+    gm_head<<<n, 1024, 0, st>>>(md->vocab, g->logits, g->next, g->top, g->topp, g->nll);
     CUDA_LAUNCHED("gpu model: head");
     return 0;
 }
@@ -1280,14 +1347,15 @@ static int take(gm_arena *a, const float **dst, size_t count, const float *src, 
 }
 
 // Layer li's weights: arena layout, upload, and the device pointers (a dry run counts).
-static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *Ld, gm_arena *ar,
+static int gm_layer_weights(const gm_fam *F, const gm_layer_desc *l, gm_layer_dev *Ld, gm_arena *ar,
                             err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_model_desc *d = &F->d;
     const size_t C = d->hidden, kd = d->key_dim, vd = d->value_dim, Hv = d->Hv, I = d->inter;
     const size_t W = d->use_conv ? d->conv_size : 1;
     memset(Ld, 0, sizeof *Ld);
-    float *w_in = slot(ar, (size_t)g->Dtot * C); // every part of the in-projection: [Dtot, C]
-    float *cw = slot(ar, g->cf), *cb = slot(ar, g->C3); // the convolution streams one after another
+    Ld->f = F;
+    float *w_in = slot(ar, (size_t)F->Dtot * C); // every part of the in-projection: [Dtot, C]
+    float *cw = slot(ar, F->cf), *cb = slot(ar, F->C3); // the convolution streams one after another
     float *w_gu = slot(ar, 2 * I * C);                  // [gate; up]
     Ld->w_in = w_in, Ld->conv_w = cw, Ld->w_gu = w_gu;
     if (take(ar, &Ld->attn_norm, C, l->attn_norm, e) ||
@@ -1332,12 +1400,12 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
         const size_t kv = (size_t)d->Hkv * d->dk;
         part[0] = l->q_proj, rows[0] = kd, part[1] = l->k_proj, rows[1] = kv;
         part[2] = l->v_proj, rows[2] = kv, np = 3;
-        if (g->has_r) part[np] = l->r_proj, rows[np++] = kd;
-        float *bias = d->qkv_bias ? slot(ar, g->Dtot) : NULL;
+        if (F->has_r) part[np] = l->r_proj, rows[np++] = kd;
+        float *bias = d->qkv_bias ? slot(ar, F->Dtot) : NULL;
         Ld->in_b = bias;
         if (bias && (up(bias, l->q_bias, kd, e) || up(bias + kd, l->k_bias, kv, e) ||
                      up(bias + kd + kv, l->v_bias, kv, e) ||
-                     (g->has_r && up(bias + kd + 2 * kv, l->r_bias, kd, e))))
+                     (F->has_r && up(bias + kd + 2 * kv, l->r_bias, kd, e))))
             return -1;
         if (take(ar, &Ld->qn, d->dk, l->q_norm, e) || take(ar, &Ld->kn, d->dk, l->k_norm, e) ||
             take(ar, &Ld->rn, d->dk, l->r_norm, e))
@@ -1364,9 +1432,9 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
         break;
     }
     default: // GM_FAM_MAMBA2
-        part[0] = l->in_proj, rows[0] = g->Dtot, np = 1;
+        part[0] = l->in_proj, rows[0] = F->Dtot, np = 1;
         cpart[0] = l->conv_w, cbias[0] = l->conv_b;
-        if (take(ar, &Ld->in_b, g->Dtot, l->in_proj_b, e) ||
+        if (take(ar, &Ld->in_b, F->Dtot, l->in_proj_b, e) ||
             take(ar, &Ld->A_log, Hv, l->A_log, e) || take(ar, &Ld->dt_bias, Hv, l->dt_bias, e) ||
             take(ar, &Ld->D, d->D_has_hdim ? vd : Hv, l->D, e) ||
             take(ar, &Ld->o_norm, vd, l->norm_w, e) || take(ar, &Ld->out_b, C, l->out_proj_b, e))
@@ -1396,10 +1464,9 @@ static int gm_layer_weights(gm_model *g, const gm_layer_desc *l, gm_layer_dev *L
     return 0;
 }
 
-extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch, err *e) {
-    *out = NULL;
-    const gm_model_desc *d = dd;
-    if (max_batch < 1) return err_set(e, "gpu model: max_batch must be at least 1");
+// One description's dimensions and flags (md: the model's, for a hybrid's attention
+// specifications).
+static int gm_check_desc(const gm_model_desc *d, const gm_model_desc *md, err *e) {
     if (d->dk < 1 || d->dk > GM_MAX_DK)
         return err_set(e, "gpu model: key head width %d outside 1..%d", d->dk, GM_MAX_DK);
     if (d->H < 1 || d->Hv < d->H || d->Hv % d->H || d->key_dim != d->H * d->dk ||
@@ -1408,6 +1475,11 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         d->family_probes > GM_FAMILY_PROBES)
         return err_set(e, "gpu model: inconsistent heads (H %d, Hv %d, dk %d, dv %d)", d->H, d->Hv,
                        d->dk, d->dv);
+    if (d != md &&
+        (d->family != GM_FAM_ATTN || d->layers != md->layers || d->hidden != md->hidden ||
+         d->vocab != md->vocab || d->inter != md->inter || d->family_probes != 0))
+        return err_set(e, "gpu model: a hybrid's other layers must be attention layers of the "
+                          "model's sizes");
     if (d->family == GM_FAM_GLA &&
         (d->Hkv < 1 || d->H % d->Hkv || d->gk_rank < 1 || !(d->gate_norm > 0.0f)))
         return err_set(e, "gpu model: inconsistent gla layer (kv heads %d, rank %d)", d->Hkv,
@@ -1422,115 +1494,191 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
                        d->Hkv, d->max_t);
     if (d->family == GM_FAM_KATA && d->dk != d->dv)
         return err_set(e, "gpu model: kata heads of %d keys and %d values", d->dk, d->dv);
-    {
-        const size_t want = d->family == GM_FAM_ATTN
-                                ? (size_t)d->max_t * d->Hv * (d->dk + d->dv)
-                                : (size_t)d->Hv * d->dk * d->dv; // a [Hv, dk, dv] matrix state
-        if (d->family != GM_FAM_KATA && d->family != GM_FAM_KALMAN && d->state_floats != want)
-            return err_set(e, "gpu model: a layer's state of %zu floats, not %zu", d->state_floats,
-                           want);
-        if (d->state_floats < 1) return err_set(e, "gpu model: no state");
+    const size_t want = d->family == GM_FAM_ATTN ? (size_t)d->max_t * d->Hv * (d->dk + d->dv)
+                                                 : (size_t)d->Hv * d->dk * d->dv; // [Hv, dk, dv]
+    if (d->family != GM_FAM_KATA && d->family != GM_FAM_KALMAN && d->state_floats != want)
+        return err_set(e, "gpu model: a layer's state of %zu floats, not %zu", d->state_floats,
+                       want);
+    if (d->state_floats < 1) return err_set(e, "gpu model: no state");
+    return 0;
+}
+
+// The tensors layer l's description implies are there.
+static int gm_check_layer(const gm_model_desc *d, const gm_layer_desc *l, const gm_layer_desc *l0,
+                          int li, err *e) {
+    int bad = l->nprobes > GM_MAX_PROBES || l->nprobes < 0 ||
+              (d->inter > 0 && (!l->gate_proj || !l->up_proj || !l->down_proj));
+    switch (d->family) {
+    case GM_FAM_DELTA:
+        bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+               (d->has_decay && (!l->a_proj || !l->A_log || !l->dt_bias)) ||
+               (d->use_beta && !l->b_proj) || (d->use_gate && !l->g_proj) ||
+               (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) || l->core < 0 ||
+               l->core > GM_CORE_KACZMARZ;
+        break;
+    case GM_FAM_GLA:
+        bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj || !l->gk0 || !l->gk1 ||
+               (d->use_gate && !l->g_proj) ||
+               (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) || l->core != GM_CORE_GLA;
+        break;
+    case GM_FAM_KALMAN:
+        bad |= !l->in_proj || !l->sensor_proj || !l->kal_a || !l->kal_p || !l->skip ||
+               !l->out_proj || (d->use_conv && !l->conv_w) || l->core != GM_CORE_KALMAN;
+        break;
+    case GM_FAM_KATA:
+        bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+               (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) || l->core != GM_CORE_KATA;
+        break;
+    case GM_FAM_ATTN: // l0: the first layer of this description (r_proj in all or none)
+        bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
+               (d->qkv_bias && (!l->q_bias || !l->k_bias || !l->v_bias)) ||
+               (d->qk_norm && (!l->q_norm || !l->k_norm)) || (!l->r_proj) != (!l0->r_proj) ||
+               (l->core != GM_CORE_SOFTMAX && l->core != GM_CORE_PARALLAX);
+        break;
+    default:
+        bad |= !l->in_proj || !l->conv_w || !l->A_log || !l->dt_bias || !l->D || !l->out_proj ||
+               (d->use_bias && (!l->in_proj_b || !l->out_proj_b)) || l->core != GM_CORE_MAMBA2;
+        break;
     }
-    if (!d->embed || !d->lm_head) return err_set(e, "gpu model: no embedding or head");
-    for (int li = 0; li < d->layers; li++) {
-        const gm_layer_desc *l = &d->layer[li];
-        int bad = l->nprobes > GM_MAX_PROBES || l->nprobes < 0 ||
-                  (d->inter > 0 && (!l->gate_proj || !l->up_proj || !l->down_proj));
-        switch (d->family) {
-        case GM_FAM_DELTA:
-            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
-                   (d->has_decay && (!l->a_proj || !l->A_log || !l->dt_bias)) ||
-                   (d->use_beta && !l->b_proj) || (d->use_gate && !l->g_proj) ||
-                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) || l->core < 0 ||
-                   l->core > GM_CORE_KACZMARZ;
-            break;
-        case GM_FAM_GLA:
-            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj || !l->gk0 || !l->gk1 ||
-                   (d->use_gate && !l->g_proj) ||
-                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
-                   l->core != GM_CORE_GLA;
-            break;
-        case GM_FAM_KALMAN:
-            bad |= !l->in_proj || !l->sensor_proj || !l->kal_a || !l->kal_p || !l->skip ||
-                   !l->out_proj || (d->use_conv && !l->conv_w) || l->core != GM_CORE_KALMAN;
-            break;
-        case GM_FAM_KATA:
-            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
-                   (d->use_conv && (!l->q_conv || !l->k_conv || !l->v_conv)) ||
-                   l->core != GM_CORE_KATA;
-            break;
-        case GM_FAM_ATTN:
-            bad |= !l->q_proj || !l->k_proj || !l->v_proj || !l->o_proj ||
-                   (d->qkv_bias && (!l->q_bias || !l->k_bias || !l->v_bias)) ||
-                   (d->qk_norm && (!l->q_norm || !l->k_norm)) ||
-                   (!l->r_proj) != (!d->layer[0].r_proj) ||
-                   (l->core != GM_CORE_SOFTMAX && l->core != GM_CORE_PARALLAX);
-            break;
-        default:
-            bad |= !l->in_proj || !l->conv_w || !l->A_log || !l->dt_bias || !l->D || !l->out_proj ||
-                   (d->use_bias && (!l->in_proj_b || !l->out_proj_b)) || l->core != GM_CORE_MAMBA2;
-            break;
+    return bad ? err_set(e, "gpu model: layer %d lacks a tensor its config implies", li) : 0;
+}
+
+// What follows from description d: the in-projection's layout, the state's and caches' sizes.
+// l0: its first layer (NULL: none).
+static void gm_fam_init(gm_fam *F, const gm_model_desc *d, const gm_layer_desc *l0) {
+    memset(F, 0, sizeof *F);
+    F->d = *d;
+    F->d.layer = NULL, F->d.sub = NULL, F->d.nsub = 0;
+    const int kd = d->key_dim, vd = d->value_dim, Hv = d->Hv;
+    F->nfam = d->family_probes;
+    F->C3 = d->conv_dims[0] + d->conv_dims[1] + d->conv_dims[2];
+    switch (d->family) {
+    case GM_FAM_DELTA:
+        F->off_a = F->C3;
+        F->off_b = F->off_a + (d->has_decay ? Hv : 0);
+        F->off_g = F->off_b + (d->use_beta ? Hv : 0);
+        F->Dtot = F->off_g + (d->use_gate ? vd : 0);
+        break;
+    case GM_FAM_GLA:
+        F->off_g = F->C3;
+        F->off_lr = F->off_g + (d->use_gate ? vd : 0);
+        F->Dtot = F->off_lr + d->gk_rank;
+        break;
+    case GM_FAM_KALMAN: // [z' | g']: the convolution reads z'
+        F->Dtot = 2 * vd;
+        break;
+    case GM_FAM_KATA: // [q | k | v | b]
+        F->off_b = F->C3;
+        F->Dtot = F->C3 + (d->kata_variant == KATA_DELTA ? Hv : 0);
+        break;
+    case GM_FAM_ATTN: // [q | k | v | r]
+        F->has_r = l0 && l0->r_proj != NULL;
+        F->Dtot = kd + 2 * d->Hkv * d->dk + (F->has_r ? kd : 0);
+        break;
+    default: // [z | xBC | dt]: the convolution reads xBC, dt lies at off_lr
+        F->conv_off = vd;
+        F->off_lr = vd + F->C3;
+        F->Dtot = F->off_lr + Hv;
+        break;
+    }
+    F->nblk = (d->dv + 31) / 32;
+    F->sf = d->state_floats;
+    F->cf = (size_t)F->C3 * (d->use_conv ? d->conv_size : 1);
+}
+
+// The per-call buffers' widths: the largest any description needs.
+struct gm_widths {
+    size_t Dtot, C3, H, kd, vd, gd, gkr, akd, ascr, part;
+    size_t KH, Kdk, Kdv, linear; // linear: some family beside the delta rule (Qd, Kd, Vd, Gd)
+};
+
+static void gm_widen(size_t *field, size_t v) {
+    if (v > *field) *field = v;
+}
+
+static gm_widths gm_buffer_widths(const gm_model *g) {
+    gm_widths w;
+    memset(&w, 0, sizeof w);
+    w.gkr = 1;
+    for (int k = 0; k < g->nf; k++) {
+        const gm_fam *F = &g->fam[k];
+        const gm_model_desc *d = &F->d;
+        gm_widen(&w.Dtot, F->Dtot), gm_widen(&w.C3, F->C3), gm_widen(&w.H, d->Hv);
+        gm_widen(&w.kd, d->key_dim), gm_widen(&w.vd, d->value_dim);
+        gm_widen(&w.part, (size_t)d->Hv * F->nblk);
+        gm_widen(&w.KH, d->Hv), gm_widen(&w.Kdk, d->dk), gm_widen(&w.Kdv, d->dv);
+        w.linear |= d->family != GM_FAM_DELTA;
+        // gla: log-decays [kd] and the decay product [kd / g]; mamba2: [H]; kalman: lambda_v [M]
+        gm_widen(&w.gd, d->family == GM_FAM_GLA      ? d->key_dim
+                        : d->family == GM_FAM_KALMAN ? d->value_dim
+                                                     : d->Hv);
+        if (d->family == GM_FAM_GLA) gm_widen(&w.gkr, d->key_dim / (d->H / d->Hkv));
+        if (d->family == GM_FAM_ATTN) {
+            gm_widen(&w.akd, d->key_dim);
+            gm_widen(&w.ascr, gpu_attn_decode_scratch_bytes(d->Hv, d->dv, d->max_t));
         }
-        if (bad) return err_set(e, "gpu model: layer %d lacks a tensor its config implies", li);
+    }
+    return w;
+}
+
+extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch, err *e) {
+    *out = NULL;
+    if (max_batch < 1) return err_set(e, "gpu model: max_batch must be at least 1");
+    if (md->nsub < 0 || md->nsub > GM_MAX_DESCS - 1 || (md->nsub && !md->sub))
+        return err_set(e, "gpu model: %d attention specifications (at most %d)", md->nsub,
+                       GM_MAX_DESCS - 1);
+    if (gm_check_desc(md, md, e)) return -1;
+    for (int k = 0; k < md->nsub; k++)
+        if (gm_check_desc(&md->sub[k], md, e)) return -1;
+    if (!md->embed || !md->lm_head) return err_set(e, "gpu model: no embedding or head");
+    const gm_layer_desc *first[GM_MAX_DESCS] = {0}; // each description's first layer
+    for (int li = 0; li < md->layers; li++) {
+        const gm_layer_desc *l = &md->layer[li];
+        if (l->desc < 0 || l->desc > md->nsub)
+            return err_set(e, "gpu model: layer %d: description %d of %d", li, l->desc,
+                           md->nsub + 1);
+        if (!first[l->desc]) first[l->desc] = l;
+        if (gm_check_layer(l->desc ? &md->sub[l->desc - 1] : md, l, first[l->desc], li, e))
+            return -1;
     }
     gm_model *g = (gm_model *)calloc(1, sizeof *g);
     if (!g) return err_set(e, "out of memory");
-    g->d = *d;
-    g->d.layer = NULL;
-    const int L = d->layers, C = d->hidden, kd = d->key_dim, vd = d->value_dim, Hv = d->Hv;
-    const int W = d->use_conv ? d->conv_size : 1, I = d->inter, V = d->vocab, B = max_batch;
-    g->L = L, g->B = B, g->nfam = d->family_probes;
-    g->C3 = d->conv_dims[0] + d->conv_dims[1] + d->conv_dims[2];
-    switch (d->family) {
-    case GM_FAM_DELTA:
-        g->off_a = g->C3;
-        g->off_b = g->off_a + (d->has_decay ? Hv : 0);
-        g->off_g = g->off_b + (d->use_beta ? Hv : 0);
-        g->Dtot = g->off_g + (d->use_gate ? vd : 0);
-        break;
-    case GM_FAM_GLA:
-        g->off_g = g->C3;
-        g->off_lr = g->off_g + (d->use_gate ? vd : 0);
-        g->Dtot = g->off_lr + d->gk_rank;
-        break;
-    case GM_FAM_KALMAN: // [z' | g']: the convolution reads z'
-        g->Dtot = 2 * vd;
-        break;
-    case GM_FAM_KATA: // [q | k | v | b]
-        g->off_b = g->C3;
-        g->Dtot = g->C3 + (d->kata_variant == KATA_DELTA ? Hv : 0);
-        break;
-    case GM_FAM_ATTN: // [q | k | v | r]
-        g->has_r = d->layers > 0 && d->layer[0].r_proj != NULL;
-        g->Dtot = kd + 2 * d->Hkv * d->dk + (g->has_r ? kd : 0);
-        break;
-    default: // [z | xBC | dt]: the convolution reads xBC, dt lies at off_lr
-        g->conv_off = vd;
-        g->off_lr = vd + g->C3;
-        g->Dtot = g->off_lr + Hv;
-        break;
-    }
-    g->nblk = (d->dv + 31) / 32;
-    g->sf = d->state_floats;
-    g->cf = (size_t)g->C3 * W;
+    g->nf = 1 + md->nsub;
+    for (int k = 0; k < g->nf; k++) gm_fam_init(&g->fam[k], k ? &md->sub[k - 1] : md, first[k]);
+    const gm_model_desc *d = &g->fam[0].d; // the model's
+    const int L = md->layers, C = d->hidden, Hv = d->Hv, I = d->inter, V = d->vocab;
+    const int B = max_batch;
+    g->L = L, g->B = B;
+    const gm_widths w = gm_buffer_widths(g);
+    g->KH = (int)w.KH, g->Kdk = (int)w.Kdk, g->Kdv = (int)w.Kdv;
+    for (int k = 0; k < g->nf; k++)
+        if (g->fam[k].d.family == GM_FAM_ATTN) {
+            if (g->attn && g->fam[k].d.max_t != g->max_t) {
+                err_set(e, "gpu model: attention layers of KV caches of %d and %d slots", g->max_t,
+                        g->fam[k].d.max_t);
+                goto fail;
+            }
+            g->attn = 1, g->max_t = g->fam[k].d.max_t;
+        }
     // attention's decode takes the position as a launch argument: no graph to replay
-    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && d->family != GM_FAM_ATTN;
+    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && !g->attn;
     g->skinny = env_int("MIXSCOPE_GM_SKINNY", 8);
     if (g->skinny > 8) g->skinny = 8;
     g->RB = env_int("MIXSCOPE_GM_RECALL_CHUNK", 64);
     if (g->RB < 1 || g->RB > B) g->RB = B < 64 ? B : 64;
     g->ptot = 0;
-    for (int li = 0; li < L; li++) g->ptot += d->layer[li].probe_floats;
-    const int tied = d->lm_head == d->embed;
-    g->lay = (gm_layer_dev *)calloc((size_t)(L ? L : 1), sizeof *g->lay);
-    if (!g->lay) {
-        err_set(e, "out of memory");
-        goto fail;
-    }
+    for (int li = 0; li < L; li++) g->ptot += md->layer[li].probe_floats;
     {
+        const int tied = md->lm_head == md->embed;
+        g->lay = (gm_layer_dev *)calloc((size_t)(L ? L : 1), sizeof *g->lay);
+        if (!g->lay) {
+            err_set(e, "out of memory");
+            goto fail;
+        }
         gm_arena ar = {NULL, al64((size_t)V * C) * (tied ? 1 : 2) + al64(C)};
         for (int li = 0; li < L; li++)
-            if (gm_layer_weights(g, &d->layer[li], &g->lay[li], &ar, e)) goto fail;
+            if (gm_layer_weights(&g->fam[md->layer[li].desc], &md->layer[li], &g->lay[li], &ar, e))
+                goto fail;
         GM_ALLOC(g->arena, ar.used);
         float *p = g->arena;
         float *embed = p;
@@ -1539,83 +1687,86 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *dd, int max_batch,
         if (!tied) head = p, p += al64((size_t)V * C);
         float *norm_f = p;
         p += al64(C);
-        if (up(embed, d->embed, (size_t)V * C, e) ||
-            (!tied && up(head, d->lm_head, (size_t)V * C, e)) || up(norm_f, d->norm_f, C, e))
+        if (up(embed, md->embed, (size_t)V * C, e) ||
+            (!tied && up(head, md->lm_head, (size_t)V * C, e)) || up(norm_f, md->norm_f, C, e))
             goto fail;
-        g->embed = embed, g->lm_head = head, g->norm_f = d->norm_f ? norm_f : NULL;
+        g->embed = embed, g->lm_head = head, g->norm_f = md->norm_f ? norm_f : NULL;
         ar.base = g->arena, ar.used = (size_t)(p - g->arena);
+        size_t soff = 0, coff = 0, poff = 0;
         for (int li = 0; li < L; li++) {
-            const gm_layer_desc *l = &d->layer[li];
+            const gm_layer_desc *l = &md->layer[li];
             gm_layer_dev *Ld = &g->lay[li];
-            if (gm_layer_weights(g, l, Ld, &ar, e)) goto fail;
+            if (gm_layer_weights(&g->fam[l->desc], l, Ld, &ar, e)) goto fail;
+            Ld->soff = soff, Ld->coff = coff;
+            soff += Ld->f->sf, coff += Ld->f->cf;
             Ld->pm.n = l->nprobes;
             Ld->pm.tok_stride = g->ptot;
-            Ld->pm.layer_off = 0, Ld->pm.head_stride = 1;
-            for (int k = 0; k < li; k++) Ld->pm.layer_off += d->layer[k].probe_floats;
+            Ld->pm.layer_off = (int)poff, Ld->pm.head_stride = 1;
+            poff += l->probe_floats;
             for (int k = 0; k < l->nprobes; k++)
                 Ld->pm.map[k] = l->probe_map[k], Ld->pm.off[k] = l->probe_off[k];
         }
+        g->stot = soff, g->ctot = coff;
     }
-    GM_ALLOC(g->state, (size_t)L * g->sf + 1);
-    GM_ALLOC(g->conv, (size_t)L * g->cf + 1);
-    if (cudaMemset(g->state, 0, ((size_t)L * g->sf + 1) * sizeof(float)) != cudaSuccess ||
-        cudaMemset(g->conv, 0, ((size_t)L * g->cf + 1) * sizeof(float)) != cudaSuccess) {
+    GM_ALLOC(g->state, g->stot + 1);
+    GM_ALLOC(g->conv, g->ctot + 1);
+    if (cudaMemset(g->state, 0, (g->stot + 1) * sizeof(float)) != cudaSuccess ||
+        cudaMemset(g->conv, 0, (g->ctot + 1) * sizeof(float)) != cudaSuccess) {
         err_set(e, "gpu model: cannot clear the state");
         goto fail;
     }
-    GM_ALLOC(g->x, (size_t)B * C);
-    GM_ALLOC(g->xn, (size_t)B * C);
-    GM_ALLOC(g->P, (size_t)B * g->Dtot);
-    GM_ALLOC(g->QKV, (size_t)B * g->C3 + 1);
-    GM_ALLOC(g->G, (size_t)B * Hv);
-    GM_ALLOC(g->Bin, (size_t)B * Hv);
-    GM_ALLOC(g->Beff, (size_t)B * Hv);
-    GM_ALLOC(g->Q2, (size_t)B * d->H);
-    GM_ALLOC(g->K2, (size_t)B * d->H);
-    GM_ALLOC(g->O, (size_t)B * vd);
-    GM_ALLOC(g->ON, (size_t)B * vd);
-    GM_ALLOC(g->GU, (size_t)B * 2 * (I > 0 ? I : 1));
-    GM_ALLOC(g->Hm, (size_t)B * (I > 0 ? I : 1));
-    GM_ALLOC(g->logits, (size_t)B * V);
-    GM_ALLOC(g->probes, (size_t)B * g->ptot + 1);
-    GM_ALLOC(g->fprobes, (size_t)B * L * g->nfam * Hv + 1);
-    if (d->family != GM_FAM_DELTA) {
-        const int grp = d->family == GM_FAM_GLA ? d->H / d->Hkv : 1;
-        GM_ALLOC(g->Qd, (size_t)B * kd);
-        GM_ALLOC(g->Kd, (size_t)B * kd);
-        GM_ALLOC(g->Vd, (size_t)B * vd);
-        // gla: log-decays [B, kd]; mamba2: [B, H]; kalman: lambda_v [B, M]
-        GM_ALLOC(g->Gd, (size_t)B * (d->family == GM_FAM_GLA      ? kd
-                                     : d->family == GM_FAM_KALMAN ? vd
-                                                                  : Hv));
-        GM_ALLOC(g->GKr, (size_t)B * (d->family == GM_FAM_GLA ? kd / grp : 1));
-    }
-    if (d->family == GM_FAM_KALMAN) GM_ALLOC(g->SENS, (size_t)B * (2 * vd + 2 * kd));
-    if (d->family == GM_FAM_KATA) {
-        const int delta = d->kata_variant == KATA_DELTA;
-        const size_t kb =
-            delta ? gpu_kata_delta_scratch_bytes(Hv, d->dk, d->dv, d->kata_groups)
-                  : gpu_kata_scratch_bytes(1, 1, Hv, d->dk, d->dv, d->kata_variant, d->kata_groups);
-        GM_ALLOC(g->kscr, kb);
-    }
-    if (d->family == GM_FAM_ATTN) {
-        GM_ALLOC(g->Rd, (size_t)B * kd);
-        GM_ALLOC(g->Qo, (size_t)B * kd);
-        GM_ALLOC(g->Ro, (size_t)B * kd);
-        GM_ALLOC(g->ascr, gpu_attn_decode_scratch_bytes(Hv, d->dv, d->max_t));
+    {
+        // the per-call buffers, each as large as the widest description needs
+        GM_ALLOC(g->x, (size_t)B * C);
+        GM_ALLOC(g->xn, (size_t)B * C);
+        GM_ALLOC(g->P, (size_t)B * w.Dtot);
+        GM_ALLOC(g->QKV, (size_t)B * w.C3 + 1);
+        GM_ALLOC(g->G, (size_t)B * w.H);
+        GM_ALLOC(g->Bin, (size_t)B * w.H);
+        GM_ALLOC(g->Beff, (size_t)B * w.H);
+        GM_ALLOC(g->Q2, (size_t)B * w.H);
+        GM_ALLOC(g->K2, (size_t)B * w.H);
+        GM_ALLOC(g->O, (size_t)B * w.vd);
+        GM_ALLOC(g->ON, (size_t)B * w.vd);
+        GM_ALLOC(g->GU, (size_t)B * 2 * (I > 0 ? I : 1));
+        GM_ALLOC(g->Hm, (size_t)B * (I > 0 ? I : 1));
+        GM_ALLOC(g->logits, (size_t)B * V);
+        GM_ALLOC(g->probes, (size_t)B * g->ptot + 1);
+        GM_ALLOC(g->fprobes, (size_t)B * L * g->fam[0].nfam * Hv + 1);
+        if (w.linear) {
+            GM_ALLOC(g->Qd, (size_t)B * w.kd);
+            GM_ALLOC(g->Kd, (size_t)B * w.kd);
+            GM_ALLOC(g->Vd, (size_t)B * w.vd);
+            GM_ALLOC(g->Gd, (size_t)B * w.gd);
+            GM_ALLOC(g->GKr, (size_t)B * w.gkr);
+        }
+        if (d->family == GM_FAM_KALMAN) GM_ALLOC(g->SENS, (size_t)B * (2 * w.vd + 2 * w.kd));
+        if (d->family == GM_FAM_KATA) {
+            const int delta = d->kata_variant == KATA_DELTA;
+            const size_t kb = delta ? gpu_kata_delta_scratch_bytes(Hv, d->dk, d->dv, d->kata_groups)
+                                    : gpu_kata_scratch_bytes(1, 1, Hv, d->dk, d->dv,
+                                                             d->kata_variant, d->kata_groups);
+            GM_ALLOC(g->kscr, kb);
+        }
+        if (g->attn) {
+            GM_ALLOC(g->Rd, (size_t)B * w.akd);
+            GM_ALLOC(g->Qo, (size_t)B * w.akd);
+            GM_ALLOC(g->Ro, (size_t)B * w.akd);
+            GM_ALLOC(g->ascr, w.ascr);
+        }
+        GM_ALLOC(g->part, (size_t)B * w.part * GM_NACC);
     }
     GM_ALLOC(g->tok, 2 * (size_t)B + 1);
     g->next = g->tok + B, g->dpos = g->tok + 2 * B;
     GM_ALLOC(g->top, 3 * (size_t)B); // top, then topp and nll: one copy back
     g->topp = (float *)(g->top + B), g->nll = g->topp + B;
-    GM_ALLOC(g->part, (size_t)B * Hv * g->nblk * GM_NACC);
     GM_ALLOC(g->ws, GM_WS_BYTES);
     {
-        size_t pin =
-            (3 * (size_t)B + 1) * 4 +
-            ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot + (size_t)B * L * g->nfam * Hv) *
-                4 +
-            256;
+        size_t pin = (3 * (size_t)B + 1) * 4 +
+                     ((size_t)B * V + 2 * (size_t)B + (size_t)B * g->ptot +
+                      (size_t)B * L * g->fam[0].nfam * Hv) *
+                         4 +
+                     256;
         cudaError_t rc = cudaMallocHost(&g->pin, pin);
         if (rc != cudaSuccess) {
             g->pin = NULL;
@@ -1668,36 +1819,45 @@ static int gm_ring_clear(gm_model *g, err *e) {
     g->held = 0;
     if (!g->kv_ready) return 0;
     const size_t hist = GM_RECALL_W - 1;
-    CUDA_TRY(cudaMemsetAsync(g->khist, 0xff, (size_t)g->L * g->d.H * hist * g->d.dk * sizeof(float),
-                             g->st),
-             "gpu model: window reset");
-    CUDA_TRY(cudaMemsetAsync(g->vhist, 0xff,
-                             (size_t)g->L * g->d.Hv * hist * g->d.dv * sizeof(float), g->st),
-             "gpu model: window reset");
+    const gm_model_desc *d = &g->fam[0].d;
+    CUDA_TRY(
+        cudaMemsetAsync(g->khist, 0xff, (size_t)g->L * d->H * hist * d->dk * sizeof(float), g->st),
+        "gpu model: window reset");
+    CUDA_TRY(
+        cudaMemsetAsync(g->vhist, 0xff, (size_t)g->L * d->Hv * hist * d->dv * sizeof(float), g->st),
+        "gpu model: window reset");
     return 0;
 }
 
-// The window's buffers on first use (k / v / recall asked): the rings, k / v / recall out and
-// their pinned staging; with rec also the per-token states and readbacks. Whatever is allocated
-// stays (a retry after a failure allocates the rest); pointers never change afterwards, so the
-// captured graphs stay valid.
+// The window's buffers on first use (k / v / recall asked): the rings (the model's layers'
+// heads and widths), k / v / recall out and their pinned staging; with rec also the per-token
+// states and readbacks. Whatever is allocated stays (a retry after a failure allocates the
+// rest); pointers never change afterwards, so the captured graphs stay valid. k / v / recall out
+// start NaN: what no layer writes (a hybrid's narrower heads, its attention layers' readback
+// errors) stays NaN.
 static int gm_recall_alloc(gm_model *g, int rec, err *e) {
-    const gm_model_desc *d = &g->d;
+    const gm_model_desc *d = &g->fam[0].d;
     const size_t W = GM_RECALL_W, hist = W - 1, B = g->B, L = g->L, H = d->H, Hv = d->Hv;
-    const size_t dk = d->dk, dv = d->dv;
+    const size_t dk = d->dk, dv = d->dv, KH = g->KH, Kdk = g->Kdk, Kdv = g->Kdv;
     if (!g->kv_ready) {
         struct {
             float **p;
             size_t n;
-        } bufs[] = {{&g->khist, L * H * hist * dk},  {&g->vhist, L * Hv * hist * dv},
-                    {&g->kwin, H * (hist + B) * dk}, {&g->vwin, Hv * (hist + B) * dv},
-                    {&g->kout, B * L * Hv * dk},     {&g->vout, B * L * Hv * dv},
-                    {&g->rec, B * L * Hv * W}};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-            if (!*bufs[i].p && !(*bufs[i].p = (float *)gpu_malloc(bufs[i].n * sizeof(float), e)))
+            int nan;
+        } bufs[] = {{&g->khist, L * H * hist * dk, 0},  {&g->vhist, L * Hv * hist * dv, 0},
+                    {&g->kwin, H * (hist + B) * dk, 0}, {&g->vwin, Hv * (hist + B) * dv, 0},
+                    {&g->kout, B * L * KH * Kdk, 1},    {&g->vout, B * L * KH * Kdv, 1},
+                    {&g->rec, B * L * Hv * W, 1}};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+            if (*bufs[i].p) continue;
+            if (!(*bufs[i].p = (float *)gpu_malloc(bufs[i].n * sizeof(float), e)))
                 return err_prefix(e, "gpu model: the readback window");
+            if (bufs[i].nan)
+                CUDA_TRY(cudaMemsetAsync(*bufs[i].p, 0xff, bufs[i].n * sizeof(float), g->st),
+                         "gpu model: the readback window");
+        }
         if (!g->pin2) {
-            const size_t n = B * L * Hv * (dk + dv + W);
+            const size_t n = B * L * (KH * (Kdk + Kdv) + Hv * W);
             cudaError_t rc = cudaMallocHost(&g->pin2, n * sizeof(float));
             if (rc != cudaSuccess) {
                 g->pin2 = NULL;
@@ -1705,15 +1865,15 @@ static int gm_recall_alloc(gm_model *g, int rec, err *e) {
                                cudaGetErrorString(rc));
             }
             g->p_k = (float *)g->pin2;
-            g->p_v = g->p_k + B * L * Hv * dk;
-            g->p_rec = g->p_v + B * L * Hv * dv;
+            g->p_v = g->p_k + B * L * KH * Kdk;
+            g->p_rec = g->p_v + B * L * KH * Kdv;
         }
         g->kv_ready = 1;
         if (gm_ring_clear(g, e)) return -1;
     }
     if (rec) {
         const size_t RB = g->RB;
-        if (!g->Sbuf && !(g->Sbuf = (float *)gpu_malloc(RB * g->sf * sizeof(float), e)))
+        if (!g->Sbuf && !(g->Sbuf = (float *)gpu_malloc(RB * g->fam[0].sf * sizeof(float), e)))
             return err_prefix(e, "gpu model: the readback window");
         if (!g->R && !(g->R = (float *)gpu_malloc(RB * Hv * W * dv * sizeof(float), e)))
             return err_prefix(e, "gpu model: the readback window");
@@ -1728,9 +1888,10 @@ extern "C" int gm_recall_held(const gm_model *g) {
 extern "C" int gm_recall_fill(gm_model *g, const float *k, const float *v, int n, err *e) {
     if (n < 0) return err_set(e, "gpu model: %d window tokens", n);
     if (gm_recall_alloc(g, 0, e)) return -1;
-    const gm_model_desc *d = &g->d;
+    const gm_model_desc *d = &g->fam[0].d; // the window holds the model's layers
     const size_t hist = GM_RECALL_W - 1, L = g->L, H = d->H, Hv = d->Hv, rep = Hv / H;
     const size_t dk = d->dk, dv = d->dv, m = (size_t)n < hist ? (size_t)n : hist;
+    const size_t KH = g->KH, Kdk = g->Kdk, Kdv = g->Kdv;
     const size_t nk = L * H * hist * dk, nv = L * Hv * hist * dv;
     float *hk = (float *)malloc(nk * sizeof(float)), *hvv = (float *)malloc(nv * sizeof(float));
     if (!hk || !hvv) {
@@ -1742,11 +1903,11 @@ extern "C" int gm_recall_fill(gm_model *g, const float *k, const float *v, int n
     for (size_t q = 0; q < m; q++) {
         const size_t s = (size_t)n - m + q, p = hist - m + q; // input token, history row
         for (size_t li = 0; li < L; li++)
-            for (size_t hv = 0; hv < Hv; hv++) {
-                const size_t src = (s * L + li) * Hv + hv;
-                if (v) memcpy(hvv + ((li * Hv + hv) * hist + p) * dv, v + src * dv, dv * 4);
+            for (size_t hv = 0; hv < Hv && g->lay[li].f == &g->fam[0]; hv++) {
+                const size_t src = (s * L + li) * KH + hv;
+                if (v) memcpy(hvv + ((li * Hv + hv) * hist + p) * dv, v + src * Kdv, dv * 4);
                 if (k && hv % rep == 0)
-                    memcpy(hk + ((li * H + hv / rep) * hist + p) * dk, k + src * dk, dk * 4);
+                    memcpy(hk + ((li * H + hv / rep) * hist + p) * dk, k + src * Kdk, dk * 4);
             }
     }
     cudaError_t rc = cudaStreamSynchronize(g->st);
@@ -1762,12 +1923,13 @@ extern "C" int gm_recall_fill(gm_model *g, const float *k, const float *v, int n
     return 0;
 }
 
-// Where each convolution stream's cache lies in a layer's (floats) and how long it is.
-static void gm_conv_streams(const gm_model *g, size_t off[3], size_t len[3]) {
-    const size_t W = g->d.use_conv ? g->d.conv_size : 1;
+// Where each convolution stream's cache lies in a layer's of description d (floats) and how
+// long it is.
+static void gm_conv_streams(const gm_model_desc *d, size_t off[3], size_t len[3]) {
+    const size_t W = d->use_conv ? d->conv_size : 1;
     size_t o = 0;
     for (int s = 0; s < 3; s++) {
-        off[s] = o, len[s] = (size_t)g->d.conv_dims[s] * W;
+        off[s] = o, len[s] = (size_t)d->conv_dims[s] * W;
         o += len[s];
     }
 }
@@ -1775,16 +1937,18 @@ static void gm_conv_streams(const gm_model *g, size_t off[3], size_t len[3]) {
 extern "C" int gm_upload(gm_model *g, const float *const *state, const float *const *conv, err *e) {
     if (gm_ring_clear(g, e)) return -1; // a new position: the window's keys are not the state's
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
-    size_t soff[3], sn[3];
-    gm_conv_streams(g, soff, sn);
     for (int li = 0; li < g->L; li++) {
+        const gm_layer_dev *Ld = &g->lay[li];
+        const gm_model_desc *d = &Ld->f->d;
+        size_t soff[3], sn[3];
+        gm_conv_streams(d, soff, sn);
         if (state && state[li])
-            CUDA_TRY(cudaMemcpy(g->state + (size_t)li * g->sf, state[li], g->sf * sizeof(float),
+            CUDA_TRY(cudaMemcpy(g->state + Ld->soff, state[li], Ld->f->sf * sizeof(float),
                                 cudaMemcpyHostToDevice),
                      "gpu model: state upload");
-        for (int s = 0; g->d.use_conv && conv && s < 3; s++)
+        for (int s = 0; d->use_conv && conv && s < 3; s++)
             if (conv[3 * li + s] && sn[s])
-                CUDA_TRY(cudaMemcpy(g->conv + (size_t)li * g->cf + soff[s], conv[3 * li + s],
+                CUDA_TRY(cudaMemcpy(g->conv + Ld->coff + soff[s], conv[3 * li + s],
                                     sn[s] * sizeof(float), cudaMemcpyHostToDevice),
                          "gpu model: cache upload");
     }
@@ -1793,16 +1957,18 @@ extern "C" int gm_upload(gm_model *g, const float *const *state, const float *co
 
 extern "C" int gm_download(gm_model *g, float *const *state, float *const *conv, err *e) {
     CUDA_TRY(cudaStreamSynchronize(g->st), "gpu model");
-    size_t soff[3], sn[3];
-    gm_conv_streams(g, soff, sn);
     for (int li = 0; li < g->L; li++) {
+        const gm_layer_dev *Ld = &g->lay[li];
+        const gm_model_desc *d = &Ld->f->d;
+        size_t soff[3], sn[3];
+        gm_conv_streams(d, soff, sn);
         if (state && state[li])
-            CUDA_TRY(cudaMemcpy(state[li], g->state + (size_t)li * g->sf, g->sf * sizeof(float),
+            CUDA_TRY(cudaMemcpy(state[li], g->state + Ld->soff, Ld->f->sf * sizeof(float),
                                 cudaMemcpyDeviceToHost),
                      "gpu model: state download");
-        for (int s = 0; g->d.use_conv && conv && s < 3; s++)
+        for (int s = 0; d->use_conv && conv && s < 3; s++)
             if (conv[3 * li + s] && sn[s])
-                CUDA_TRY(cudaMemcpy(conv[3 * li + s], g->conv + (size_t)li * g->cf + soff[s],
+                CUDA_TRY(cudaMemcpy(conv[3 * li + s], g->conv + Ld->coff + soff[s],
                                     sn[s] * sizeof(float), cudaMemcpyDeviceToHost),
                          "gpu model: cache download");
     }
@@ -1844,17 +2010,18 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const
                        const gm_outputs *out, err *e) {
     if (n < 1 || n > g->B) return err_set(e, "gpu model: %d tokens in one call (1..%d)", n, g->B);
     g->pos = pos;
-    if (g->d.family == GM_FAM_ATTN && out->recall)
+    const gm_model_desc *md = &g->fam[0].d;
+    if (md->family == GM_FAM_ATTN && out->recall)
         return err_set(e, "gpu model: attention layers have no readback picture");
-    if (g->d.family == GM_FAM_ATTN && (g->pos < 0 || g->pos + n > g->d.max_t))
+    if (g->attn && (g->pos < 0 || g->pos + n > g->max_t))
         return err_set(e, "gpu model: tokens %d..%d past the KV cache (%d slots)", g->pos,
-                       g->pos + n - 1, g->d.max_t);
-    const int V = g->d.vocab, pon = out->probes || out->fprobes;
+                       g->pos + n - 1, g->max_t);
+    const int V = md->vocab, pon = out->probes || out->fprobes;
     const int kvm = out->k || out->v || out->recall, rec = out->recall != NULL;
     const int mode = (pon ? GM_M_PROBES : 0) | (kvm ? GM_M_KV : 0) | (rec ? GM_M_RECALL : 0);
-    const size_t nfp = (size_t)g->L * g->nfam * g->d.Hv;
-    const size_t lh = (size_t)g->L * g->d.Hv, nk = lh * g->d.dk, nv = lh * g->d.dv;
-    const size_t nr = lh * GM_RECALL_W;
+    const size_t nfp = (size_t)g->L * g->fam[0].nfam * md->Hv;
+    const size_t nk = (size_t)g->L * g->KH * g->Kdk, nv = (size_t)g->L * g->KH * g->Kdv;
+    const size_t nr = (size_t)g->L * md->Hv * GM_RECALL_W;
     if (kvm && gm_recall_alloc(g, rec, e)) return -1;
     // a call that keeps no window leaves a gap: the keys before it are gone
     if (!kvm && g->held > 0 && gm_ring_clear(g, e)) return -1;
@@ -1884,8 +2051,7 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const
                                  cudaMemcpyDeviceToHost, st),
                  "gpu model: probes");
     if (out->state)
-        CUDA_TRY(cudaMemcpyAsync(out->state, g->state, (size_t)g->L * g->sf * 4,
-                                 cudaMemcpyDeviceToHost, st),
+        CUDA_TRY(cudaMemcpyAsync(out->state, g->state, g->stot * 4, cudaMemcpyDeviceToHost, st),
                  "gpu model: state");
     if (out->k)
         CUDA_TRY(cudaMemcpyAsync(g->p_k, g->kout, (size_t)n * nk * 4, cudaMemcpyDeviceToHost, st),
@@ -1908,4 +2074,8 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const
     if (out->probes) memcpy(out->probes, g->p_probes, (size_t)n * g->ptot * 4);
     if (out->fprobes) memcpy(out->fprobes, g->p_fprobes, (size_t)n * nfp * 4);
     return 0;
+}
+
+extern "C" void gm_kv_shape(const gm_model *g, int *heads, int *dk, int *dv) {
+    *heads = g->KH, *dk = g->Kdk, *dv = g->Kdv;
 }

@@ -116,6 +116,9 @@ typedef struct gm_layer_desc {
      * (kernels/gpu.h; gla and mamba2: LDP_*), -1 for NaN */
     int nprobes, probe_floats;
     int probe_map[GM_MAX_PROBES], probe_off[GM_MAX_PROBES];
+    /* the description the layer follows: 0 the model's, k > 0 gm_model_desc.sub[k - 1] (a
+     * hybrid's attention layers) */
+    int desc;
 } gm_layer_desc;
 
 /* The model. The delta family: H key heads of dk, Hv value heads of dv (Hv a multiple of H),
@@ -154,7 +157,15 @@ typedef struct gm_model_desc {
     size_t state_floats;                   /* a layer's state (mixer_state_floats) */
     const float *embed, *norm_f, *lm_head; /* [V, C], [C], [V, C] (lm_head may equal embed) */
     const gm_layer_desc *layer;            /* [layers] */
+    /* A hybrid (fla's attn key): the descriptions of its other layers, one per attention
+     * specification (family GM_FAM_ATTN; layers, hidden, vocab, inter and norm_eps the model's,
+     * no family probes; their embed, norm_f, lm_head and layer unused). NULL: none. */
+    int nsub;
+    const struct gm_model_desc *sub; /* [nsub] */
 } gm_model_desc;
+
+/* The descriptions one model may hold: its own and one per attention specification. */
+enum { GM_MAX_DESCS = 9 };
 
 typedef struct gm_model gm_model;
 
@@ -175,9 +186,11 @@ int gm_download(gm_model *g, float *const *state, float *const *conv, err *e);
  * probe_floats], the layers' blocks in order; fprobes [n][layers][GM_FAMILY_PROBES][Hv]; state:
  * every layer's state after the last token, one after the other.
  *
- * k [n][layers][Hv][dk] and v [n][layers][Hv][dv]: the key and value each value head's core saw
- * (the key after the family's normalisation, Kaczmarz's raw key; a key head repeated for its
- * value heads). recall [n][layers][Hv][GM_RECALL_W]: entry j of token t is
+ * k [n][layers][KH][Kdk] and v [n][layers][KH][Kdv], KH, Kdk, Kdv the largest Hv, dk, dv of the
+ * descriptions (gm_kv_shape; a hybrid's layers of fewer heads or narrower leave the rest NaN): the
+ * key and value each value head's core saw (the key after the family's normalisation, Kaczmarz's
+ * raw key; a key head repeated for its value heads). recall [n][layers][Hv][GM_RECALL_W] (the
+ * model's Hv; a hybrid's attention layers NaN): entry j of token t is
  * |S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)| from the state after token t, NaN for keys the window
  * does not hold. The window is a device ring of the last GM_RECALL_W - 1 keys and values per layer
  * and head, kept by every call that asks for k, v or recall (a call that asks for none of them
@@ -191,12 +204,14 @@ typedef struct gm_outputs {
     float *probes, *fprobes, *state;
     float *k, *v, *recall;
 } gm_outputs;
+/* The layout of gm_outputs.k and v: [layers][*heads][*dk] and [layers][*heads][*dv] a token. */
+void gm_kv_shape(const gm_model *g, int *heads, int *dk, int *dv);
 /* n tokens (ids checked by the caller) at positions pos .. pos + n - 1 (RoPE; attention writes
  * its cache slots there and reads up to them); next [n] or NULL (nll NaN; an id < 0 also gives
  * NaN). */
 int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const int32_t *next,
             const gm_outputs *out, err *e);
-/* The window's keys and values from the host: k [n][layers][Hv][dk], v [n][layers][Hv][dv] of the
+/* The window's keys and values from the host, in gm_outputs.k's and v's layout, of the
  * n tokens before the current position, oldest first (NaN rows: not recorded); the last
  * GM_RECALL_W - 1 are kept, older window rows are emptied. */
 int gm_recall_fill(gm_model *g, const float *k, const float *v, int n, err *e);

@@ -340,3 +340,8 @@ int gpu_attribution_host(const mixer_ops *m, const mixer_cfg *c, const float *in
     (void)m, (void)c, (void)init, (void)x, (void)M, (void)Md, (void)o_init;
     return err_set(e, "no GPU in this build (built with CUDA=0)");
 }
+
+void gm_kv_shape(const gm_model *g, int *heads, int *dk, int *dv) {
+    (void)g;
+    *heads = *dk = *dv = 0;
+}

@@ -95,10 +95,56 @@ static int say(char *why, size_t n, const char *fmt, ...) {
     return 0;
 }
 
+/* 1 for a hybrid's attention layer (fla's attn key: its own configuration, m->attn_cfg[k]). */
+static int hybrid_attn(const model *m, const layer *L) {
+    return L->cfg && L->cfg != &m->c;
+}
+
+/* The first of the model's own layers (not a hybrid's attention layer); -1: none. */
+static int first_own_layer(const model *m) {
+    for (int li = 0; li < m->c.layers; li++)
+        if (!hybrid_attn(m, &m->layers[li])) return li;
+    return -1;
+}
+
+/* Whether a hybrid's attention layer steps on the GPU: 1, or 0 and why. */
+static int attn_layer_supported(const model *m, int li, char *why, size_t n) {
+    const layer *L = &m->layers[li];
+    const model_config *ac = L->cfg;
+    int k = (int)(ac - m->attn_cfg), core = core_of(L->mx);
+    if (k < 0 || k >= m->nattn || ac->family != FAM_ATTN)
+        return say(why, n, "layer %d: a layer of another family", li);
+    if (core != GM_CORE_SOFTMAX && core != GM_CORE_PARALLAX)
+        return say(why, n, "layer %d: an attention layer with the %s core does not step on the GPU",
+                   li, L->mx ? L->mx->name : "(none)");
+    if (L->mc.H != ac->H || L->mc.dk != ac->dk || L->mc.dv != ac->dk)
+        return say(why, n, "layer %d: the core's heads are not the layer's", li);
+    if (ac->dk < 1 || ac->dk > GM_MAX_DK || (ac->rope && ac->dk % 2) || ac->rope > 1)
+        return say(why, n,
+                   "layer %d: attention heads of width %d (the GPU stepper holds even "
+                   "widths up to %d, RoPE rotating halves)",
+                   li, ac->dk, GM_MAX_DK);
+    if (L->mx->nprobes > GM_MAX_PROBES)
+        return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
+    if (L->mc.rope && L->mc.dk % 2)
+        return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
+    for (int lj = 0; lj < li; lj++) { /* the layers of one specification: r_proj in all or none */
+        const layer *P = &m->layers[lj];
+        if (P->cfg == ac && (P->r_proj != NULL) != (L->r_proj != NULL))
+            return say(why, n, "layer %d: r_proj in some layers of its specification only", li);
+    }
+    return 1;
+}
+
 int model_gpu_supported(const model *m, char *why, size_t n) {
     if (!gm_compiled()) return say(why, n, "no GPU in this build (built with CUDA=0)");
     if (!m) return say(why, n, "no model");
     const model_config *c = &m->c;
+    const int l0 = first_own_layer(m);
+    if (l0 < 0) return say(why, n, "every layer is a hybrid attention layer");
+    if (m->nattn > GM_MAX_DESCS - 1)
+        return say(why, n, "%d attention specifications (the GPU stepper holds %d)", m->nattn,
+                   GM_MAX_DESCS - 1);
     int lo = 0, hi = 0, fam = family_gm(c, &lo, &hi);
     if (fam < 0)
         return say(why, n,
@@ -114,9 +160,15 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
     for (int li = 0; li < c->layers; li++) {
         const layer *L = &m->layers[li];
         int core = core_of(L->mx);
-        if (L->cfg && L->cfg->family != c->family)
+        if (L->mc.arith)
             return say(why, n,
-                       "layer %d: a layer of another family (hybrid models step on the CPU)", li);
+                       "layer %d: the core rounds its products through TF32 (the GPU stepper "
+                       "is exact fp32)",
+                       li);
+        if (hybrid_attn(m, L)) {
+            if (!attn_layer_supported(m, li, why, n)) return 0;
+            continue;
+        }
         if (core < lo || core > hi)
             return say(why, n, "layer %d: a %s layer with the %s core does not step on the GPU", li,
                        model_kind_name(c->kind), L->mx ? L->mx->name : "(none)");
@@ -124,18 +176,13 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
             return say(why, n, "layer %d: the core's heads are not the layer's", li);
         if (L->mx->nprobes > GM_MAX_PROBES)
             return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
-        if (L->mc.arith)
-            return say(why, n,
-                       "layer %d: the core rounds its products through TF32 (the GPU stepper "
-                       "is exact fp32)",
-                       li);
-        if (fam == GM_FAM_KATA &&
-            (L->mc.variant != m->layers[0].mc.variant || L->mc.groups != m->layers[0].mc.groups))
-            return say(why, n, "layer %d: a KATA variant or groups unlike layer 0's", li);
+        const layer *F = &m->layers[l0];
+        if (fam == GM_FAM_KATA && (L->mc.variant != F->mc.variant || L->mc.groups != F->mc.groups))
+            return say(why, n, "layer %d: a KATA variant or groups unlike layer %d's", li, l0);
         if (fam == GM_FAM_ATTN) {
-            if (L->mc.max_t != m->layers[0].mc.max_t || L->mc.dk != L->mc.dv)
+            if (L->mc.max_t != F->mc.max_t || L->mc.dk != L->mc.dv)
                 return say(why, n, "layer %d: its KV cache is not the other layers'", li);
-            if ((L->r_proj != NULL) != (m->layers[0].r_proj != NULL))
+            if ((L->r_proj != NULL) != (F->r_proj != NULL))
                 return say(why, n, "layer %d: r_proj in some layers only", li);
             if (L->mc.rope && L->mc.dk % 2)
                 return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
@@ -174,6 +221,7 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->sensor_proj = L->sensor_proj, x->kal_a = L->kal_a, x->kal_p = L->kal_p, x->skip = L->skip;
     x->prior = (L->mc.variant & 2) != 0; /* kalman's prior variants (gpu_lanes.cu's test) */
     x->core = core_of(L->mx);
+    x->desc = hybrid_attn(m, L) ? (int)(L->cfg - m->attn_cfg) + 1 : 0;
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
     x->probe_floats = (int)mixer_probe_floats(L->mx, &L->mc);
@@ -191,6 +239,18 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
                 if (!strcmp(L->mx->probes[p].name, LDP_NAMES[k])) x->probe_map[p] = k;
         }
     }
+}
+
+/* An attention layer's description (transformer and parallax models, a hybrid's attention
+ * specifications): H query heads over Hkv kv heads of head_dim d, a KV cache of max_t slots. */
+static void describe_attn(const model_config *c, int max_t, gm_model_desc *d) {
+    d->family = GM_FAM_ATTN;
+    d->H = d->Hv = c->H, d->dk = d->dv = c->dk, d->Hkv = c->Hkv;
+    d->key_dim = d->value_dim = c->H * c->dk;
+    d->use_conv = 0, d->conv_size = 1, d->use_gate = 0, d->has_decay = 0, d->use_beta = 0;
+    d->qkv_bias = c->qkv_bias, d->qk_norm = c->qk_norm, d->rope = c->rope;
+    d->rope_theta = c->rope_theta, d->max_t = max_t;
+    d->state_floats = (size_t)max_t * d->Hv * (d->dk + d->dv); /* mixers/attention.h */
 }
 
 int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
@@ -228,6 +288,7 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         max_batch--;
     g->max_batch = max_batch;
     int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
+    const int l0 = first_own_layer(m); /* model_gpu_supported: there is one */
     g->readback = fam != GM_FAM_ATTN && fam != GM_FAM_KATA && fam != GM_FAM_KALMAN;
     g->snapshot = fam != GM_FAM_ATTN;
     g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;
@@ -267,18 +328,14 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.has_clamp = c->has_clamp, d.gate_norm = c->gate_norm, d.clamp_min = c->clamp_min;
         d.conv_dims[0] = c->key_dim, d.conv_dims[1] = c->key_dim / grp;
         d.conv_dims[2] = c->value_dim / grp;
-    } else if (fam == GM_FAM_ATTN) { /* H query heads over Hkv kv heads of head_dim d */
-        d.H = d.Hv = c->H, d.dk = d.dv = c->dk, d.Hkv = c->Hkv;
-        d.key_dim = d.value_dim = c->H * c->dk;
-        d.use_conv = 0, d.conv_size = 1, d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
-        d.qkv_bias = c->qkv_bias, d.qk_norm = c->qk_norm, d.rope = c->rope;
-        d.rope_theta = c->rope_theta, d.max_t = nl ? m->layers[0].mc.max_t : 1;
+    } else if (fam == GM_FAM_ATTN) {
+        describe_attn(c, m->layers[l0].mc.max_t, &d);
     } else if (fam == GM_FAM_KATA) { /* H heads of head_dim d; q, k l2-normalised, RoPE 2 */
         d.H = d.Hv = c->H, d.dk = d.dv = c->dk, d.key_dim = d.value_dim = c->key_dim;
         d.use_gate = 0, d.has_decay = 0, d.use_beta = 0;
         d.qk_norm = c->qk_norm, d.rope = c->rope, d.rope_theta = c->rope_theta;
-        d.kata_variant = nl ? m->layers[0].mc.variant : 0;
-        d.kata_groups = nl ? m->layers[0].mc.groups : 0;
+        d.kata_variant = m->layers[l0].mc.variant;
+        d.kata_groups = m->layers[l0].mc.groups;
         d.conv_dims[0] = d.conv_dims[1] = d.conv_dims[2] = c->key_dim;
     } else if (fam == GM_FAM_KALMAN) { /* one head: S = state_size keys, M = expand C values */
         d.H = d.Hv = 1, d.dk = c->d_state, d.dv = c->d_inner;
@@ -294,13 +351,29 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         d.norm_group = c->norm_group, d.dt_lo = c->dt_lo, d.dt_hi = c->dt_hi;
         d.conv_dims[0] = c->d_inner + 2 * c->n_groups * c->d_state;
     }
-    d.state_floats = nl ? g->sfl[0] : 0;
-    for (int li = 1; li < nl; li++)
-        if (g->sfl[li] != g->sfl[0]) {
+    d.state_floats = g->sfl[l0];
+    /* a hybrid: each attention specification a description of its own */
+    gm_model_desc sub[GM_MAX_DESCS - 1];
+    d.nsub = m->nattn, d.sub = sub;
+    for (int k = 0; k < m->nattn && k < GM_MAX_DESCS - 1; k++) {
+        sub[k] = (gm_model_desc){.layers = nl,
+                                 .hidden = c->hidden,
+                                 .vocab = c->vocab,
+                                 .inter = d.inter,
+                                 .norm_eps = c->norm_eps};
+        describe_attn(&m->attn_cfg[k], m->max_t, &sub[k]);
+    }
+    for (int li = 0; li < nl; li++) {
+        const gm_model_desc *ld_d = ld[li].desc ? &sub[ld[li].desc - 1] : &d;
+        if (g->sfl[li] != ld_d->state_floats) {
             free(ld);
             model_gpu_free(g);
-            return err_set(e, "model on the gpu: layer %d's state is not layer 0's", li);
+            return err_set(e,
+                           "model on the gpu: layer %d's state (%zu floats) is not its "
+                           "description's (%zu)",
+                           li, g->sfl[li], ld_d->state_floats);
         }
+    }
     int rc = gm_create(&g->k, &d, max_batch, e);
     free(ld);
     if (rc || model_gpu_upload(g, m, e)) {
@@ -381,6 +454,10 @@ int model_gpu_recall_fill(model_gpu *g, const float *k, const float *v, int n, e
 
 int model_gpu_recall_held(const model_gpu *g) {
     return gm_recall_held(g->k);
+}
+
+void model_gpu_kv_shape(const model_gpu *g, int *heads, int *dk, int *dv) {
+    gm_kv_shape(g->k, heads, dk, dv);
 }
 
 size_t model_gpu_probe_floats(const model_gpu *g) {

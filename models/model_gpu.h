@@ -9,8 +9,10 @@
  *   - kata (every variant) and kalman: the raw lanes' step kernels, a launch or three a token
  *     (Kalman's lane probes are megabytes a token, so its calls may be shorter:
  *     model_gpu_max_batch).
- * Key heads (gla: head_dim, mamba2 and kalman: state_size) up to 256 wide. Hybrid models
- * (attention layers among others) step on the CPU.
+ * Key heads (gla: head_dim, mamba2 and kalman: state_size) up to 256 wide. Hybrids (fla's attn
+ * key: softmax / parallax attention layers among another family's) too, each attention
+ * specification with its own heads, window and RoPE; a model with attention layers runs without
+ * graphs.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs
@@ -60,9 +62,10 @@ int model_gpu_download(model_gpu *g, struct model *m, err *e);
  *   probes  host [n, layers, mixer_probe_floats(core)]: the core's probes in the CPU layout (when
  *           the layers' cores differ, token t's block is every layer's probes one after the
  *           other: model_gpu_probe_floats)
- *   fprobes host [n, layers, family nprobes, H]: the family probes (family.h), if any
+ *   fprobes host [n, layers, family nprobes, H]: the family probes (family.h), if any (a
+ *           hybrid's attention layers: not written)
  *   state   host: the state of every layer after the last token (layer by layer,
- *           mixer_state_floats each)
+ *           mixer_state_floats each; an attention layer's is its KV cache)
  * The host copies happen once per call (asynchronously where possible), not per token. Token ids
  * are checked first (nothing runs when one is outside the vocabulary); after any other error the
  * GPU copy of the state is undefined (upload again). */
@@ -74,12 +77,16 @@ int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *ne
 #define MODEL_GPU_RECALL_WINDOW 256
 
 /* What model_gpu_step_ex copies back; each NULL: not copied. The first seven are model_gpu_step's
- * outputs. With H = the cores' heads (the config's Hv), dk, dv the cores' widths:
- *   k       host [n, layers, H, dk]: the key each head's core saw (gdn and deltanet: after the
+ * outputs. With KH, Kdk, Kdv the most heads and widest keys and values of any layer's core
+ * (model_gpu_kv_shape; the config's Hv, dk, dv but in a hybrid), and H the heads of the model's
+ * own layers (the config's Hv):
+ *   k       host [n, layers, KH, Kdk]: the key each head's core saw (gdn and deltanet: after the
  *           family's l2 / sum normalisation; kaczmarz: the raw key; a key head repeated for its
- *           value heads), viz/recall.h's "k"
- *   v       host [n, layers, H, dv]: the value the core saw, viz/recall.h's "v"
- *   recall  host [n, layers, H, MODEL_GPU_RECALL_WINDOW]: entry j of token t is
+ *           value heads; attention: after RoPE), viz/recall.h's "k"; a layer of fewer heads or
+ *           narrower keys leaves the rest NaN (as the trace holds it)
+ *   v       host [n, layers, KH, Kdv]: the value the core saw, viz/recall.h's "v"
+ *   recall  host [n, layers, H, MODEL_GPU_RECALL_WINDOW] (a hybrid's attention layers NaN):
+ *           entry j of token t is
  *           |S_t^T k_(t-j) - v_(t-j)| / |v_(t-j)|, the relative error of reading key t-j's value
  *           back from the state after token t (viz/recall.h's "recall"); NaN where the window
  *           holds no key t-j (j > t, or before an upload / a gap, below). */
@@ -105,8 +112,8 @@ typedef struct model_gpu_out {
 int model_gpu_step_ex(model_gpu *g, const int32_t *tokens, int n, const int32_t *next,
                       const model_gpu_out *out, err *e);
 
-/* Refills the window after an upload at a position p > 0: k [n, layers, H, dk] and
- * v [n, layers, H, dv] of the n tokens before the current position, oldest first (NaN rows: keys
+/* Refills the window after an upload at a position p > 0: k [n, layers, KH, Kdk] and
+ * v [n, layers, KH, Kdv] of the n tokens before the current position, oldest first (NaN rows: keys
  * not recorded; the layout of model_gpu_step_ex's k and v, and of the trace's "k" and "v"). The
  * last MODEL_GPU_RECALL_WINDOW - 1 are kept. */
 int model_gpu_recall_fill(model_gpu *g, const float *k, const float *v, int n, err *e);
@@ -114,6 +121,8 @@ int model_gpu_recall_fill(model_gpu *g, const float *k, const float *v, int n, e
  * call without k / v / recall; at most MODEL_GPU_RECALL_WINDOW - 1). */
 int model_gpu_recall_held(const model_gpu *g);
 
+/* The layout of model_gpu_step_ex's k and v: heads, key and value widths. */
+void model_gpu_kv_shape(const model_gpu *g, int *heads, int *dk, int *dv);
 /* Floats per token of model_gpu_step's probes (the sum over layers of the cores' probe floats)
  * and of its fprobes (layers x family probes x heads). */
 size_t model_gpu_probe_floats(const model_gpu *g);
@@ -123,8 +132,9 @@ int model_gpu_pos(const model_gpu *g);
 /* 1 when g was made from m and m's states still have the sizes they had then (model_reset with
  * another KV capacity changes an attention layer's); otherwise upload and download refuse. */
 int model_gpu_matches(const model_gpu *g, const struct model *m);
-/* 1 when the layers' states are [H, dk, dv] matrices: the readback picture (model_gpu_step_ex's
- * recall) exists; 0 for attention (a KV cache) and KATA (a feature-space state). */
+/* 1 when the model's own layers' states are [H, dk, dv] matrices: the readback picture
+ * (model_gpu_step_ex's recall) exists; 0 for attention (a KV cache), KATA (a feature-space state)
+ * and Kalman. */
 int model_gpu_has_readback(const model_gpu *g);
 /* 1 when the state snapshot of the trace has something to show (every family but attention). */
 int model_gpu_has_snapshot(const model_gpu *g);

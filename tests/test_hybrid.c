@@ -227,7 +227,6 @@ static void test_session(void **st) {
     assert_int_equal(ts_exec(&t, &e, "swap 0 softmax"), -1);
     exec_ok(&t, "swap 0 kaczmarz");
     exec_ok(&t, "run");
-    /* device gpu on a build without one, or a hybrid: it steps on the CPU and says why */
     ts_close(&t);
     test_rmdir(dir);
 }

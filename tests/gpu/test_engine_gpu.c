@@ -323,12 +323,21 @@ int main(void) {
     test_model("kata", "layers=2 hidden=64 heads=2 vocab=256 seed=12", 1);
     test_model("kata", "layers=2 hidden=64 heads=2 variant=delta vocab=256 seed=13", 1);
     test_model("kalman", "layers=2 hidden=64 vocab=256 seed=9", 1);
-    /* a hybrid (fla's attn key): the attention layer's softmax core keeps it off the resident
-     * stepper, so it steps on the cpu under device gpu, the cores on the gpu where they can */
+    /* hybrids (fla's attn key): attention layers of other heads among the model's, resident;
+     * the trace's series as wide as the widest layer, as on the cpu */
     test_model("gdn",
                "layers=3 hidden=128 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=4 "
                "attn_kv_heads=2 attn_window=64",
-               0);
+               1);
+    test_model("gla",
+               "layers=3 hidden=128 heads=2 vocab=256 seed=14 "
+               "attn=[{\"layers\":[0],\"num_heads\":8,\"num_kv_heads\":1},"
+               "{\"layers\":[2],\"num_heads\":1}]",
+               1);
+    /* a model the resident stepper does not take (attention heads of 512) steps on the cpu under
+     * device gpu, the cores on the gpu where they can */
+    test_model("gdn",
+               "layers=2 hidden=1024 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=2", 0);
     test_interventions();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;

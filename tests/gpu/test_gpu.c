@@ -49,6 +49,21 @@ static double rel(const float *a, const float *b, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* rel() where NaN marks what neither side holds (a hybrid's narrower layers in k and v): NaN on
+ * both sides is skipped, on one side only gives 1. */
+static double rel_nan(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) {
+            if (!(isnan(a[i]) && isnan(b[i]))) return 1;
+            continue;
+        }
+        double d = (double)a[i] - b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
 static int passed, failed;
 
 static void report(const char *what, double err, double tol) {
@@ -476,26 +491,48 @@ static float readback_ref(int dk, int dv, const float *S, const float *k, const 
 }
 
 /* What the CPU's recall tracker records, by absolute position: every token's k [L][H][dk] and
- * v [L][H][dv] as the cores saw them (model_step's layer hook), and the readback errors
- * [L][H][RW] from the state after each token over every earlier key. */
+ * v [L][H][dv] as the cores saw them (model_step's layer hook; H, dk, dv the most of any layer, a
+ * narrower layer's rest NaN, as the trace holds them), and the readback errors [L][Hr][RW] (Hr:
+ * the heads of the model's own layers) from the state after each token over every earlier key. */
 typedef struct rc_ref {
-    int L, H, dk, dv, cap, readback; /* readback 0: attention, KATA, Kalman (no hT part) */
+    int L, H, dk, dv, Hr, cap;
+    int readback; /* some layer's state is [H, dk, dv] (not attention, KATA, Kalman) */
+    int *rb;      /* [L] that layer's is */
     float *k, *v, *rec;
 } rc_ref;
 
+static int has_readback(const layer *L) {
+    const char *name = L->mx->name;
+    return strcmp(name, "softmax") && strcmp(name, "parallax") && strcmp(name, "kata") &&
+           strcmp(name, "kalman");
+}
+
+/* A hybrid's attention layer (its own configuration). */
+static int attn_layer(const model *m, const layer *L) {
+    return L->cfg && L->cfg != &m->c;
+}
+
 static void rc_init(rc_ref *r, const model *m, int cap) {
-    const mixer_cfg *c = &m->layers[0].mc;
-    r->L = m->c.layers, r->H = c->H, r->dk = c->dk, r->dv = c->dv, r->cap = cap;
-    const char *name = m->layers[0].mx->name;
-    r->readback = strcmp(name, "softmax") && strcmp(name, "parallax") && strcmp(name, "kata") &&
-                  strcmp(name, "kalman");
-    size_t lh = (size_t)cap * r->L * r->H;
-    r->k = malloc(lh * r->dk * 4), r->v = malloc(lh * r->dv * 4), r->rec = malloc(lh * RW * 4);
-    for (size_t i = 0; i < lh * RW; i++) r->rec[i] = NAN;
+    r->L = m->c.layers, r->H = r->dk = r->dv = r->Hr = r->readback = 0, r->cap = cap;
+    r->rb = calloc((size_t)r->L, sizeof *r->rb);
+    for (int li = 0; li < r->L; li++) {
+        const layer *L = &m->layers[li];
+        r->H = L->mc.H > r->H ? L->mc.H : r->H;
+        r->dk = L->mc.dk > r->dk ? L->mc.dk : r->dk;
+        r->dv = L->mc.dv > r->dv ? L->mc.dv : r->dv;
+        if (!r->Hr && !attn_layer(m, L)) r->Hr = L->mc.H;
+        r->rb[li] = has_readback(L);
+        r->readback |= r->rb[li];
+    }
+    size_t lh = (size_t)cap * r->L * r->H, lr = (size_t)cap * r->L * r->Hr;
+    r->k = malloc(lh * r->dk * 4), r->v = malloc(lh * r->dv * 4), r->rec = malloc(lr * RW * 4);
+    for (size_t i = 0; i < lh * r->dk; i++) r->k[i] = NAN;
+    for (size_t i = 0; i < lh * r->dv; i++) r->v[i] = NAN;
+    for (size_t i = 0; i < lr * RW; i++) r->rec[i] = NAN;
 }
 
 static void rc_free(rc_ref *r) {
-    free(r->k), free(r->v), free(r->rec);
+    free(r->k), free(r->v), free(r->rec), free(r->rb);
 }
 
 static float *rc_k(const rc_ref *r, int t, int li, int h) {
@@ -508,13 +545,16 @@ static float *rc_v(const rc_ref *r, int t, int li, int h) {
 
 static void rc_hook(void *ctx, const model *m, int li, const mixer_tok *in, const float *state) {
     rc_ref *r = ctx;
-    const int t = m->pos, H = r->H, dk = r->dk, dv = r->dv;
+    const mixer_cfg *c = &m->layers[li].mc;
+    const int t = m->pos, H = c->H, dk = c->dk, dv = c->dv;
     if (t >= r->cap) return;
-    memcpy(rc_k(r, t, li, 0), in->in[IN_K], (size_t)H * dk * 4);
-    memcpy(rc_v(r, t, li, 0), in->in[IN_V], (size_t)H * dv * 4);
-    for (int h = 0; h < H && r->readback; h++) /* "hT" [H][dk][dv] at offset 0 */
+    for (int h = 0; h < H; h++) {
+        memcpy(rc_k(r, t, li, h), in->in[IN_K] + (size_t)h * dk, (size_t)dk * 4);
+        memcpy(rc_v(r, t, li, h), in->in[IN_V] + (size_t)h * dv, (size_t)dv * 4);
+    }
+    for (int h = 0; h < H && r->rb[li]; h++) /* "hT" [H][dk][dv] at offset 0 */
         for (int j = 0; j < RW && j <= t; j++)
-            r->rec[(((size_t)t * r->L + li) * H + h) * RW + j] = readback_ref(
+            r->rec[(((size_t)t * r->L + li) * r->Hr + h) * RW + j] = readback_ref(
                 dk, dv, state + (size_t)h * dk * dv, rc_k(r, t - j, li, h), rc_v(r, t - j, li, h));
 }
 
@@ -551,9 +591,10 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
         gm_fail(label, e.msg);
         return;
     }
-    if (swap) {
+    if (swap) { /* "MIXER": every layer; "N:MIXER": layer N */
         opts none = {0};
-        if (model_swap(m, -1, swap, &none, &e)) {
+        const char *colon = strchr(swap, ':');
+        if (model_swap(m, colon ? atoi(swap) : -1, colon ? colon + 1 : swap, &none, &e)) {
             gm_fail(label, e.msg);
             model_free(m);
             return;
@@ -566,7 +607,6 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
         return;
     }
     const int W0 = 5, T = 100, T2 = 20, NB = 32, L = m->c.layers, V = m->c.vocab;
-    const int H = m->layers[0].mc.H;
     static const int chunks[] = {1, 1, 5, 8, 9, 32, 32, 12};
     static const int chunks2[] = {32, 32, 32, 4};
     const family_ops *fam = family_of(m->c.family);
@@ -604,8 +644,15 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
     }
     {
         const size_t pf = model_gpu_probe_floats(g), ff = model_gpu_fprobe_floats(g);
-        const size_t kf = (size_t)L * H * rr.dk, vf = (size_t)L * H * rr.dv,
-                     rf = (size_t)L * H * RW;
+        const size_t kf = (size_t)L * rr.H * rr.dk, vf = (size_t)L * rr.H * rr.dv,
+                     rf = (size_t)L * rr.Hr * RW;
+        int kh, kdk, kdv;
+        model_gpu_kv_shape(g, &kh, &kdk, &kdv);
+        if (kh != rr.H || kdk != rr.dk || kdv != rr.dv) {
+            snprintf(what, sizeof what, "%s: k / v layout [%d, %d, %d], want [%d, %d, %d]", label,
+                     kh, kdk, kdv, rr.H, rr.dk, rr.dv);
+            gm_fail(what, "");
+        }
         size_t sfl = 0;
         for (int li = 0; li < L; li++) sfl += layer_state_floats(m, li);
         float *gp = malloc((size_t)T * pf * 4 + 4), *gf = malloc((size_t)T * ff * 4 + 4);
@@ -652,7 +699,7 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
                     /* a probe of w floats a head: head h's at off + h w (KATA's o_hat is dv) */
                     const int w = mixer_width_floats(&Ly->mc, Ly->mx->probes[p].width);
                     for (int t = 0; si >= 0 && t < T; t++)
-                        for (int h = 0; h < H; h++)
+                        for (int h = 0; h < Ly->mc.H; h++)
                             for (int j = 0; j < w; j++) {
                                 double d = probe_err(gp[(size_t)t * pf + off + (size_t)h * w + j],
                                                      trace_at_lh(&tr, si, W0 + t, li, h)[j]);
@@ -661,12 +708,15 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
                     if (si < 0) worst = 1, wname = "(not in the trace)";
                 }
                 loff += mixer_probe_floats(Ly->mx, &Ly->mc);
-                for (int p = 0; p < fam->nprobes; p++) {
+                /* the family's probes: the model's own layers (a hybrid's attention layers have
+                 * none) */
+                for (int p = 0; p < fam->nprobes && !attn_layer(m, Ly); p++) {
                     int si = trace_find(&tr, fam->probes[p].name);
+                    const int Hf = rr.Hr;
                     for (int t = 0; si >= 0 && t < T; t++)
-                        for (int h = 0; h < H; h++) {
+                        for (int h = 0; h < Hf; h++) {
                             double d =
-                                probe_err(gf[(((size_t)t * L + li) * fam->nprobes + p) * H + h],
+                                probe_err(gf[(((size_t)t * L + li) * fam->nprobes + p) * Hf + h],
                                           *trace_at_lh(&tr, si, W0 + t, li, h));
                             if (d > fworst) fworst = d, fname = fam->probes[p].name;
                         }
@@ -702,9 +752,9 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
             report(what, herr, 1e-5);
             /* the keys, values and readback errors against the CPU's (its own trajectory) */
             snprintf(what, sizeof what, "%s: k", label);
-            report(what, rel(gk, rc_k(&rr, W0, 0, 0), (size_t)T * kf), 1e-4);
+            report(what, rel_nan(gk, rc_k(&rr, W0, 0, 0), (size_t)T * kf), 1e-4);
             snprintf(what, sizeof what, "%s: v", label);
-            report(what, rel(gv, rc_v(&rr, W0, 0, 0), (size_t)T * vf), 1e-4);
+            report(what, rel_nan(gv, rc_v(&rr, W0, 0, 0), (size_t)T * vf), 1e-4);
             if (!rr.readback) goto no_readback;
             snprintf(what, sizeof what, "%s: recall vs the cpu", label);
             report(what, recall_err(grec, rr.rec + (size_t)W0 * rf, (size_t)T * rf), 1e-4);
@@ -713,23 +763,24 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
             float *ref = malloc(rf * 4);
             const int tl = W0 + T - 1; /* absolute position of the last token */
             size_t so = 0;
-            for (int li = 0; li < L; so += layer_state_floats(m, li), li++)
-                for (int h = 0; h < H; h++)
+            for (size_t i = 0; i < rf; i++) ref[i] = NAN; /* layers without a readback */
+            for (int li = 0; li < L; so += layer_state_floats(m, li), li++) {
+                const int dk = m->layers[li].mc.dk, dv = m->layers[li].mc.dv;
+                for (int h = 0; h < rr.Hr && rr.rb[li]; h++)
                     for (int j = 0; j < RW; j++) {
                         int i = tl - j; /* the key's absolute position */
                         const float *kk =
                             i < 0    ? NULL
                             : i < W0 ? rc_k(&rr, i, li, h)
-                                     : gk + (size_t)(i - W0) * kf + ((size_t)li * H + h) * rr.dk;
+                                     : gk + (size_t)(i - W0) * kf + ((size_t)li * rr.H + h) * rr.dk;
                         const float *vv =
                             i < 0    ? NULL
                             : i < W0 ? rc_v(&rr, i, li, h)
-                                     : gv + (size_t)(i - W0) * vf + ((size_t)li * H + h) * rr.dv;
-                        ref[((size_t)li * H + h) * RW + j] =
-                            kk ? readback_ref(rr.dk, rr.dv, gs + so + (size_t)h * rr.dk * rr.dv, kk,
-                                              vv)
-                               : NAN;
+                                     : gv + (size_t)(i - W0) * vf + ((size_t)li * rr.H + h) * rr.dv;
+                        ref[((size_t)li * rr.Hr + h) * RW + j] =
+                            kk ? readback_ref(dk, dv, gs + so + (size_t)h * dk * dv, kk, vv) : NAN;
                     }
+            }
             snprintf(what, sizeof what, "%s: recall vs its own state", label);
             report(what, recall_err(grec + (size_t)(T - 1) * rf, ref, rf), 1e-5);
             free(ref);
@@ -907,8 +958,29 @@ static void test_model_gpu_all(void) {
                    "layers=1 hidden=64 head_dim=32 use_conv=false use_gating=false vocab=300 "
                    "seed=42",
                    NULL);
-    test_model_gpu_unsupported("gdn", "layers=2 hidden=128 heads=2 head_dim=32 vocab=100 attn=1 "
-                                      "attn_heads=4 attn_kv_heads=2");
+    /* hybrids (fla's attn key): attention layers among the model's, each specification its own
+     * heads, kv heads, window and RoPE theta; the k / v layout as wide as the widest layer */
+    test_model_gpu("model_gpu hybrid gdn + attention GQA window", "gdn",
+                   "layers=3 hidden=128 heads=2 head_dim=32 vocab=300 seed=51 attn=1 attn_heads=4 "
+                   "attn_kv_heads=2 attn_window=16 attn_rope_theta=5000",
+                   NULL);
+    test_model_gpu("model_gpu hybrid gla, two specifications", "gla",
+                   "layers=3 hidden=128 heads=2 vocab=300 seed=52 "
+                   "attn=[{\"layers\":[0],\"num_heads\":8,\"num_kv_heads\":1},"
+                   "{\"layers\":[2],\"num_heads\":2,\"window_size\":8,\"qkv_bias\":true}]",
+                   NULL);
+    test_model_gpu("model_gpu hybrid gdn + swap 1 kaczmarz", "gdn",
+                   "layers=3 hidden=128 heads=2 head_dim=32 vocab=300 seed=53 attn=0,2",
+                   "1:kaczmarz");
+    test_model_gpu("model_gpu hybrid gdn + swap 1 parallax (r = 0)", "gdn",
+                   "layers=3 hidden=128 heads=2 head_dim=32 vocab=300 seed=56 attn=1",
+                   "1:parallax");
+    test_model_gpu("model_gpu hybrid kata (layer 0 attention)", "kata",
+                   "layers=2 hidden=64 heads=2 vocab=300 seed=54 attn=0 attn_heads=4", NULL);
+    test_model_gpu("model_gpu hybrid kalman", "kalman",
+                   "layers=2 hidden=64 vocab=300 seed=55 attn=1 attn_heads=2", NULL);
+    test_model_gpu_unsupported("gdn", "layers=2 hidden=1024 heads=2 head_dim=32 vocab=100 attn=1 "
+                                      "attn_heads=2 attn_kv_heads=1");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
 }
 
