@@ -148,8 +148,8 @@ const command cmd_device = {
     "Without an argument, shows the current backend and what GPU is present. `device\n"
     "gpu` on a machine without a usable GPU says why and stays on the cpu; that is\n"
     "not an error. Under `device gpu` a model steps with its weights, states and\n"
-    "caches resident on the GPU, 64 tokens a call (every family but hybrids, which\n"
-    "step on the cpu with a note); raw lanes keep their state there too.",
+    "caches resident on the GPU, 64 tokens a call (every family, hybrids too; `info`\n"
+    "says how the model steps); raw lanes keep their state there too.",
     0,
     1,
     run_device,

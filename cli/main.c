@@ -47,7 +47,7 @@ static const char USAGE[] =
     "SPEED\n"
     "    Stepping records what 'set probes' selects (default: what the views draw;\n"
     "    none is fastest) on every core ('set threads'); under 'device gpu' models\n"
-    "    of every family (hybrids aside) and raw lanes step resident on the GPU\n"
+    "    of every family (hybrids too) and raw lanes step resident on the GPU\n"
     "    (docs/step-results.md).\n"
     "\n"
     "EXIT STATUS\n"

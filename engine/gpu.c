@@ -1,6 +1,6 @@
 /* gpu.c: `device gpu` stepping of a whole model resident on the GPU (models/model_gpu.h), where it
- * supports the model (every family; not a hybrid of attention and another family's layers, which
- * steps through the CPU path with its cores on the GPU).
+ * supports the model (every family, hybrids too; what it refuses, e.g. `set arith tf32` or
+ * attention heads wider than 256, steps through the CPU path with its cores on the GPU).
  *
  * Tokens go to the GPU in batches of ENGINE_GPU_BATCH (fewer when a token's probes are large:
  * model_gpu_max_batch): one call per batch, whose results (logits,

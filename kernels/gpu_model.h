@@ -1,9 +1,9 @@
-/* gpu_model.h: the device side of the GPU-resident model stepper (models/model_gpu.h) for the
- * delta-rule layer family (gated_deltanet, delta_net, kaczmarz_deltanet; cores gdn, deltanet,
- * kaczmarz) and the decayed linear-attention families (gla with core gla, mamba2 with core
- * mamba2). kernels/ knows no models/ types: models/model_gpu.c describes the model with the plain
- * structs below (dimensions, flags and host weight pointers) and kernels/gpu_model.cu uploads and
- * runs it.
+/* gpu_model.h: the device side of the GPU-resident model stepper (models/model_gpu.h) for every
+ * layer family (the delta rule, gla, mamba2, attention, kata, kalman) and hybrids (attention layers
+ * among another family's: one description per attention specification beside the model's).
+ * kernels/ knows no models/ types: models/model_gpu.c describes the model with the plain structs
+ * below (dimensions, flags and host weight pointers) and kernels/gpu_model.cu uploads and runs
+ * it.
  *
  * One call steps n tokens layer by layer: the dense parts (norms, projections, MLP, head) of all n
  * tokens at once (their weights read once per call), each layer's recurrence token by token inside
