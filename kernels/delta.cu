@@ -55,8 +55,11 @@ __global__ void __launch_bounds__(32 * STEP_RG)
         sk[i] = ld(k + (size_t)n * dk + i);
         sq[i] = ld(q + (size_t)n * dk + i);
     }
+    // v, g and beta too: nothing below waits on a load of its own
+    const float vj = j < dv ? ld(v + (size_t)n * dv + j) : 0.0f;
+    const float gn = g ? g[n] : 0.0f, b = beta[n];
     __syncthreads();
-    const float alpha = g ? __expf(g[n]) : 1.0f, b = beta[n];
+    const float alpha = g ? __expf(gn) : 1.0f;
     float part = 0.0f;
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
@@ -69,7 +72,7 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     float ks = 0.0f;
 #pragma unroll
     for (int y = 0; y < STEP_RG; y++) ks += red[y][tx];
-    const float e = j < dv ? ld(v + (size_t)n * dv + j) - ks : 0.0f;
+    const float e = j < dv ? vj - ks : 0.0f;
     __syncthreads(); // red is reused below
     part = 0.0f;
 #pragma unroll
@@ -91,18 +94,19 @@ __global__ void __launch_bounds__(32 * STEP_RG)
     }
 }
 
-// The decode step for many heads: block (32, STEP_RG) over 128 columns, thread (tx, ty) owns
-// columns 4 tx .. 4 tx + 3 (one float4 a row) of rows ty, ty + STEP_RG, ...: a warp moves a whole
-// 512-byte row segment per load, a quarter of the row-group kernel's load instructions, and the
-// column sums are reduced over ty in shared memory as there. Grid (ceil(dv / 128), N).
-template <typename T, int MAXR, int RG>
-__global__ void __launch_bounds__(32 * RG)
+// The decode step for many heads: block (TX, RG) over 4 TX columns, thread (tx, ty) owns columns
+// 4 tx .. 4 tx + 3 (one float4 a row) of rows ty, ty + RG, ...: a warp moves whole 128-byte row
+// segments per load, a quarter of the row-group kernel's load instructions, and the column sums
+// are reduced over ty in shared memory as there. Grid (ceil(dv / (4 TX)), N). Every load (state,
+// k, q, v, g, beta) is issued before the first barrier.
+template <typename T, int MAXR, int RG, int TX>
+__global__ void __launch_bounds__(TX *RG)
     delta_decode_rows4(int dk, int dv, float scale, const T *q, const T *k, const T *v,
                        const float *g, const float *beta, float *state, float *o) {
     __shared__ float sk[MAXR * RG], sq[MAXR * RG];
-    __shared__ float4 red[2][RG][32];
-    const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * 32 + tx;
-    const int j = blockIdx.x * 128 + 4 * tx;
+    __shared__ float4 red[2][RG][TX];
+    const int n = blockIdx.y, tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
+    const int j = blockIdx.x * 4 * TX + 4 * tx;
     const bool jin = j < dv;
     float *S = state + (size_t)n * dk * dv;
     float4 col[MAXR];
@@ -112,12 +116,15 @@ __global__ void __launch_bounds__(32 * RG)
         col[r] = (i < dk && jin) ? *reinterpret_cast<const float4 *>(S + (size_t)i * dv + j)
                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
-    for (int i = tid; i < dk; i += 32 * RG) {
+    for (int i = tid; i < dk; i += TX * RG) {
         sk[i] = ld(k + (size_t)n * dk + i);
         sq[i] = ld(q + (size_t)n * dk + i);
     }
+    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (jin) ld4(v + (size_t)n * dv + j, vv);
+    const float gn = g ? g[n] : 0.0f, b = beta[n];
     __syncthreads();
-    const float alpha = g ? __expf(g[n]) : 1.0f, b = beta[n];
+    const float alpha = g ? __expf(gn) : 1.0f;
     float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
     for (int r = 0; r < MAXR; r++) {
@@ -134,8 +141,6 @@ __global__ void __launch_bounds__(32 * RG)
         const float4 t = red[0][y][tx];
         a.x += t.x, a.y += t.y, a.z += t.z, a.w += t.w;
     }
-    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (jin) ld4(v + (size_t)n * dv + j, vv);
     const float e0 = vv[0] - a.x, e1 = vv[1] - a.y, e2 = vv[2] - a.z, e3 = vv[3] - a.w;
     p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
@@ -162,18 +167,40 @@ __global__ void __launch_bounds__(32 * RG)
     }
 }
 
-// Which decode kernel: MIXSCOPE_DECODE=rows|rows4 forces one (benchmarks); by default rows4 once
-// there are enough heads to fill the device with 128-column blocks. (16 row groups instead of 8
-// were measured and lost: 49.3 against 47.5 us at B = 64.)
-static int decode_rows4(int N, int dk, int dv) {
+// Which decode kernel: 0 the row-group kernel; 1 the float4 kernel over 128 columns a block
+// (32 x 8 threads); 2 over 64 columns (16 x 8); 3 over 64 columns in 16 row groups (16 x 16).
+// MIXSCOPE_DECODE=rows|rows4|rows4x64|rows4x64r16 forces one (benchmarks). By default the row-group
+// kernel for few heads and the 64-column float4 kernel in 16 row groups once there are 256 of its
+// blocks: H200, H 16, d 128, each step a graph replay, us at B = 1 / 8 / 64 (docs/gpu-results.md,
+// with every load issued before the first barrier): rows 2.82 / 5.60 / 47.6, rows4 4.19 / 6.05 /
+// 37.1, rows4x64 3.92 / 5.86 / 40.7, rows4x64r16 3.32 / 5.45 / 36.7. (Before the loads of v, g
+// and beta moved up, rows4 took 47.6 us at B = 64: a second memory latency in every block.)
+static int decode_kind(int N, int dk, int dv) {
     static int forced = -2;
     if (forced == -2) {
         const char *s = getenv("MIXSCOPE_DECODE");
-        forced = !s ? -1 : !strcmp(s, "rows4") ? 1 : 0;
+        forced = !s                          ? -1
+                 : !strcmp(s, "rows4")       ? 1
+                 : !strcmp(s, "rows4x64")    ? 2
+                 : !strcmp(s, "rows4x64r16") ? 3
+                                             : 0;
     }
     const int ok = dv % 4 == 0 && dk <= 128;
-    if (forced >= 0) return forced && ok;
-    return ok && N * ((dv + 127) / 128) >= 128;
+    if (forced >= 0) return ok ? forced : 0;
+    return ok && N * ((dv + 63) / 64) >= 256 ? 3 : 0;
+}
+
+template <typename T, int RG, int TX>
+static void launch_rows4(int N, int dk, int dv, float scale, const T *q, const T *k, const T *v,
+                         const float *g, const float *beta, float *state, float *o,
+                         cudaStream_t st) {
+    dim3 grid((dv + 4 * TX - 1) / (4 * TX), N), block(TX, RG);
+    if (dk <= 64)
+        delta_decode_rows4<T, 64 / RG, RG, TX>
+            <<<grid, block, 0, st>>>(dk, dv, scale, q, k, v, g, beta, state, o);
+    else
+        delta_decode_rows4<T, 128 / RG, RG, TX>
+            <<<grid, block, 0, st>>>(dk, dv, scale, q, k, v, g, beta, state, o);
 }
 
 template <typename T>
@@ -181,14 +208,14 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
                        const void *v, const float *g, const float *beta, float *state, float *o,
                        cudaStream_t st, err *e) {
     const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
-    if (decode_rows4(N, dk, dv)) {
-        dim3 grid((dv + 127) / 128, N), block(32, STEP_RG);
-        if (dk <= 64)
-            delta_decode_rows4<T, 8, STEP_RG>
-                <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+    const int kind = decode_kind(N, dk, dv);
+    if (kind) {
+        if (kind == 1)
+            launch_rows4<T, STEP_RG, 32>(N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);
+        else if (kind == 2)
+            launch_rows4<T, STEP_RG, 16>(N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);
         else
-            delta_decode_rows4<T, 16, STEP_RG>
-                <<<grid, block, 0, st>>>(dk, dv, scale, tq, tk, tv, g, beta, state, o);
+            launch_rows4<T, 16, 16>(N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);
         CUDA_LAUNCHED("gpu delta step");
         return 0;
     }

@@ -177,3 +177,53 @@ extern "C" int gpu_measure_matmul_tflops(double *tflops, err *e) {
     cublasDestroy(m.h);
     return rc;
 }
+
+// Nothing: a graph of it replayed back to back is the floor of any one-kernel step's replay.
+__global__ void empty_kernel() {}
+
+extern "C" int gpu_bench_empty(void *stream, err *e) {
+    empty_kernel<<<1, 32, 0, (cudaStream_t)stream>>>();
+    CUDA_LAUNCHED("gpu bench: empty kernel");
+    return 0;
+}
+
+extern "C" int gpu_time_graph_steps_median(gpu_bench_fn fn, void *ctx, void *stream, int steps,
+                                           int iters, double *ms, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    for (int i = 0; i < 2; i++)
+        if (fn(ctx, e)) return -1;
+    CUDA_TRY(cudaStreamSynchronize(st), "gpu bench warm-up");
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "gpu bench: capture");
+    int rc = 0;
+    for (int s = 0; s < steps && !rc; s++) rc = fn(ctx, e);
+    cudaError_t ce = cudaStreamEndCapture(st, &graph);
+    if (rc) {
+        if (graph) cudaGraphDestroy(graph);
+        return -1;
+    }
+    if (ce == cudaSuccess) ce = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph) cudaGraphDestroy(graph);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        return err_set(e, "gpu bench: graph capture failed: %s", cudaGetErrorString(ce));
+    }
+    std::vector<float> t(iters);
+    cudaEvent_t a, b;
+    CUDA_TRY(cudaEventCreate(&a), "gpu bench");
+    CUDA_TRY(cudaEventCreate(&b), "gpu bench");
+    cudaGraphLaunch(exec, st); // warm
+    for (int i = 0; i < iters; i++) {
+        cudaEventRecord(a, st);
+        cudaGraphLaunch(exec, st);
+        cudaEventRecord(b, st);
+        CUDA_TRY(cudaEventSynchronize(b), "gpu bench");
+        cudaEventElapsedTime(&t[i], a, b);
+    }
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    cudaGraphExecDestroy(exec);
+    std::sort(t.begin(), t.end());
+    *ms = t[iters / 2] / steps;
+    return 0;
+}

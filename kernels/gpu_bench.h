@@ -26,6 +26,12 @@ void gpu_bench_stream_free(void *stream);
  * counts a host launch of its own. */
 int gpu_time_graph_median(gpu_bench_fn fn, void *ctx, void *stream, int replays, int iters,
                           double *ms, err *e);
+/* fn's launches captured `steps` times in one CUDA graph, replayed once per iteration: the median
+ * time of one call inside a graph (no replay between calls), in ms. */
+int gpu_time_graph_steps_median(gpu_bench_fn fn, void *ctx, void *stream, int steps, int iters,
+                                double *ms, err *e);
+/* An empty kernel on `stream` (a gpu_bench_fn's body): the floor of a one-kernel graph's replay. */
+int gpu_bench_empty(void *stream, err *e);
 /* bf16 matrix product rate (8192^3, fp32 accumulation, random data) through cuBLAS, TFLOP/s. */
 int gpu_measure_matmul_tflops(double *tflops, err *e);
 /* Device-to-device copy bandwidth, counting bytes read plus bytes written, GB/s. */

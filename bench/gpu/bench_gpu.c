@@ -57,6 +57,10 @@ static int run_step(void *p, err *e) {
                           c->o, c->st, e);
 }
 
+static int run_empty(void *p, err *e) {
+    return gpu_bench_empty(p, e);
+}
+
 /* The peer's median for (key, param) from PEER_FILE ("KEY PARAM MS" lines of peers.py), or -1. */
 static double peer_ms(const char *key, int param) {
     const char *f = getenv("PEER_FILE");
@@ -698,7 +702,17 @@ int main(void) {
                 snprintf(xs, sizeof xs, "%.2fx", peer / ms);
         printf("%-28s %10.2f %10s %10s %8s %10.2f\n", name, ms * 1e3, ps, "-", xs,
                bytes / (bw * 1e9) * 1e6);
+        /* what bounds it: the kernel alone (100 steps in one graph: no replay between them) */
+        double kms;
+        if (gpu_time_graph_steps_median(run_step, &c, st, 100, 20, &kms, &e) == 0)
+            printf("  the kernel alone (100 steps in one graph) %.2f us\n", kms * 1e3);
         teardown(&c);
+    }
+    {
+        /* the floor of any one-kernel step counted as a replay: an empty kernel's graph */
+        double ems;
+        if (st && gpu_time_graph_median(run_empty, st, st, 100, 20, &ems, &e) == 0)
+            printf("  an empty kernel's graph, replayed the same way: %.2f us\n", ems * 1e3);
     }
     gpu_bench_stream_free(st);
     if (decode_only) return 0;
