@@ -32,16 +32,18 @@
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "mma.cuh"
+#include "step_kernels.cuh"
 
 // ---------------------------------------------------------------- RoPE and the cache write
 
-// grid (T, H), 128 threads. Token t sits at position pos0 + t (< max_t). q, r, k [T, H, dk];
+// grid (T, H), 128 threads. Token t sits at position pos0 + t (< max_t), plus *dpos when dpos is
+// given (a position on the device: a captured graph replays with the call's). q, r, k [T, H, dk];
 // v [T, H, dv]; cache K [max_t, H, dk] then V [max_t, H, dv]; qo, ro [T, H, dk] fp32.
 template <typename T>
-__global__ void attn_prep_kernel(int H, int dk, int dv, int pos0, int rope, float theta, int max_t,
-                                 const T *q, const T *r, const T *k, const T *v, float *cache,
-                                 float *qo, float *ro) {
-    const int t = blockIdx.x, h = blockIdx.y, pos = pos0 + t;
+__global__ void attn_prep_kernel(int H, int dk, int dv, int pos0, const int *dpos, int rope,
+                                 float theta, int max_t, const T *q, const T *r, const T *k,
+                                 const T *v, float *cache, float *qo, float *ro) {
+    const int t = blockIdx.x, h = blockIdx.y, pos = (dpos ? *dpos : 0) + pos0 + t;
     const size_t row = (size_t)t * H + h;
     float *kc = cache + ((size_t)pos * H + h) * dk;
     float *vc = cache + (size_t)max_t * H * dk + ((size_t)pos * H + h) * dv;
@@ -70,22 +72,38 @@ __global__ void attn_prep_kernel(int H, int dk, int dv, int pos0, int rope, floa
     for (int i = threadIdx.x; i < dv; i += blockDim.x) vc[i] = ld(v + row * dv + i);
 }
 
-extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
-                             int max_t, int bf16, const void *q, const void *r, const void *k,
-                             const void *v, float *cache, float *qo, float *ro, void *stream,
-                             err *e) {
+static int attn_prep_launch(int T, int H, int dk, int dv, int pos0, const int *dpos, int rope,
+                            float theta, int max_t, int bf16, const void *q, const void *r,
+                            const void *k, const void *v, float *cache, float *qo, float *ro,
+                            void *stream, err *e) {
     if (T < 1) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     if (bf16)
         attn_prep_kernel<bf16_t><<<dim3(T, H), 128, 0, st>>>(
-            H, dk, dv, pos0, rope, theta, max_t, (const bf16_t *)q, (const bf16_t *)r,
+            H, dk, dv, pos0, dpos, rope, theta, max_t, (const bf16_t *)q, (const bf16_t *)r,
             (const bf16_t *)k, (const bf16_t *)v, cache, qo, ro);
     else
         attn_prep_kernel<float><<<dim3(T, H), 128, 0, st>>>(
-            H, dk, dv, pos0, rope, theta, max_t, (const float *)q, (const float *)r,
+            H, dk, dv, pos0, dpos, rope, theta, max_t, (const float *)q, (const float *)r,
             (const float *)k, (const float *)v, cache, qo, ro);
     CUDA_LAUNCHED("gpu attention: rope and cache write");
     return 0;
+}
+
+extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, float theta,
+                             int max_t, int bf16, const void *q, const void *r, const void *k,
+                             const void *v, float *cache, float *qo, float *ro, void *stream,
+                             err *e) {
+    return attn_prep_launch(T, H, dk, dv, pos0, NULL, rope, theta, max_t, bf16, q, r, k, v, cache,
+                            qo, ro, stream, e);
+}
+
+extern "C" int gpu_attn_prep_dpos(int T, int H, int dk, int dv, const int *dpos, int rope,
+                                  float theta, int max_t, const float *q, const float *r,
+                                  const float *k, const float *v, float *cache, float *qo,
+                                  float *ro, void *stream, err *e) {
+    return attn_prep_launch(T, H, dk, dv, 0, dpos, rope, theta, max_t, 0, q, r, k, v, cache, qo, ro,
+                            stream, e);
 }
 
 __global__ void attn_to_bf16_kernel(size_t n, const float *x, bf16_t *y) {
@@ -474,20 +492,32 @@ extern "C" int gpu_attn_forward(int B, int Tq, int Tk, int H, int dk, int dv, in
 
 enum { AD_M, AD_D1, AD_D2, AD_E, AD_NS };
 
+// The decode's position (pos0, plus *dpos when given), its first visible key and its splits.
+__device__ __forceinline__ void ad_span(int pos0, const int *dpos, int window, int *pos, int *first,
+                                        int *ns) {
+    *pos = (dpos ? *dpos : 0) + pos0;
+    *first = window > 0 ? max(*pos - window + 1, 0) : 0;
+    *ns = (*pos - *first + 1 + AD_KS - 1) / AD_KS;
+}
+
 extern "C" size_t gpu_attn_decode_scratch_bytes(int H, int dv, int max_t) {
     const size_t ns = (size_t)(max_t + AD_KS - 1) / AD_KS;
     return (ns * H * (AD_NS + 2 * (size_t)dv) + 2 * (size_t)H * max_t) * sizeof(float);
 }
 
-// grid (nsplit, H). Split s folds the keys [first + s AD_KS, ...) of head h: its (m, d1, d2, e)
-// into part [H][ns][AD_NS], O1, O2 into po1, po2 [H][ns][dv]; the scores s1, u of every key into
-// ks1, ku [H][max_t] (the probes' second pass reads them).
+// grid (at least ns, H). Split s folds the keys [first + s AD_KS, ...) of head h: its (m, d1, d2,
+// e) into part [H][ns][AD_NS], O1, O2 into po1, po2 [H][ns][dv]; the scores s1, u of every key
+// into ks1, ku [H][max_t] (the probes' second pass reads them). Splits past ns do nothing (a grid
+// for a position on the device covers the most splits the position can need).
 __global__ void __launch_bounds__(AD_NT)
-    attn_decode_partial(int H, int dk, int dv, int max_t, int pos, int first, int ns, float scale,
-                        const float *q, const float *r, const float *cache, float *part, float *po1,
-                        float *po2, float *ks1, float *ku) {
+    attn_decode_partial(int H, int dk, int dv, int max_t, int pos0, const int *dpos, int window,
+                        float scale, const float *q, const float *r, const float *cache,
+                        float *part, float *po1, float *po2, float *ks1, float *ku) {
     __shared__ float sq[1024], sr[1024], s1[AD_KS], su[AD_KS], sw[AD_KS], red[3][AD_NT / 32];
     const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    int pos, first, ns;
+    ad_span(pos0, dpos, window, &pos, &first, &ns);
+    if (s >= ns) return;
     const int j0 = first + s * AD_KS, nk = min(AD_KS, pos + 1 - j0);
     const float *K = cache, *V = cache + (size_t)max_t * H * dk;
     for (int d = tid; d < dk; d += AD_NT) {
@@ -556,13 +586,16 @@ __global__ void __launch_bounds__(AD_NT)
 // grid (H), AD_NT threads: merges the splits, writes o [H, dv] and, when probes != NULL, every
 // probe of the head (probe i at probes[i H + h]; softmax 5, parallax 14).
 __global__ void __launch_bounds__(AD_NT)
-    attn_decode_merge(int H, int dk, int dv, int max_t, int pos, int first, int ns, int plx,
-                      const float *r, const float *part, const float *po1, const float *po2,
-                      const float *ks1, const float *ku, float *o, float *probes) {
+    attn_decode_merge(int H, int dk, int dv, int max_t, int pos0, const int *dpos, int window,
+                      int plx, const float *r, const float *part, const float *po1,
+                      const float *po2, const float *ks1, const float *ku, float *o,
+                      float *probes) {
     __shared__ double dred[3][AD_NT];
     __shared__ float fred[4][AD_NT];
     __shared__ float st[4];
     const int h = blockIdx.x, tid = threadIdx.x;
+    int pos, first, ns;
+    ad_span(pos0, dpos, window, &pos, &first, &ns);
     const float *pp = part + (size_t)h * ns * AD_NS;
     if (tid == 0) {
         float M = -INFINITY;
@@ -639,23 +672,48 @@ __global__ void __launch_bounds__(AD_NT)
     P[13 * H] = first == 0 ? p0 * (1.0f + ub - ku[(size_t)h * max_t]) : 0.0f;
 }
 
-extern "C" int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int window, float scale,
-                               const float *q, const float *r, const float *cache, float *o,
-                               float *probes, void *scratch, void *stream, err *e) {
-    cudaStream_t st = (cudaStream_t)stream;
-    if (pos < 0 || pos >= max_t)
-        return err_set(e, "gpu attention decode: pos %d outside the cache", pos);
+// The two launches of a decode over grid (nsg, H) splits.
+static int attn_decode_launch(int H, int dk, int dv, int max_t, int pos0, const int *dpos,
+                              int window, int nsg, float scale, const float *q, const float *r,
+                              const float *cache, float *o, float *probes, void *scratch,
+                              cudaStream_t st, err *e) {
     if (dk > 1024) return err_set(e, "gpu attention decode: dk=%d above 1024", dk);
-    const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
-    const int ns = (pos - first + 1 + AD_KS - 1) / AD_KS, nsmax = (max_t + AD_KS - 1) / AD_KS;
+    const int nsmax = (max_t + AD_KS - 1) / AD_KS;
     float *part = (float *)scratch, *po1 = part + (size_t)nsmax * H * AD_NS;
     float *po2 = po1 + (size_t)nsmax * H * dv, *ks1 = po2 + (size_t)nsmax * H * dv;
     float *ku = ks1 + (size_t)H * max_t;
-    attn_decode_partial<<<dim3(ns, H), AD_NT, 0, st>>>(H, dk, dv, max_t, pos, first, ns, scale, q,
-                                                       r, cache, part, po1, po2, ks1, ku);
+    attn_decode_partial<<<dim3(nsg, H), AD_NT, 0, st>>>(H, dk, dv, max_t, pos0, dpos, window, scale,
+                                                        q, r, cache, part, po1, po2, ks1, ku);
     CUDA_LAUNCHED("gpu attention decode: splits");
-    attn_decode_merge<<<H, AD_NT, 0, st>>>(H, dk, dv, max_t, pos, first, ns, r != NULL, r, part,
+    attn_decode_merge<<<H, AD_NT, 0, st>>>(H, dk, dv, max_t, pos0, dpos, window, r != NULL, r, part,
                                            po1, po2, ks1, ku, o, probes);
     CUDA_LAUNCHED("gpu attention decode: merge");
     return 0;
+}
+
+extern "C" int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int window, float scale,
+                               const float *q, const float *r, const float *cache, float *o,
+                               float *probes, void *scratch, void *stream, err *e) {
+    if (pos < 0 || pos >= max_t)
+        return err_set(e, "gpu attention decode: pos %d outside the cache", pos);
+    const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
+    const int ns = (pos - first + 1 + AD_KS - 1) / AD_KS;
+    return attn_decode_launch(H, dk, dv, max_t, pos, NULL, window, ns, scale, q, r, cache, o,
+                              probes, scratch, (cudaStream_t)stream, e);
+}
+
+extern "C" int gpu_attn_decode_splits(int max_t, int window) {
+    const int nsmax = (max_t + AD_KS - 1) / AD_KS;
+    if (window <= 0) return nsmax;
+    const int nw = (window + AD_KS - 1) / AD_KS + 1; // a window straddles one split more
+    return nw < nsmax ? nw : nsmax;
+}
+
+extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int t,
+                                    int window, float scale, const float *q, const float *r,
+                                    const float *cache, float *o, float *probes, void *scratch,
+                                    void *stream, err *e) {
+    return attn_decode_launch(H, dk, dv, max_t, t, dpos, window,
+                              gpu_attn_decode_splits(max_t, window), scale, q, r, cache, o, probes,
+                              scratch, (cudaStream_t)stream, e);
 }

@@ -37,7 +37,8 @@
 #include "gpu_model.h"
 #include "ld_steps.cuh"
 
-#define GM_WS_BYTES (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
+#define GM_WS_BYTES          (32u << 20) // cuBLAS workspace (fixed, so graph capture allocates nothing)
+#define GM_ATTN_GRAPH_SPLITS 64 // attention decodes in graphs up to 64 splits of 256 keys a head
 
 // One layer description and what follows from it: the model's, or in a hybrid each attention
 // specification's. C3: the convolved channels, read from P at conv_off; Dtot: the in-projection's
@@ -74,8 +75,10 @@ struct gm_model {
     gm_fam fam[GM_MAX_DESCS];
     int nf;
     // KH, Kdk, Kdv: the layout of the k / v outputs (gm_kv_shape); attn: some layer is attention
-    // (positions bounded by its KV cache of max_t slots; no graphs: its decode takes the position)
-    int L, B, ptot, KH, Kdk, Kdv, attn, max_t;
+    // (positions bounded by its KV cache of max_t slots); attn_dpos: its cache write and decode
+    // read the position on the device (graphs replay), else they take it as a launch argument
+    // (a cache of more than GM_ATTN_GRAPH_SPLITS splits a head: no graphs)
+    int L, B, ptot, KH, Kdk, Kdv, attn, max_t, attn_dpos;
     size_t stot, ctot; // every layer's state, convolution caches (floats)
     float *arena;
     gm_layer_dev *lay;
@@ -1058,6 +1061,8 @@ static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
 // An attention layer's core: the n tokens' keys and values into the cache (slots pos .. pos + n -
 // 1, with the core's own RoPE when it has one), then one decode a token (kernels/attention.cu,
 // the lanes' step), its probes straight into the CPU layout ([probe][H] at the layer's offset).
+// With attn_dpos both read the position from the device, and the decode's grid covers the most
+// splits any position needs (those it does not need return at once), so a graph replays them.
 static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
     const gm_fam *F = g->lay[li].f;
     const gm_model_desc *d = &F->d;
@@ -1065,15 +1070,23 @@ static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
     const int H = d->Hv, dh = d->dk, plx = Ld->core == GM_CORE_PARALLAX;
     const size_t row = (size_t)H * dh;
     float *cache = g->state + g->lay[li].soff;
-    if (gpu_attn_prep(n, H, dh, dh, g->pos, Ld->core_rope, Ld->core_theta, d->max_t, 0, g->Qd,
-                      plx ? g->Rd : NULL, g->Kd, g->Vd, cache, g->Qo, plx ? g->Ro : NULL, g->st, e))
+    float *rd = plx ? g->Rd : NULL, *ro = plx ? g->Ro : NULL;
+    if (g->attn_dpos
+            ? gpu_attn_prep_dpos(n, H, dh, dh, g->dpos, Ld->core_rope, Ld->core_theta, d->max_t,
+                                 g->Qd, rd, g->Kd, g->Vd, cache, g->Qo, ro, g->st, e)
+            : gpu_attn_prep(n, H, dh, dh, g->pos, Ld->core_rope, Ld->core_theta, d->max_t, 0, g->Qd,
+                            rd, g->Kd, g->Vd, cache, g->Qo, ro, g->st, e))
         return -1;
-    for (int t = 0; t < n; t++)
-        if (gpu_attn_decode(H, dh, dh, d->max_t, g->pos + t, Ld->window, Ld->scale, g->Qo + t * row,
-                            plx ? g->Ro + t * row : NULL, cache, g->O + (size_t)t * d->value_dim,
-                            pon ? g->probes + (size_t)t * g->ptot + Ld->pm.layer_off : NULL,
-                            g->ascr, g->st, e))
+    for (int t = 0; t < n; t++) {
+        const float *q = g->Qo + t * row, *r = plx ? g->Ro + t * row : NULL;
+        float *o = g->O + (size_t)t * d->value_dim;
+        float *p = pon ? g->probes + (size_t)t * g->ptot + Ld->pm.layer_off : NULL;
+        if (g->attn_dpos ? gpu_attn_decode_dpos(H, dh, dh, d->max_t, g->dpos, t, Ld->window,
+                                                Ld->scale, q, r, cache, o, p, g->ascr, g->st, e)
+                         : gpu_attn_decode(H, dh, dh, d->max_t, g->pos + t, Ld->window, Ld->scale,
+                                           q, r, cache, o, p, g->ascr, g->st, e))
             return -1;
+    }
     return 0;
 }
 
@@ -1660,8 +1673,17 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
             }
             g->attn = 1, g->max_t = g->fam[k].d.max_t;
         }
-    // attention's decode takes the position as a launch argument: no graph to replay
-    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && !g->attn;
+    // attention's decode reads the position on the device over a grid of its most splits; past
+    // GM_ATTN_GRAPH_SPLITS of them (a long cache without a window) the idle splits would cost more
+    // than the launches a graph saves: the position as a launch argument then, and no graphs
+    g->attn_dpos = 1;
+    for (int li = 0; li < L; li++) {
+        const gm_fam *F = &g->fam[md->layer[li].desc];
+        if (F->d.family == GM_FAM_ATTN &&
+            gpu_attn_decode_splits(F->d.max_t, md->layer[li].window) > GM_ATTN_GRAPH_SPLITS)
+            g->attn_dpos = 0;
+    }
+    g->use_graph = env_int("MIXSCOPE_GM_GRAPH", 1) != 0 && (!g->attn || g->attn_dpos);
     g->skinny = env_int("MIXSCOPE_GM_SKINNY", 8);
     if (g->skinny > 8) g->skinny = 8;
     g->RB = env_int("MIXSCOPE_GM_RECALL_CHUNK", 64);

@@ -32,5 +32,18 @@ extern "C" int gpu_attn_prep(int T, int H, int dk, int dv, int pos0, int rope, f
                              int max_t, int bf16, const void *q, const void *r, const void *k,
                              const void *v, float *cache, float *qo, float *ro, void *stream,
                              err *e);
+// The same at the position *dpos on the device (fp32): a captured graph replays with the call's
+extern "C" int gpu_attn_prep_dpos(int T, int H, int dk, int dv, const int *dpos, int rope,
+                                  float theta, int max_t, const float *q, const float *r,
+                                  const float *k, const float *v, float *cache, float *qo,
+                                  float *ro, void *stream, err *e);
+// gpu_attn_decode at position *dpos + t (the caller keeps it inside the cache) over a grid of
+// gpu_attn_decode_splits(max_t, window) splits a head, whatever the position: the splits the
+// position does not need return at once
+extern "C" int gpu_attn_decode_splits(int max_t, int window);
+extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int t,
+                                    int window, float scale, const float *q, const float *r,
+                                    const float *cache, float *o, float *probes, void *scratch,
+                                    void *stream, err *e);
 
 #endif

@@ -5,14 +5,15 @@
  *     kaczmarz, a swapped core too; kernels/delta_steps.cu, one launch for a call's tokens);
  *   - decayed linear attention: gla and mamba2 with their cores (kernels/ld_steps.cu, likewise);
  *   - attention: transformer and parallax, cores softmax or parallax (the KV cache stays on the
- *     GPU; no graph: the decode takes the position as a launch argument);
+ *     GPU; the cache write and decode read the position on the device, so a call replays as a
+ *     graph, up to 16384 cache slots without a window: longer caches take it as a launch
+ *     argument, without graphs);
  *   - kata (every variant) and kalman: the raw lanes' step kernels, a launch or three a token
  *     (Kalman's lane probes are megabytes a token, so its calls may be shorter:
  *     model_gpu_max_batch).
  * Key heads (gla: head_dim, mamba2 and kalman: state_size) up to 256 wide. Hybrids (fla's attn
  * key: softmax / parallax attention layers among another family's) too, each attention
- * specification with its own heads, window and RoPE; a model with attention layers runs without
- * graphs.
+ * specification with its own heads, window and RoPE.
  *
  * model_gpu_step computes what n calls of model_step compute (the same fp32 arithmetic, no TF32),
  * with the core's and the family's probes, but copies results to the host once per call. It runs

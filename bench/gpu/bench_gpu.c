@@ -599,6 +599,10 @@ static void bench_step(double bw, err *e) {
                      0, 1024, bw, e);
     bench_step_model("parallax 4 x 1024", "parallax", "layers=4 hidden=1024 heads=8 vocab=32000", 0,
                      1024, bw, e);
+    bench_step_model("hybrid gated_deltanet 4 x 1024, layer 1 attention", "gdn",
+                     "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000 attn=1 attn_heads=16 "
+                     "attn_kv_heads=4",
+                     0, 1024, bw, e);
     bench_step_model("kata m1 4 x 1024", "kata",
                      "layers=4 hidden=1024 heads=8 head_dim=128 vocab=32000", 0, 256, bw, e);
     bench_step_model("kalman 4 x 1024", "kalman", "layers=4 hidden=1024 vocab=32000", 0, 256, bw,

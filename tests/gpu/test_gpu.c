@@ -890,6 +890,40 @@ static void test_model_gpu_unsupported(const char *mixer, const char *spec) {
     model_free(m);
 }
 
+/* A KV cache past the stepper's graph bound (more than 64 splits of 256 keys a head): the cache
+ * write and the decode take the position as a launch argument, no graphs; the logits and probes
+ * of calls of 1..16 tokens against model_step's. */
+static void test_model_gpu_long_cache(void) {
+    const char *label = "model_gpu transformer, a 20000-slot KV cache";
+    err e = {{0}};
+    model *m = gm_model_random("softmax", "layers=2 hidden=128 heads=2 vocab=300 seed=57", &e);
+    if (!m || model_reset(m, 20000, &e)) {
+        gm_fail(label, e.msg);
+        model_free(m);
+        return;
+    }
+    enum { T = 40 };
+    static const int chunks[] = {1, 1, 16, 16, 6};
+    const int V = m->c.vocab;
+    int32_t tok[T];
+    for (int t = 0; t < T; t++) tok[t] = (int32_t)(urand() * V);
+    float *ref = malloc((size_t)T * V * 4), *gl = malloc((size_t)T * V * 4);
+    model_gpu *g = NULL;
+    int ok = model_gpu_init(&g, m, 16, &e) == 0;
+    for (int t = 0; ok && t < T; t++)
+        ok = model_step(m, tok[t], ref + (size_t)t * V, NULL, &e) == 0;
+    for (size_t c = 0, t0 = 0; ok && c < sizeof chunks / sizeof chunks[0]; t0 += chunks[c], c++)
+        ok = model_gpu_step(g, tok + t0, chunks[c], NULL, gl + t0 * V, NULL, NULL, NULL, NULL, NULL,
+                            NULL, &e) == 0;
+    if (ok)
+        report(label, rel(gl, ref, (size_t)T * V), 1e-4);
+    else
+        gm_fail(label, e.msg);
+    model_gpu_free(g);
+    free(ref), free(gl);
+    model_free(m);
+}
+
 static void test_model_gpu_all(void) {
     test_model_gpu("model_gpu gdn L2 C128 H2 dk32", "gdn",
                    "layers=2 hidden=128 heads=2 head_dim=32 vocab=512 seed=1", NULL);
@@ -979,6 +1013,7 @@ static void test_model_gpu_all(void) {
                    "layers=2 hidden=64 heads=2 vocab=300 seed=54 attn=0 attn_heads=4", NULL);
     test_model_gpu("model_gpu hybrid kalman", "kalman",
                    "layers=2 hidden=64 vocab=300 seed=55 attn=1 attn_heads=2", NULL);
+    test_model_gpu_long_cache();
     test_model_gpu_unsupported("gdn", "layers=2 hidden=1024 heads=2 head_dim=32 vocab=100 attn=1 "
                                       "attn_heads=2 attn_kv_heads=1");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
