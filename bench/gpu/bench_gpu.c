@@ -469,8 +469,10 @@ static void bench_step_model(const char *label, const char *mixer, const char *s
     b.topp = malloc(64 * 4), b.nll = malloc(64 * 4);
     b.probes = malloc(64 * pf * 4 + 4), b.fprobes = malloc(64 * ff * 4 + 4);
     b.state = malloc(sfl * 4 + 4), b.logits = malloc((size_t)64 * c->vocab * 4);
-    size_t lh = (size_t)c->layers * c->Hv; /* the cores' heads */
-    b.k = malloc(64 * lh * c->dk * 4), b.v = malloc(64 * lh * c->dv * 4);
+    int kh, kdk, kdv; /* k / v: the most heads and widest keys and values of any layer (hybrids) */
+    model_gpu_kv_shape(g, &kh, &kdk, &kdv);
+    const size_t lh = (size_t)c->layers * c->Hv, lk = (size_t)c->layers * kh;
+    b.k = malloc(64 * lk * kdk * 4), b.v = malloc(64 * lk * kdv * 4);
     b.recall = malloc(64 * lh * MODEL_GPU_RECALL_WINDOW * 4);
     unsigned long long r = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < 8 * 64 + 1; i++) {
@@ -496,8 +498,8 @@ static void bench_step_model(const char *label, const char *mixer, const char *s
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         int calls = rows[i].n == 64 ? 15 : 64;
         if (!rb && rows[i].what == 4) continue;
-        /* attention: back to position 0 (an empty KV cache) for each row, or the cache fills */
-        if (!rb && model_gpu_upload(g, m, e)) {
+        /* back to position 0 for each row (an attention layer's KV cache would fill) */
+        if (model_gpu_upload(g, m, e)) {
             printf("%-44s %s\n", rows[i].name, e->msg);
             continue;
         }
