@@ -502,11 +502,15 @@ __global__ void __launch_bounds__(KA_NT)
 // |S|^2; the slices add into them with atomics (fp32, so the last bits vary from run to run).
 #define KD_NACC(dv) (3 * (dv) + 4)
 
-template <bool WRITE>
+// LIN: the linear (normalised) variants' step instead (S += psi(k) v^T, no erase; kata_lin_step):
+// psi and the write in the CPU's rounding (kata_psi_exact, no fused multiply-add), so the state
+// stays the CPU's bit for bit, and no S^T psi(k) is summed.
+template <bool WRITE, bool LIN>
 __global__ void __launch_bounds__(KA_NT)
     kdelta_rows(kfeat f, int dv, int D, int FR, const int *idx, const float *q, const float *k,
                 const float *v, const float *beta, float *S, float *z, float *acc) {
     extern __shared__ float sm[];
+    __shared__ float nrm[2];
     const int h = blockIdx.y, tid = threadIdx.x, dk = f.d;
     const int r0 = blockIdx.x * FR, r1 = min(D, r0 + FR);
     const int rg = KA_NT / dv, j = tid % dv, g = tid / dv;        // row group g, column j
@@ -515,24 +519,41 @@ __global__ void __launch_bounds__(KA_NT)
         sq[d] = q[(size_t)h * dk + d], sk[d] = k[(size_t)h * dk + d];
     float *A = acc + (size_t)h * KD_NACC(dv);
     if (WRITE)
-        for (int x = tid; x < dv; x += KA_NT) se[x] = v[(size_t)h * dv + x] - A[x];
+        for (int x = tid; x < dv; x += KA_NT)
+            se[x] = LIN ? v[(size_t)h * dv + x] : v[(size_t)h * dv + x] - A[x];
     __syncthreads();
+    if (LIN && f.kind == KATA_FEAT_LORENTZ && tid < 2) { // |x_(0 .. d-2)| as kata_step_exact
+        const float *x = tid ? sk : sq;
+        float nn = 0.0f;
+        for (int d = 0; d + 1 < dk; d++) nn = __fadd_rn(nn, __fmul_rn(x[d], x[d]));
+        nrm[tid] = sqrtf(nn);
+    }
+    if (LIN) __syncthreads();
+    const float nq = LIN && f.kind == KATA_FEAT_LORENTZ ? nrm[0] : 0.0f;
+    const float nk = LIN && f.kind == KATA_FEAT_LORENTZ ? nrm[1] : 0.0f;
     const float b = beta ? beta[h] : 1.0f;
     float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
     float a0 = 0.0f, a1 = 0.0f, s0 = 0.0f, s1 = 0.0f, s2 = 0.0f; // per thread over its rows
     if (g < rg)
         for (int r = r0 + g; r < r1; r += rg) {
             const int code = idx[r];
-            const float pk = kata_psi(f, sk, 0.0f, code);
+            const float pk = LIN ? kata_psi_exact(f, sk, nk, code) : kata_psi(f, sk, 0.0f, code);
             float *cell = Sh + (size_t)r * dv + j;
             if (!WRITE) {
-                const float pq = kata_psi(f, sq, 0.0f, code), sv = *cell;
-                a0 += pk * sv, a1 += pq * sv;
+                const float pq =
+                    LIN ? kata_psi_exact(f, sq, nq, code) : kata_psi(f, sq, 0.0f, code);
+                const float sv = *cell;
+                if (!LIN) a0 += pk * sv;
+                a1 += pq * sv;
                 if (j == 0) {
-                    const float zo = zh[r], zn = zo + pk;
+                    const float zo = zh[r], zn = __fadd_rn(zo, pk);
                     s0 += pq * zo, s1 += pk * pk, s2 += zn * zn;
                     zh[r] = zn;
                 }
+            } else if (LIN) {
+                const float sn = __fadd_rn(*cell, __fmul_rn(pk, se[j]));
+                *cell = sn;
+                s0 += sn * sn;
             } else {
                 const float sn = *cell + b * pk * se[j];
                 *cell = sn;
@@ -549,8 +570,8 @@ __global__ void __launch_bounds__(KA_NT)
     if (g == 0) {
         float c0 = 0.0f;
         for (int y = 0; y < rg; y++) c0 += red[y * dv + j], c1 += red[(rg + y) * dv + j];
-        atomicAdd(A + (WRITE ? 2 * dv : 0) + j, c0); // rk, or S_t^T psi(k)
-        if (!WRITE) atomicAdd(A + dv + j, c1);       // rq
+        if (!LIN) atomicAdd(A + (WRITE ? 2 * dv : 0) + j, c0); // rk, or S_t^T psi(k)
+        if (!WRITE) atomicAdd(A + dv + j, c1);                 // rq
     }
     if (!WRITE) {
         if (tid == 0) {
@@ -607,6 +628,44 @@ __global__ void __launch_bounds__(KA_NT)
     for (int x = tid; x < KD_NACC(dv); x += KA_NT) A[x] = 0.0f;
 }
 
+// The linear variants' finish (kata_lin_step), grid (H), block KA_NT: with rq = S_{t-1}^T psi(q)
+// and den = z_{t-1}.psi(q) from the read, o = (rq + kappa v) / max(den + kappa, eps), o_hat =
+// rq / max(den, eps), every probe of kata_probe_kernel (its layout and definitions), and the sums
+// zeroed for the next token.
+__global__ void __launch_bounds__(KA_NT)
+    klin_finish(kfeat f, int H, int dv, float eps, const float *q, const float *k, const float *v,
+                float *acc, float *o, float *probes) {
+    __shared__ double dsh[KA_NT / 32];
+    const int h = blockIdx.x, tid = threadIdx.x, dk = f.d;
+    float *A = acc + (size_t)h * KD_NACC(dv);
+    const float kqk = kata_kappa(f, q + (size_t)h * dk, k + (size_t)h * dk), dprev = A[3 * dv];
+    const float dn = fmaxf(dprev + kqk, eps);
+    double o2 = 0.0, e2 = 0.0;
+    for (int j = tid; j < dv; j += KA_NT) {
+        const float vj = v[(size_t)h * dv + j], rq = A[dv + j];
+        const float oj = (rq + kqk * vj) / dn, oh = rq / fmaxf(dprev, eps), ee = __fsub_rn(vj, oh);
+        o[(size_t)h * dv + j] = oj;
+        probes[H + (size_t)h * dv + j] = oh; // o_hat
+        o2 += (double)oj * oj, e2 += (double)ee * ee;
+    }
+    o2 = block_sum(o2, dsh), e2 = block_sum(e2, dsh);
+    if (tid == 0) {
+        float *P = probes + h, *Q = probes + H + (size_t)H * dv + h; // after g and o_hat
+        P[0] = kqk / dn;                                             // g
+        Q[0 * H] = dprev;                                            // den
+        Q[1 * H] = kqk;                                              // kappa
+        Q[2 * H] = (float)sqrt(o2);                                  // o_norm
+        Q[3 * H] = sqrtf(A[3 * dv + 3]);                             // state_norm
+        Q[4 * H] = sqrtf(A[3 * dv + 2]);                             // z_norm
+        Q[5 * H] = sqrtf(A[3 * dv + 1]);                             // psi_k_norm
+        Q[6 * H] = NAN;                                              // beta (delta only)
+        Q[7 * H] = (float)sqrt(e2);                                  // e_norm
+        Q[8 * H] = NAN;                                              // e_after (delta only)
+    }
+    __syncthreads(); // every thread has read A
+    for (int x = tid; x < KD_NACC(dv); x += KA_NT) A[x] = 0.0f;
+}
+
 static int kdelta_slices(int H, int D, int *FR) {
     int nfs = (264 + H - 1) / H;
     if (nfs > D) nfs = D;
@@ -648,10 +707,10 @@ extern "C" int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scal
     const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
     const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
     float *S = state, *z = state + (size_t)H * D * dv;
-    kdelta_rows<false>
+    kdelta_rows<false, false>
         <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
     CUDA_LAUNCHED("gpu kata delta: read");
-    kdelta_rows<true>
+    kdelta_rows<true, false>
         <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
     CUDA_LAUNCHED("gpu kata delta: write");
     kdelta_finish<<<H, KA_NT, 0, st>>>(f, H, dv, q, k, v, beta, acc, o, probes);
@@ -661,11 +720,12 @@ extern "C" int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scal
 
 // ---------------------------------------------------------------- host side
 
+// [idx (D codes) | den [B T H] | the sliced step's sums [H][KD_NACC(dv)] (gpu_kata_step_probes)]
 extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
                                          int groups) {
-    (void)dv;
     const kfeat f = kfeat_of(variant, dk, groups, 1.0f);
-    return kfeat_dim(f) * sizeof(int) + 256 + (size_t)B * T * H * sizeof(float);
+    return kfeat_dim(f) * sizeof(int) + 256 + (size_t)B * T * H * sizeof(float) +
+           (size_t)H * KD_NACC(dv) * sizeof(float);
 }
 
 static int kata_check(int variant, int dk, int groups, err *e) {
@@ -778,7 +838,11 @@ extern "C" int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, 
 }
 
 // One fp32 decode step for H heads (batch 1) with every probe (probes: the mixer's layout, see
-// kata_probe_kernel). scratch: gpu_kata_scratch_bytes(1, 1, ...).
+// kata_probe_kernel). scratch: gpu_kata_scratch_bytes(1, 1, ...). For dv <= KA_NT / 2 the step
+// is sliced over the feature rows as DeltaKATA's (kdelta_rows<., true>: a read of rq, den and z,
+// a write of S, klin_finish; about 264 blocks instead of one a head): the state is the CPU's bit
+// for bit, o and the probes sum in another order (float atomics over the slices). Wider values:
+// kata_step_exact and kata_probe_kernel, a block a head in the CPU's order.
 extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
                                     float eps, const float *q, const float *k, const float *v,
                                     float *state, float *o, float *probes, void *scratch,
@@ -791,6 +855,24 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
     float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
     kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
     CUDA_LAUNCHED("gpu kata: feature index");
+    if (dv <= KA_NT / 2 && probes) {
+        float *acc = den + H; // gpu_kata_scratch_bytes: after den [1 x 1 x H]
+        int FR;
+        const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
+        const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
+        float *S = state, *z = state + (size_t)H * D * dv;
+        CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)H * KD_NACC(dv) * sizeof(float), st),
+                 "gpu kata: step");
+        kdelta_rows<false, true>
+            <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, NULL, S, z, acc);
+        CUDA_LAUNCHED("gpu kata: read");
+        kdelta_rows<true, true>
+            <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, NULL, S, z, acc);
+        CUDA_LAUNCHED("gpu kata: write");
+        klin_finish<<<H, KA_NT, 0, st>>>(f, H, dv, eps, q, k, v, acc, o, probes);
+        CUDA_LAUNCHED("gpu kata: finish");
+        return 0;
+    }
     kata_step_exact<<<H, KA_NT, (2 * (size_t)dk + dv) * sizeof(float), st>>>(
         f, dv, D, idx, q, k, v, state, state + (size_t)H * D * dv, o, den);
     CUDA_LAUNCHED("gpu kata: exact step");
