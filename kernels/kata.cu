@@ -645,11 +645,11 @@ __global__ void __launch_bounds__(KA_NT)
         const float vj = v[(size_t)h * dv + j], rq = A[dv + j];
         const float oj = (rq + kqk * vj) / dn, oh = rq / fmaxf(dprev, eps), ee = __fsub_rn(vj, oh);
         o[(size_t)h * dv + j] = oj;
-        probes[H + (size_t)h * dv + j] = oh; // o_hat
+        if (probes) probes[H + (size_t)h * dv + j] = oh; // o_hat
         o2 += (double)oj * oj, e2 += (double)ee * ee;
     }
-    o2 = block_sum(o2, dsh), e2 = block_sum(e2, dsh);
-    if (tid == 0) {
+    if (probes) o2 = block_sum(o2, dsh), e2 = block_sum(e2, dsh);
+    if (probes && tid == 0) {
         float *P = probes + h, *Q = probes + H + (size_t)H * dv + h; // after g and o_hat
         P[0] = kqk / dn;                                             // g
         Q[0 * H] = dprev;                                            // den
@@ -838,7 +838,8 @@ extern "C" int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, 
 }
 
 // One fp32 decode step for H heads (batch 1) with every probe (probes: the mixer's layout, see
-// kata_probe_kernel). scratch: gpu_kata_scratch_bytes(1, 1, ...). For dv <= KA_NT / 2 the step
+// kata_probe_kernel; NULL: none, for dv <= KA_NT / 2 only). scratch: gpu_kata_scratch_bytes(1, 1,
+// ...). For dv <= KA_NT / 2 the step
 // is sliced over the feature rows as DeltaKATA's (kdelta_rows<., true>: a read of rq, den and z,
 // a write of S, klin_finish; about 264 blocks instead of one a head): the state is the CPU's bit
 // for bit, o and the probes sum in another order (float atomics over the slices). Wider values:
@@ -848,6 +849,8 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
                                     float *state, float *o, float *probes, void *scratch,
                                     void *stream, err *e) {
     if (kata_check(variant, dk, groups, e)) return -1;
+    if (!probes && dv > KA_NT / 2)
+        return err_set(e, "gpu kata step: no probes asked, dv=%d above %d", dv, KA_NT / 2);
     cudaStream_t st = (cudaStream_t)stream;
     const kfeat f = kfeat_of(variant, dk, groups, scale);
     const int D = (int)kfeat_dim(f);
@@ -855,7 +858,7 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
     float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
     kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
     CUDA_LAUNCHED("gpu kata: feature index");
-    if (dv <= KA_NT / 2 && probes) {
+    if (dv <= KA_NT / 2) {
         float *acc = den + H; // gpu_kata_scratch_bytes: after den [1 x 1 x H]
         int FR;
         const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
