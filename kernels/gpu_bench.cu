@@ -70,27 +70,36 @@ extern "C" void gpu_bench_stream_free(void *stream) {
     if (stream) cudaStreamDestroy((cudaStream_t)stream);
 }
 
-extern "C" int gpu_time_graph_median(gpu_bench_fn fn, void *ctx, void *stream, int replays,
-                                     int iters, double *ms, err *e) {
-    cudaStream_t st = (cudaStream_t)stream;
+// fn's launches, `calls` times in a row (after two warm-up calls), captured and instantiated.
+static int graph_of(gpu_bench_fn fn, void *ctx, cudaStream_t st, int calls, cudaGraphExec_t *exec,
+                    err *e) {
+    *exec = NULL;
     for (int i = 0; i < 2; i++)
         if (fn(ctx, e)) return -1;
     CUDA_TRY(cudaStreamSynchronize(st), "gpu bench warm-up");
     cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
     CUDA_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "gpu bench: capture");
-    int rc = fn(ctx, e);
+    int rc = 0;
+    for (int c = 0; c < calls && !rc; c++) rc = fn(ctx, e);
     cudaError_t ce = cudaStreamEndCapture(st, &graph);
     if (rc) {
         if (graph) cudaGraphDestroy(graph);
         return -1;
     }
-    if (ce == cudaSuccess) ce = cudaGraphInstantiate(&exec, graph, 0);
+    if (ce == cudaSuccess) ce = cudaGraphInstantiate(exec, graph, 0);
     if (graph) cudaGraphDestroy(graph);
     if (ce != cudaSuccess) {
         cudaGetLastError();
+        *exec = NULL;
         return err_set(e, "gpu bench: graph capture failed: %s", cudaGetErrorString(ce));
     }
+    return 0;
+}
+
+// The median over iters of `replays` launches of exec back to back, divided by per (ms); exec is
+// destroyed.
+static int graph_median(cudaGraphExec_t exec, cudaStream_t st, int replays, int iters, double per,
+                        double *ms, err *e) {
     std::vector<float> t(iters);
     cudaEvent_t a, b;
     CUDA_TRY(cudaEventCreate(&a), "gpu bench");
@@ -102,13 +111,28 @@ extern "C" int gpu_time_graph_median(gpu_bench_fn fn, void *ctx, void *stream, i
         cudaEventRecord(b, st);
         CUDA_TRY(cudaEventSynchronize(b), "gpu bench");
         cudaEventElapsedTime(&t[i], a, b);
-        t[i] /= (float)replays;
     }
     cudaEventDestroy(a), cudaEventDestroy(b);
     cudaGraphExecDestroy(exec);
     std::sort(t.begin(), t.end());
-    *ms = t[iters / 2];
+    *ms = t[iters / 2] / per;
     return 0;
+}
+
+extern "C" int gpu_time_graph_median(gpu_bench_fn fn, void *ctx, void *stream, int replays,
+                                     int iters, double *ms, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaGraphExec_t exec;
+    if (graph_of(fn, ctx, st, 1, &exec, e)) return -1;
+    return graph_median(exec, st, replays, iters, replays, ms, e);
+}
+
+extern "C" int gpu_time_graph_steps_median(gpu_bench_fn fn, void *ctx, void *stream, int steps,
+                                           int iters, double *ms, err *e) {
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaGraphExec_t exec;
+    if (graph_of(fn, ctx, st, steps, &exec, e)) return -1;
+    return graph_median(exec, st, 1, iters, steps, ms, e);
 }
 
 struct copy_ctx {
@@ -184,46 +208,5 @@ __global__ void empty_kernel() {}
 extern "C" int gpu_bench_empty(void *stream, err *e) {
     empty_kernel<<<1, 32, 0, (cudaStream_t)stream>>>();
     CUDA_LAUNCHED("gpu bench: empty kernel");
-    return 0;
-}
-
-extern "C" int gpu_time_graph_steps_median(gpu_bench_fn fn, void *ctx, void *stream, int steps,
-                                           int iters, double *ms, err *e) {
-    cudaStream_t st = (cudaStream_t)stream;
-    for (int i = 0; i < 2; i++)
-        if (fn(ctx, e)) return -1;
-    CUDA_TRY(cudaStreamSynchronize(st), "gpu bench warm-up");
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CUDA_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "gpu bench: capture");
-    int rc = 0;
-    for (int s = 0; s < steps && !rc; s++) rc = fn(ctx, e);
-    cudaError_t ce = cudaStreamEndCapture(st, &graph);
-    if (rc) {
-        if (graph) cudaGraphDestroy(graph);
-        return -1;
-    }
-    if (ce == cudaSuccess) ce = cudaGraphInstantiate(&exec, graph, 0);
-    if (graph) cudaGraphDestroy(graph);
-    if (ce != cudaSuccess) {
-        cudaGetLastError();
-        return err_set(e, "gpu bench: graph capture failed: %s", cudaGetErrorString(ce));
-    }
-    std::vector<float> t(iters);
-    cudaEvent_t a, b;
-    CUDA_TRY(cudaEventCreate(&a), "gpu bench");
-    CUDA_TRY(cudaEventCreate(&b), "gpu bench");
-    cudaGraphLaunch(exec, st); // warm
-    for (int i = 0; i < iters; i++) {
-        cudaEventRecord(a, st);
-        cudaGraphLaunch(exec, st);
-        cudaEventRecord(b, st);
-        CUDA_TRY(cudaEventSynchronize(b), "gpu bench");
-        cudaEventElapsedTime(&t[i], a, b);
-    }
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    cudaGraphExecDestroy(exec);
-    std::sort(t.begin(), t.end());
-    *ms = t[iters / 2] / steps;
     return 0;
 }

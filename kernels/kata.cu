@@ -673,6 +673,24 @@ static int kdelta_slices(int H, int D, int *FR) {
     return (D + *FR - 1) / *FR;
 }
 
+// The read and write passes of a sliced step (kdelta_rows) over state [S | z] of H heads.
+template <bool LIN>
+static int kslice_rows(const kfeat &f, int H, int dv, int D, const int *idx, const float *q,
+                       const float *k, const float *v, const float *beta, float *state, float *acc,
+                       cudaStream_t st, err *e) {
+    int FR;
+    const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv, dk = f.d;
+    const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
+    float *S = state, *z = state + (size_t)H * D * dv;
+    kdelta_rows<false, LIN>
+        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
+    CUDA_LAUNCHED("gpu kata: sliced read");
+    kdelta_rows<true, LIN>
+        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
+    CUDA_LAUNCHED("gpu kata: sliced write");
+    return 0;
+}
+
 extern "C" size_t gpu_kata_delta_scratch_bytes(int H, int dk, int dv, int groups) {
     const kfeat f = kfeat_of(KATA_DELTA, dk, groups, 1.0f);
     return ((kfeat_dim(f) * sizeof(int) + 255) / 256 * 256) +
@@ -703,16 +721,7 @@ extern "C" int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scal
     const int D = (int)kfeat_dim(f);
     const int *idx = (const int *)scratch;
     float *acc = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
-    int FR;
-    const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
-    const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
-    float *S = state, *z = state + (size_t)H * D * dv;
-    kdelta_rows<false, false>
-        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
-    CUDA_LAUNCHED("gpu kata delta: read");
-    kdelta_rows<true, false>
-        <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, beta, S, z, acc);
-    CUDA_LAUNCHED("gpu kata delta: write");
+    if (kslice_rows<false>(f, H, dv, D, idx, q, k, v, beta, state, acc, st, e)) return -1;
     kdelta_finish<<<H, KA_NT, 0, st>>>(f, H, dv, q, k, v, beta, acc, o, probes);
     CUDA_LAUNCHED("gpu kata delta: finish");
     return 0;
@@ -860,18 +869,9 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
     CUDA_LAUNCHED("gpu kata: feature index");
     if (dv <= KA_NT / 2) {
         float *acc = den + H; // gpu_kata_scratch_bytes: after den [1 x 1 x H]
-        int FR;
-        const int nfs = kdelta_slices(H, D, &FR), rg = KA_NT / dv;
-        const size_t smem = (2 * (size_t)dk + dv + 2 * (size_t)rg * dv + 3 * (size_t)rg) * 4;
-        float *S = state, *z = state + (size_t)H * D * dv;
         CUDA_TRY(cudaMemsetAsync(acc, 0, (size_t)H * KD_NACC(dv) * sizeof(float), st),
                  "gpu kata: step");
-        kdelta_rows<false, true>
-            <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, NULL, S, z, acc);
-        CUDA_LAUNCHED("gpu kata: read");
-        kdelta_rows<true, true>
-            <<<dim3(nfs, H), KA_NT, smem, st>>>(f, dv, D, FR, idx, q, k, v, NULL, S, z, acc);
-        CUDA_LAUNCHED("gpu kata: write");
+        if (kslice_rows<true>(f, H, dv, D, idx, q, k, v, NULL, state, acc, st, e)) return -1;
         klin_finish<<<H, KA_NT, 0, st>>>(f, H, dv, eps, q, k, v, acc, o, probes);
         CUDA_LAUNCHED("gpu kata: finish");
         return 0;
