@@ -505,18 +505,28 @@ extern "C" size_t gpu_attn_decode_scratch_bytes(int H, int dv, int max_t) {
     return (ns * H * (AD_NS + 2 * (size_t)dv) + 2 * (size_t)H * max_t) * sizeof(float);
 }
 
-// grid (at least ns, H). Split s folds the keys [first + s AD_KS, ...) of head h: its (m, d1, d2,
-// e) into part [H][ns][AD_NS], O1, O2 into po1, po2 [H][ns][dv]; the scores s1, u of every key
-// into ks1, ku [H][max_t] (the probes' second pass reads them). Splits past ns do nothing (a grid
-// for a position on the device covers the most splits the position can need).
+// Where token t of a decode of several tokens finds its own (in floats): q and r (q), o (o), its
+// probes (p) and its scratch (sc) lie these strides after token 0's; token t sits at the first
+// token's position + t. One token: every stride 0.
+struct ad_tok {
+    size_t q, o, p, sc;
+};
+
+// grid (at least ns, H, tokens). Split s folds the keys [first + s AD_KS, ...) of head h: its (m,
+// d1, d2, e) into part [H][ns][AD_NS], O1, O2 into po1, po2 [H][ns][dv]; the scores s1, u of every
+// key into ks1, ku [H][max_t] (the probes' second pass reads them). Splits past ns do nothing (a
+// grid for a position on the device covers the most splits the position can need).
 __global__ void __launch_bounds__(AD_NT)
     attn_decode_partial(int H, int dk, int dv, int max_t, int pos0, const int *dpos, int window,
                         float scale, const float *q, const float *r, const float *cache,
-                        float *part, float *po1, float *po2, float *ks1, float *ku) {
+                        float *part, float *po1, float *po2, float *ks1, float *ku, ad_tok ts) {
     __shared__ float sq[1024], sr[1024], s1[AD_KS], su[AD_KS], sw[AD_KS], red[3][AD_NT / 32];
     const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const size_t t = blockIdx.z;
+    q += t * ts.q, r = r ? r + t * ts.q : NULL;
+    part += t * ts.sc, po1 += t * ts.sc, po2 += t * ts.sc, ks1 += t * ts.sc, ku += t * ts.sc;
     int pos, first, ns;
-    ad_span(pos0, dpos, window, &pos, &first, &ns);
+    ad_span(pos0 + (int)t, dpos, window, &pos, &first, &ns);
     if (s >= ns) return;
     const int j0 = first + s * AD_KS, nk = min(AD_KS, pos + 1 - j0);
     const float *K = cache, *V = cache + (size_t)max_t * H * dk;
@@ -583,19 +593,22 @@ __global__ void __launch_bounds__(AD_NT)
     }
 }
 
-// grid (H), AD_NT threads: merges the splits, writes o [H, dv] and, when probes != NULL, every
-// probe of the head (probe i at probes[i H + h]; softmax 5, parallax 14).
+// grid (H, tokens), AD_NT threads: merges the splits, writes o [H, dv] and, when probes != NULL,
+// every probe of the head (probe i at probes[i H + h]; softmax 5, parallax 14).
 __global__ void __launch_bounds__(AD_NT)
     attn_decode_merge(int H, int dk, int dv, int max_t, int pos0, const int *dpos, int window,
                       int plx, const float *r, const float *part, const float *po1,
-                      const float *po2, const float *ks1, const float *ku, float *o,
-                      float *probes) {
+                      const float *po2, const float *ks1, const float *ku, float *o, float *probes,
+                      ad_tok ts) {
     __shared__ double dred[3][AD_NT];
     __shared__ float fred[4][AD_NT];
     __shared__ float st[4];
     const int h = blockIdx.x, tid = threadIdx.x;
+    const size_t t = blockIdx.y;
+    r = r ? r + t * ts.q : NULL, o += t * ts.o, probes = probes ? probes + t * ts.p : NULL;
+    part += t * ts.sc, po1 += t * ts.sc, po2 += t * ts.sc, ks1 += t * ts.sc, ku += t * ts.sc;
     int pos, first, ns;
-    ad_span(pos0, dpos, window, &pos, &first, &ns);
+    ad_span(pos0 + (int)t, dpos, window, &pos, &first, &ns);
     const float *pp = part + (size_t)h * ns * AD_NS;
     if (tid == 0) {
         float M = -INFINITY;
@@ -672,21 +685,22 @@ __global__ void __launch_bounds__(AD_NT)
     P[13 * H] = first == 0 ? p0 * (1.0f + ub - ku[(size_t)h * max_t]) : 0.0f;
 }
 
-// The two launches of a decode over grid (nsg, H) splits.
-static int attn_decode_launch(int H, int dk, int dv, int max_t, int pos0, const int *dpos,
+// The two launches of a decode of n tokens over grid (nsg, H, n) splits; ts: the tokens' strides.
+static int attn_decode_launch(int H, int dk, int dv, int max_t, int pos0, const int *dpos, int n,
                               int window, int nsg, float scale, const float *q, const float *r,
-                              const float *cache, float *o, float *probes, void *scratch,
+                              const float *cache, float *o, float *probes, ad_tok ts, void *scratch,
                               cudaStream_t st, err *e) {
     if (dk > 1024) return err_set(e, "gpu attention decode: dk=%d above 1024", dk);
+    if (n < 1) return 0;
     const int nsmax = (max_t + AD_KS - 1) / AD_KS;
     float *part = (float *)scratch, *po1 = part + (size_t)nsmax * H * AD_NS;
     float *po2 = po1 + (size_t)nsmax * H * dv, *ks1 = po2 + (size_t)nsmax * H * dv;
     float *ku = ks1 + (size_t)H * max_t;
-    attn_decode_partial<<<dim3(nsg, H), AD_NT, 0, st>>>(H, dk, dv, max_t, pos0, dpos, window, scale,
-                                                        q, r, cache, part, po1, po2, ks1, ku);
+    attn_decode_partial<<<dim3(nsg, H, n), AD_NT, 0, st>>>(
+        H, dk, dv, max_t, pos0, dpos, window, scale, q, r, cache, part, po1, po2, ks1, ku, ts);
     CUDA_LAUNCHED("gpu attention decode: splits");
-    attn_decode_merge<<<H, AD_NT, 0, st>>>(H, dk, dv, max_t, pos0, dpos, window, r != NULL, r, part,
-                                           po1, po2, ks1, ku, o, probes);
+    attn_decode_merge<<<dim3(H, n), AD_NT, 0, st>>>(H, dk, dv, max_t, pos0, dpos, window, r != NULL,
+                                                    r, part, po1, po2, ks1, ku, o, probes, ts);
     CUDA_LAUNCHED("gpu attention decode: merge");
     return 0;
 }
@@ -698,8 +712,9 @@ extern "C" int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int wi
         return err_set(e, "gpu attention decode: pos %d outside the cache", pos);
     const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
     const int ns = (pos - first + 1 + AD_KS - 1) / AD_KS;
-    return attn_decode_launch(H, dk, dv, max_t, pos, NULL, window, ns, scale, q, r, cache, o,
-                              probes, scratch, (cudaStream_t)stream, e);
+    const ad_tok one = {0, 0, 0, 0};
+    return attn_decode_launch(H, dk, dv, max_t, pos, NULL, 1, window, ns, scale, q, r, cache, o,
+                              probes, one, scratch, (cudaStream_t)stream, e);
 }
 
 extern "C" int gpu_attn_decode_splits(int max_t, int window) {
@@ -709,11 +724,13 @@ extern "C" int gpu_attn_decode_splits(int max_t, int window) {
     return nw < nsmax ? nw : nsmax;
 }
 
-extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int t,
+extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int n,
                                     int window, float scale, const float *q, const float *r,
-                                    const float *cache, float *o, float *probes, void *scratch,
-                                    void *stream, err *e) {
-    return attn_decode_launch(H, dk, dv, max_t, t, dpos, window,
+                                    const float *cache, float *o, size_t o_stride, float *probes,
+                                    size_t p_stride, void *scratch, void *stream, err *e) {
+    const ad_tok ts = {(size_t)H * dk, o_stride, p_stride,
+                       gpu_attn_decode_scratch_bytes(H, dv, max_t) / sizeof(float)};
+    return attn_decode_launch(H, dk, dv, max_t, 0, dpos, n, window,
                               gpu_attn_decode_splits(max_t, window), scale, q, r, cache, o, probes,
-                              scratch, (cudaStream_t)stream, e);
+                              ts, scratch, (cudaStream_t)stream, e);
 }

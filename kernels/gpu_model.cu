@@ -1061,8 +1061,9 @@ static int gm_attn_inputs(gm_model *g, int li, int n, err *e) {
 // An attention layer's core: the n tokens' keys and values into the cache (slots pos .. pos + n -
 // 1, with the core's own RoPE when it has one), then one decode a token (kernels/attention.cu,
 // the lanes' step), its probes straight into the CPU layout ([probe][H] at the layer's offset).
-// With attn_dpos both read the position from the device, and the decode's grid covers the most
-// splits any position needs (those it does not need return at once), so a graph replays them.
+// With attn_dpos both read the position from the device and the decode takes the call's tokens in
+// one pair of launches whose grid covers the most splits any position needs (those it does not
+// need return at once), so a graph replays them; otherwise one decode a token.
 static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
     const gm_fam *F = g->lay[li].f;
     const gm_model_desc *d = &F->d;
@@ -1077,16 +1078,16 @@ static int gm_attn_core(gm_model *g, int li, int n, bool pon, err *e) {
             : gpu_attn_prep(n, H, dh, dh, g->pos, Ld->core_rope, Ld->core_theta, d->max_t, 0, g->Qd,
                             rd, g->Kd, g->Vd, cache, g->Qo, ro, g->st, e))
         return -1;
-    for (int t = 0; t < n; t++) {
-        const float *q = g->Qo + t * row, *r = plx ? g->Ro + t * row : NULL;
-        float *o = g->O + (size_t)t * d->value_dim;
-        float *p = pon ? g->probes + (size_t)t * g->ptot + Ld->pm.layer_off : NULL;
-        if (g->attn_dpos ? gpu_attn_decode_dpos(H, dh, dh, d->max_t, g->dpos, t, Ld->window,
-                                                Ld->scale, q, r, cache, o, p, g->ascr, g->st, e)
-                         : gpu_attn_decode(H, dh, dh, d->max_t, g->pos + t, Ld->window, Ld->scale,
-                                           q, r, cache, o, p, g->ascr, g->st, e))
+    float *p = pon ? g->probes + Ld->pm.layer_off : NULL;
+    if (g->attn_dpos) // the call's n tokens in one decode
+        return gpu_attn_decode_dpos(H, dh, dh, d->max_t, g->dpos, n, Ld->window, Ld->scale, g->Qo,
+                                    ro, cache, g->O, (size_t)d->value_dim, p, (size_t)g->ptot,
+                                    g->ascr, g->st, e);
+    for (int t = 0; t < n; t++)
+        if (gpu_attn_decode(H, dh, dh, d->max_t, g->pos + t, Ld->window, Ld->scale, g->Qo + t * row,
+                            ro ? ro + t * row : NULL, cache, g->O + (size_t)t * d->value_dim,
+                            p ? p + (size_t)t * g->ptot : NULL, g->ascr, g->st, e))
             return -1;
-    }
     return 0;
 }
 
@@ -1775,7 +1776,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
             GM_ALLOC(g->Rd, (size_t)B * w.akd);
             GM_ALLOC(g->Qo, (size_t)B * w.akd);
             GM_ALLOC(g->Ro, (size_t)B * w.akd);
-            GM_ALLOC(g->ascr, w.ascr);
+            GM_ALLOC(g->ascr, w.ascr * (g->attn_dpos ? B : 1)); // a token's, or the call's
         }
         GM_ALLOC(g->part, (size_t)B * w.part * GM_NACC);
     }

@@ -5,6 +5,8 @@
 #ifndef MIXSCOPE_STEP_KERNELS_CUH
 #define MIXSCOPE_STEP_KERNELS_CUH
 
+#include <stddef.h>
+
 #include "../core/err.h"
 
 // ld_steps' one-token twin with every probe (linear_decay.cu): N heads, per_key: gla's decay
@@ -38,13 +40,15 @@ extern "C" int gpu_attn_prep_dpos(int T, int H, int dk, int dv, const int *dpos,
                                   float theta, int max_t, const float *q, const float *r,
                                   const float *k, const float *v, float *cache, float *qo,
                                   float *ro, void *stream, err *e);
-// gpu_attn_decode at position *dpos + t (the caller keeps it inside the cache) over a grid of
-// gpu_attn_decode_splits(max_t, window) splits a head, whatever the position: the splits the
-// position does not need return at once
+// gpu_attn_decode of n tokens at positions *dpos .. *dpos + n - 1 (the caller keeps them inside
+// the cache, their keys and values written), in one pair of launches over a grid of
+// gpu_attn_decode_splits(max_t, window) splits a head and token, whatever the position (the
+// splits a position does not need return at once): q, r [n, H, dk]; token t's o at o + t o_stride,
+// its probes (NULL: none) at probes + t p_stride; scratch n times gpu_attn_decode_scratch_bytes
 extern "C" int gpu_attn_decode_splits(int max_t, int window);
-extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int t,
+extern "C" int gpu_attn_decode_dpos(int H, int dk, int dv, int max_t, const int *dpos, int n,
                                     int window, float scale, const float *q, const float *r,
-                                    const float *cache, float *o, float *probes, void *scratch,
-                                    void *stream, err *e);
+                                    const float *cache, float *o, size_t o_stride, float *probes,
+                                    size_t p_stride, void *scratch, void *stream, err *e);
 
 #endif
