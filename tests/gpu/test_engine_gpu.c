@@ -178,8 +178,8 @@ static void test_model(const char *mixer, const char *args, int resident) {
         num += ((double)gpu.logits[i] - c.logits[i]) * ((double)gpu.logits[i] - c.logits[i]),
             den += (double)c.logits[i] * c.logits[i];
     for (int t = 0; t < FIRST; t++) top_same += gpu.top[t] == c.top[t];
-    snprintf(what, sizeof what, "model %s %s, %d tokens resident on the gpu: logits", mixer, args,
-             FIRST);
+    snprintf(what, sizeof what, "model %s %s, %d tokens %s: logits", mixer, args, FIRST,
+             resident ? "resident on the gpu" : "under device gpu");
     check(sqrt(num / den) < 1e-4 && top_same == FIRST, what, sqrt(num / den));
     double d = trace_diff(&gpu.tr, &c.tr, NULL, resident, worst, sizeof worst);
     snprintf(what, sizeof what, "model %s: every series the gpu records (worst %s)", mixer, worst);
