@@ -127,7 +127,7 @@ int engine_gpu_usable(engine *g) {
 
 /* The first non-finite value of token t's probes (per layer) or logits: 1 and a message. */
 static int scan_token(const engine *g, const float *probes, const float *fprobes,
-                      const float *logits, int pos, char *msg, size_t n) {
+                      const float *logits, int pos, int no_lanes, char *msg, size_t n) {
     const model *m = g->model;
     const float *p = probes;
     for (int li = 0; li < m->c.layers; li++) {
@@ -136,8 +136,9 @@ static int scan_token(const engine *g, const float *probes, const float *fprobes
             const float *v = p + mixer_probe_offset(L->mx, &L->mc, i);
             int w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
             const char *name = L->mx->probes[i].name;
-            /* the probes the CPU's scan names (finite in a healthy run) */
+            /* the probes the CPU's scan names (finite in a healthy run), those that came back */
             if (!diag_nf_probe_checked(L->mx, &L->mc, name)) continue;
+            if (no_lanes && L->mx->probes[i].width == W_LANES) continue;
             for (int h = 0; h < L->mc.H; h++)
                 for (int j = 0; j < w; j++)
                     if (!isfinite(v[h * w + j])) {
@@ -186,6 +187,16 @@ int engine_gpu_advance(engine *g, int n, err *e) {
      * where engine_recall_at says so */
     int want_kv = g->probes.mode != ENGINE_PROBES_NONE,
         want_recall = engine_probe_wanted(g, "recall") && model_gpu_has_readback(g->gm);
+    /* no lane-wide probe recorded (Kalman's [M, S] a head under the default, or a list without
+     * them): they stay on the GPU, megabytes a token */
+    int no_lanes = 1;
+    for (int li = 0; li < layers; li++) {
+        const layer *L = &m->layers[li];
+        for (int i = 0; i < L->mx->nprobes; i++)
+            if (L->mx->probes[i].width == W_LANES &&
+                engine_core_probe_wanted(g, &L->mc, &L->mx->probes[i]))
+                no_lanes = 0;
+    }
     size_t pf = model_gpu_probe_floats(g->gm), ff = model_gpu_fprobe_floats(g->gm), sf = 0;
     size_t rf = (size_t)layers * own_heads(m) * W;
     for (int li = 0; li < layers; li++) sf += m->layers[li].mx->state_floats(&m->layers[li].mc);
@@ -272,6 +283,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                              .top = g->top + pos,
                              .topp = g->topp + pos,
                              .probes = probes,
+                             .probes_tail = no_lanes,
                              .fprobes = want_fam ? fprobes : NULL,
                              .state = last ? state : NULL,
                              .k = want_kv ? trace_at(&g->tr, sk, pos) : NULL,
@@ -292,7 +304,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
                 memcpy(trace_at(&g->tr, sr, pos + t), rb + (size_t)t * rf, rf * sizeof(float));
             const float *pt = probes + (size_t)t * pf;
             if (!bad[0])
-                scan_token(g, pt, NULL, g->logits + (size_t)(pos + t) * V, pos + t, bad,
+                scan_token(g, pt, NULL, g->logits + (size_t)(pos + t) * V, pos + t, no_lanes, bad,
                            sizeof bad);
             for (int li = 0; li < layers; li++) {
                 const layer *L = &m->layers[li];

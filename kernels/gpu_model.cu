@@ -52,8 +52,9 @@ struct gm_fam {
 };
 
 struct gm_layer_dev {
-    const gm_fam *f;   // the layer's description
-    size_t soff, coff; // where its state and convolution caches lie in g->state, g->conv
+    const gm_fam *f;    // the layer's description
+    size_t soff, coff;  // where its state and convolution caches lie in g->state, g->conv
+    int pfloats, ptail; // its probe floats; where its probes after the lane-wide ones begin
     const float *attn_norm, *w_in, *conv_w, *conv_b, *A_log, *dt_bias, *b_bias;
     const float *o_norm, *w_o, *mlp_norm, *w_gu, *w_down;
     const float *gk1, *gk1_b;           // gla: the decay's second product and its bias
@@ -1726,6 +1727,8 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
             Ld->pm.n = l->nprobes;
             Ld->pm.tok_stride = g->ptot;
             Ld->pm.layer_off = (int)poff, Ld->pm.head_stride = 1;
+            Ld->ptail = l->probe_tail > 0 && l->probe_tail <= l->probe_floats ? l->probe_tail : 0;
+            Ld->pfloats = l->probe_floats;
             poff += l->probe_floats;
             for (int k = 0; k < l->nprobes; k++)
                 Ld->pm.map[k] = l->probe_map[k], Ld->pm.off[k] = l->probe_off[k];
@@ -2066,10 +2069,19 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const
         CUDA_TRY(
             cudaMemcpyAsync(g->p_top, g->top, 3 * (size_t)g->B * 4, cudaMemcpyDeviceToHost, st),
             "gpu model: head");
-    if (out->probes)
+    if (out->probes && !out->probes_tail)
         CUDA_TRY(cudaMemcpyAsync(g->p_probes, g->probes, (size_t)n * g->ptot * 4,
                                  cudaMemcpyDeviceToHost, st),
                  "gpu model: probes");
+    for (int li = 0; out->probes && out->probes_tail && li < g->L; li++) {
+        // each layer's tail, n rows of ptot floats apart
+        const gm_layer_dev *Ld = &g->lay[li];
+        const size_t off = (size_t)Ld->pm.layer_off + Ld->ptail, w = Ld->pfloats - Ld->ptail;
+        if (w)
+            CUDA_TRY(cudaMemcpy2DAsync(g->p_probes + off, (size_t)g->ptot * 4, g->probes + off,
+                                       (size_t)g->ptot * 4, w * 4, n, cudaMemcpyDeviceToHost, st),
+                     "gpu model: probes");
+    }
     if (out->fprobes)
         CUDA_TRY(cudaMemcpyAsync(g->p_fprobes, g->fprobes, (size_t)n * nfp * 4,
                                  cudaMemcpyDeviceToHost, st),
@@ -2095,7 +2107,14 @@ extern "C" int gm_step(gm_model *g, const int32_t *tokens, int n, int pos, const
     if (out->top) memcpy(out->top, g->p_top, (size_t)n * 4);
     if (out->topp) memcpy(out->topp, g->p_topp, (size_t)n * 4);
     if (out->nll) memcpy(out->nll, g->p_nll, (size_t)n * 4);
-    if (out->probes) memcpy(out->probes, g->p_probes, (size_t)n * g->ptot * 4);
+    if (out->probes && !out->probes_tail) memcpy(out->probes, g->p_probes, (size_t)n * g->ptot * 4);
+    for (int li = 0; out->probes && out->probes_tail && li < g->L; li++) {
+        const gm_layer_dev *Ld = &g->lay[li];
+        const size_t off = (size_t)Ld->pm.layer_off + Ld->ptail, w = Ld->pfloats - Ld->ptail;
+        for (int t = 0; t < n && w; t++)
+            memcpy(out->probes + (size_t)t * g->ptot + off, g->p_probes + (size_t)t * g->ptot + off,
+                   w * 4);
+    }
     if (out->fprobes) memcpy(out->fprobes, g->p_fprobes, (size_t)n * nfp * 4);
     return 0;
 }

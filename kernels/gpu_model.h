@@ -119,6 +119,10 @@ typedef struct gm_layer_desc {
     /* the description the layer follows: 0 the model's, k > 0 gm_model_desc.sub[k - 1] (a
      * hybrid's attention layers) */
     int desc;
+    /* where in the layer's probe block the probes after its lane-wide ones begin (every probe
+     * from there on is not lane-wide; 0: no lane-wide probes, or not in one run at the head):
+     * gm_outputs.probes_tail copies back from here on */
+    int probe_tail;
 } gm_layer_desc;
 
 /* The model. The delta family: H key heads of dk, Hv value heads of dv (Hv a multiple of H),
@@ -203,6 +207,9 @@ typedef struct gm_outputs {
     float *topp, *nll; /* [n] */
     float *probes, *fprobes, *state;
     float *k, *v, *recall;
+    /* 1: of probes, only each layer's block from its probe_tail on comes back (Kalman's lane-wide
+     * probes, megabytes a token, are left as the host buffer had them) */
+    int probes_tail;
 } gm_outputs;
 /* The layout of gm_outputs.k and v: [layers][*heads][*dk] and [layers][*heads][*dv] a token. */
 void gm_kv_shape(const gm_model *g, int *heads, int *dk, int *dv);

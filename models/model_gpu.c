@@ -225,6 +225,18 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
     x->probe_floats = (int)mixer_probe_floats(L->mx, &L->mc);
+    /* the lane-wide probes (Kalman's) in one run at the head of the block: the rest may come back
+     * alone (model_gpu_out.probes_tail) */
+    int tail = 0, head_ok = 1;
+    for (int p = 0; p < L->mx->nprobes; p++) {
+        size_t end = mixer_probe_offset(L->mx, &L->mc, p) +
+                     (size_t)L->mc.H * mixer_width_floats(&L->mc, L->mx->probes[p].width);
+        if (L->mx->probes[p].width == W_LANES && (int)end > tail) tail = (int)end;
+    }
+    for (int p = 0; p < L->mx->nprobes && head_ok; p++)
+        if (L->mx->probes[p].width != W_LANES && (int)mixer_probe_offset(L->mx, &L->mc, p) < tail)
+            head_ok = 0;
+    x->probe_tail = head_ok ? tail : 0;
     for (int p = 0; p < L->mx->nprobes && p < GM_MAX_PROBES; p++) {
         x->probe_map[p] = -1;
         x->probe_off[p] = (int)mixer_probe_offset(L->mx, &L->mc, p);
@@ -422,7 +434,7 @@ int model_gpu_download(model_gpu *g, model *m, err *e) {
 int model_gpu_step(model_gpu *g, const int32_t *tokens, int n, const int32_t *next, float *logits,
                    int32_t *top, float *topp, float *nll, float *probes, float *fprobes,
                    float *state, err *e) {
-    model_gpu_out o = {logits, top, topp, nll, probes, fprobes, state, NULL, NULL, NULL};
+    model_gpu_out o = {logits, top, topp, nll, probes, fprobes, state, NULL, NULL, NULL, 0};
     return model_gpu_step_ex(g, tokens, n, next, &o, e);
 }
 
@@ -440,8 +452,8 @@ int model_gpu_step_ex(model_gpu *g, const int32_t *tokens, int n, const int32_t 
             return err_set(e, "next token id %d outside the vocabulary [0, %d)", (int)next[t],
                            g->vocab);
     }
-    gm_outputs o = {out->logits,  out->top,   out->topp, out->nll, out->probes,
-                    out->fprobes, out->state, out->k,    out->v,   out->recall};
+    gm_outputs o = {out->logits, out->top, out->topp, out->nll,    out->probes,     out->fprobes,
+                    out->state,  out->k,   out->v,    out->recall, out->probes_tail};
     if (gm_step(g->k, tokens, n, g->pos, next, &o, e)) return -1;
     g->pos += n;
     return 0;

@@ -96,6 +96,10 @@ typedef struct model_gpu_out {
     int32_t *top;
     float *topp, *nll, *probes, *fprobes, *state;
     float *k, *v, *recall;
+    /* 1: probes without the lane-wide ones (Kalman's [M, S] probes, megabytes a token): each
+     * layer's block comes back from its first probe after them (the lane-wide probes lie in one
+     * run at the head of Kalman's block); their floats are left as the buffer had them */
+    int probes_tail;
 } model_gpu_out;
 
 /* model_gpu_step with the keys, values and readback errors too. The window's keys reach back

@@ -142,16 +142,18 @@ static model *random_model(const char *mixer, const char *args, err *e) {
     return m;
 }
 
-static int model_engine(engine *g, const char *mixer, const char *args, int device,
-                        const int32_t *ids, int T, int first, err *e) {
+/* probes: `set probes`'s argument (NULL: the default). */
+static int model_engine(engine *g, const char *mixer, const char *args, const char *probes,
+                        int device, const int32_t *ids, int T, int first, err *e) {
     if (engine_init(g, e)) return -1;
     model *m = random_model(mixer, args, e);
     if (!m || engine_set_model(g, m, NULL, 0, e) || engine_set_tokens(g, ids, T, e)) return -1;
+    if (probes && engine_set_probes(g, probes, e)) return -1;
     if (device == ENGINE_GPU && engine_set_device(g, ENGINE_GPU, e)) return -1;
     return engine_step(g, first, e);
 }
 
-static void test_model(const char *mixer, const char *args, int resident) {
+static void test_model(const char *mixer, const char *args, const char *probes, int resident) {
     enum { T = 150, FIRST = 100 };
     const int attn = !strcmp(mixer, "softmax") || !strcmp(mixer, "parallax");
     const int readback = !attn && strcmp(mixer, "kata") && strcmp(mixer, "kalman"); /* hT */
@@ -160,8 +162,8 @@ static void test_model(const char *mixer, const char *args, int resident) {
     engine c, gpu;
     err e = {{0}};
     char what[200], worst[64];
-    if (model_engine(&c, mixer, args, ENGINE_CPU, ids, T, FIRST, &e) ||
-        model_engine(&gpu, mixer, args, ENGINE_GPU, ids, T, FIRST, &e)) {
+    if (model_engine(&c, mixer, args, probes, ENGINE_CPU, ids, T, FIRST, &e) ||
+        model_engine(&gpu, mixer, args, probes, ENGINE_GPU, ids, T, FIRST, &e)) {
         snprintf(what, sizeof what, "model %s %s: %s", mixer, args, e.msg);
         check(0, what, NAN);
         engine_free(&c), engine_free(&gpu);
@@ -206,6 +208,10 @@ static void test_model(const char *mixer, const char *args, int resident) {
                      : 1;
             snprintf(what, sizeof what, "model %s: no state snapshot, no readback (a KV cache)",
                      mixer);
+        } else if (probes && !strstr(probes, "state")) { /* a list without it: neither keeps it */
+            sd = ks < 0 && kg < 0 ? 0 : 1;
+            snprintf(what, sizeof what, "model %s: no state snapshot on either path (not listed)",
+                     mixer);
         } else {
             snprintf(what, sizeof what, "model %s: the state snapshot after token %d", mixer,
                      FIRST - 1);
@@ -231,7 +237,7 @@ static void test_model(const char *mixer, const char *args, int resident) {
         /* the CPU first, then the GPU: the GPU's window refilled from the trace's k and v */
         engine mix;
         enum { CPU_FIRST = 40 };
-        if (model_engine(&mix, mixer, args, ENGINE_CPU, ids, T, CPU_FIRST, &e) ||
+        if (model_engine(&mix, mixer, args, probes, ENGINE_CPU, ids, T, CPU_FIRST, &e) ||
             engine_set_device(&mix, ENGINE_GPU, &e) || engine_step(&mix, FIRST - CPU_FIRST, &e)) {
             snprintf(what, sizeof what, "model %s: cpu, then gpu: %s", mixer, e.msg);
             check(0, what, NAN);
@@ -283,7 +289,7 @@ static void test_interventions(void) {
     int bad = 0;
     for (int k = 0; k < 2 && !bad; k++) {
         engine *g = gs[k];
-        bad = model_engine(g, "gdn", args, k ? ENGINE_GPU : ENGINE_CPU, ids, T, 40, &e) ||
+        bad = model_engine(g, "gdn", args, NULL, k ? ENGINE_GPU : ENGINE_CPU, ids, T, 40, &e) ||
               engine_edit(g, 1, 1, 12, -1, NULL, &e) || engine_step(g, 20, &e) ||
               engine_snapshot(g, "s60", &e) || engine_edit(g, 0, 0, 30, 45, NULL, &e) ||
               engine_step(g, 20, &e) || engine_reset(g, &e) || engine_step(g, 60, &e) ||
@@ -313,31 +319,35 @@ int main(void) {
     }
     const char *raw[] = {"gdn", "deltanet", "kaczmarz", "gla", "mamba2", "kalman"};
     for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++) test_raw(raw[i]);
-    test_model("gdn", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=3", 1);
-    test_model("kaczmarz", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=4", 1);
-    test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5", 1);
-    test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6", 1);
-    test_model("mamba2", "layers=2 hidden=64 heads=4 head_dim=32 vocab=256 seed=8", 1);
-    test_model("softmax", "layers=2 hidden=128 heads=4 vocab=256 seed=10", 1);
-    test_model("parallax", "layers=2 hidden=128 heads=2 vocab=256 seed=11", 1);
-    test_model("kata", "layers=2 hidden=64 heads=2 vocab=256 seed=12", 1);
-    test_model("kata", "layers=2 hidden=64 heads=2 variant=delta vocab=256 seed=13", 1);
-    test_model("kalman", "layers=2 hidden=64 vocab=256 seed=9", 1);
+    test_model("gdn", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=3", NULL, 1);
+    test_model("kaczmarz", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=4", NULL, 1);
+    test_model("deltanet", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=5", NULL, 1);
+    test_model("gla", "layers=2 hidden=128 heads=2 head_dim=32 vocab=256 seed=6", NULL, 1);
+    test_model("mamba2", "layers=2 hidden=64 heads=4 head_dim=32 vocab=256 seed=8", NULL, 1);
+    test_model("softmax", "layers=2 hidden=128 heads=4 vocab=256 seed=10", NULL, 1);
+    test_model("parallax", "layers=2 hidden=128 heads=2 vocab=256 seed=11", NULL, 1);
+    test_model("kata", "layers=2 hidden=64 heads=2 vocab=256 seed=12", NULL, 1);
+    test_model("kata", "layers=2 hidden=64 heads=2 variant=delta vocab=256 seed=13", NULL, 1);
+    test_model("kalman", "layers=2 hidden=64 vocab=256 seed=9", NULL, 1);
+    /* a list without the lane-wide probes: they stay on the GPU (model_gpu_out.probes_tail) */
+    test_model("kalman", "layers=2 hidden=64 vocab=256 seed=9",
+               "lambda_min,lambda_max,write_mean,info_gain_sum,yvar,innovation", 1);
     /* hybrids (fla's attn key): attention layers of other heads among the model's, resident;
      * the trace's series as wide as the widest layer, as on the cpu */
     test_model("gdn",
                "layers=3 hidden=128 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=4 "
                "attn_kv_heads=2 attn_window=64",
-               1);
+               NULL, 1);
     test_model("gla",
                "layers=3 hidden=128 heads=2 vocab=256 seed=14 "
                "attn=[{\"layers\":[0],\"num_heads\":8,\"num_kv_heads\":1},"
                "{\"layers\":[2],\"num_heads\":1}]",
-               1);
+               NULL, 1);
     /* a model the resident stepper does not take (attention heads of 512) steps on the cpu under
      * device gpu, the cores on the gpu where they can */
     test_model("gdn",
-               "layers=2 hidden=1024 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=2", 0);
+               "layers=2 hidden=1024 heads=2 head_dim=32 vocab=256 seed=7 attn=1 attn_heads=2",
+               NULL, 0);
     test_interventions();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail != 0;

@@ -924,6 +924,60 @@ static void test_model_gpu_long_cache(void) {
     model_free(m);
 }
 
+/* model_gpu_out.probes_tail: of Kalman's probes only those after its lane-wide ones come back,
+ * equal to a call that copies them all; the lane-wide floats of the buffer stay as they were. */
+static void test_model_gpu_probes_tail(void) {
+    const char *label = "model_gpu kalman, probes without the lane-wide ones";
+    err e = {{0}};
+    model *m = gm_model_random("kalman", "layers=2 hidden=64 vocab=300 seed=58", &e);
+    model_gpu *g = NULL;
+    if (!m || model_gpu_init(&g, m, 8, &e)) {
+        gm_fail(label, e.msg);
+        model_gpu_free(g), model_free(m);
+        return;
+    }
+    enum { N = 8 };
+    const size_t pf = model_gpu_probe_floats(g);
+    int32_t tok[N];
+    for (int t = 0; t < N; t++) tok[t] = (int32_t)(urand() * m->c.vocab);
+    float *all = malloc(N * pf * 4), *tail = malloc(N * pf * 4);
+    for (size_t i = 0; i < N * pf; i++) tail[i] = -7.0f;
+    model_gpu_out o1 = {.probes = all}, o2 = {.probes = tail, .probes_tail = 1};
+    int ok = model_gpu_step_ex(g, tok, N, NULL, &o1, &e) == 0 && model_gpu_upload(g, m, &e) == 0 &&
+             model_gpu_step_ex(g, tok, N, NULL, &o2, &e) == 0;
+    double err = ok ? 0 : 1;
+    size_t lanes = 0, rest = 0, loff = 0;
+    for (int li = 0; ok && li < m->c.layers; li++) {
+        const layer *L = &m->layers[li];
+        size_t end = 0; /* the lane-wide probes' run at the head of the block */
+        for (int p = 0; p < L->mx->nprobes; p++)
+            if (L->mx->probes[p].width == W_LANES) {
+                size_t x = mixer_probe_offset(L->mx, &L->mc, p) +
+                           (size_t)L->mc.H * mixer_width_floats(&L->mc, W_LANES);
+                if (x > end) end = x;
+            }
+        const size_t lf = mixer_probe_floats(L->mx, &L->mc);
+        for (int t = 0; t < N; t++)
+            for (size_t i = 0; i < lf; i++) {
+                const float a = tail[t * pf + loff + i], b = all[t * pf + loff + i];
+                if (i < end)
+                    err = a == -7.0f ? err : 1, lanes++;
+                else
+                    err = fmax(err, probe_err(a, b)), rest++;
+            }
+        loff += lf;
+    }
+    if (!ok) {
+        gm_fail(label, e.msg);
+    } else {
+        printf("  %zu lane-wide floats left alone, %zu others back\n", lanes, rest);
+        report(label, lanes && rest ? err : 1, 1e-6);
+    }
+    free(all), free(tail);
+    model_gpu_free(g);
+    model_free(m);
+}
+
 static void test_model_gpu_all(void) {
     test_model_gpu("model_gpu gdn L2 C128 H2 dk32", "gdn",
                    "layers=2 hidden=128 heads=2 head_dim=32 vocab=512 seed=1", NULL);
@@ -1014,6 +1068,7 @@ static void test_model_gpu_all(void) {
     test_model_gpu("model_gpu hybrid kalman", "kalman",
                    "layers=2 hidden=64 vocab=300 seed=55 attn=1 attn_heads=2", NULL);
     test_model_gpu_long_cache();
+    test_model_gpu_probes_tail();
     test_model_gpu_unsupported("gdn", "layers=2 hidden=1024 heads=2 head_dim=32 vocab=100 attn=1 "
                                       "attn_heads=2 attn_kv_heads=1");
     test_model_gpu_unsupported("gdn", "layers=1 hidden=64 heads=1 head_dim=512 vocab=100");
