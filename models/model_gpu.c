@@ -147,10 +147,7 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
                    GM_MAX_DESCS - 1);
     int lo = 0, hi = 0, fam = family_gm(c, &lo, &hi);
     if (fam < 0)
-        return say(why, n,
-                   "%s models do not step resident on the GPU (the model types of one family "
-                   "of layers do)",
-                   model_kind_name(c->kind));
+        return say(why, n, "%s models do not step resident on the GPU", model_kind_name(c->kind));
     if (family_of(c->family)->nprobes != gm_family_probes(fam))
         return say(why, n, "the %s layers' probes are not the GPU stepper's",
                    model_kind_name(c->kind));
