@@ -232,8 +232,10 @@ int engine_gpu_advance(engine *g, int n, err *e) {
         const int own = !L->cfg || L->cfg == &m->c;
         for (int i = 0; i < np + nfam; i++) {
             int *sl = slot + ((size_t)li * (np + nfam) + i) * 4, sx = -1, w = 1;
-            if (i < L->mx->nprobes) { /* probe_record's conditions */
-                sx = want_core ? trace_find(&g->tr, L->mx->probes[i].name) : -1;
+            if (i < L->mx->nprobes) { /* probe_record's conditions, of what comes back */
+                sx = want_core && !(no_lanes && L->mx->probes[i].width == W_LANES)
+                         ? trace_find(&g->tr, L->mx->probes[i].name)
+                         : -1;
                 w = mixer_width_floats(&L->mc, L->mx->probes[i].width);
                 sl[1] = (int)mixer_probe_offset(L->mx, &L->mc, i);
             } else if (i >= np && own) {
