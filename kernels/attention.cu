@@ -492,11 +492,12 @@ extern "C" int gpu_attn_forward(int B, int Tq, int Tk, int H, int dk, int dv, in
 
 enum { AD_M, AD_D1, AD_D2, AD_E, AD_NS };
 
-// The decode's position (pos0, plus *dpos when given), its first visible key and its splits.
-__device__ __forceinline__ void ad_span(int pos0, const int *dpos, int window, int *pos, int *first,
-                                        int *ns) {
+// The decode's position (pos0, plus *dpos when given: on the device only), its first visible key
+// and its splits.
+__host__ __device__ __forceinline__ void ad_span(int pos0, const int *dpos, int window, int *pos,
+                                                 int *first, int *ns) {
     *pos = (dpos ? *dpos : 0) + pos0;
-    *first = window > 0 ? max(*pos - window + 1, 0) : 0;
+    *first = window > 0 && *pos - window + 1 > 0 ? *pos - window + 1 : 0;
     *ns = (*pos - *first + 1 + AD_KS - 1) / AD_KS;
 }
 
@@ -710,8 +711,8 @@ extern "C" int gpu_attn_decode(int H, int dk, int dv, int max_t, int pos, int wi
                                float *probes, void *scratch, void *stream, err *e) {
     if (pos < 0 || pos >= max_t)
         return err_set(e, "gpu attention decode: pos %d outside the cache", pos);
-    const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
-    const int ns = (pos - first + 1 + AD_KS - 1) / AD_KS;
+    int at, first, ns;
+    ad_span(pos, NULL, window, &at, &first, &ns);
     const ad_tok one = {0, 0, 0, 0};
     return attn_decode_launch(H, dk, dv, max_t, pos, NULL, 1, window, ns, scale, q, r, cache, o,
                               probes, one, scratch, (cudaStream_t)stream, e);
