@@ -356,16 +356,10 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
     }
     case LK_KATA:
         for (int t = 0; t < n; t++) {
-            // the sliced step (dv <= 128) with or without probes; wider: exact with probes
-            int rc = dp || dv <= 128
-                         ? gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps,
-                                                q + t * sk, k + t * sk, v + t * sv, L->state,
-                                                dout + t * sv, dp ? dp + (size_t)t * L->npd : NULL,
-                                                L->scratch, st, e)
-                         : gpu_kata_chunked(1, 1, H, dk, dv, c->variant, c->groups, 16, c->scale,
-                                            c->eps, 0, q + t * sk, k + t * sk, v + t * sv, L->state,
-                                            dout + t * sv, L->scratch, st, e);
-            if (rc) return -1;
+            if (gpu_kata_step_probes(H, dk, dv, c->variant, c->groups, c->scale, c->eps, q + t * sk,
+                                     k + t * sk, v + t * sv, L->state, dout + t * sv,
+                                     dp ? dp + (size_t)t * L->npd : NULL, L->scratch, st, e))
+                return -1;
         }
         return 0;
     case LK_KATA_DELTA: {

@@ -1126,11 +1126,8 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
         int rc = var == KATA_DELTA
                      ? gpu_kata_delta_step(H, dh, dh, grp, Ld->scale, q, k, v,
                                            g->Bin + (size_t)t * H, S, o, p, g->kscr, g->st, e)
-                 // the sliced step (dv <= 128) with or without probes; wider: exact with probes
-                 : p || dh <= 128 ? gpu_kata_step_probes(H, dh, dh, var, grp, Ld->scale, Ld->eps, q,
-                                                         k, v, S, o, p, g->kscr, g->st, e)
-                                  : gpu_kata_chunked(1, 1, H, dh, dh, var, grp, 16, Ld->scale,
-                                                     Ld->eps, 0, q, k, v, S, o, g->kscr, g->st, e);
+                     : gpu_kata_step_probes(H, dh, dh, var, grp, Ld->scale, Ld->eps, q, k, v, S, o,
+                                            p, g->kscr, g->st, e);
         if (rc) return -1;
     }
     return 0;

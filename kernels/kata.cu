@@ -847,8 +847,8 @@ extern "C" int gpu_kata_flash(int B, int T, int H, int dk, int dv, int variant, 
 }
 
 // One fp32 decode step for H heads (batch 1) with every probe (probes: the mixer's layout, see
-// kata_probe_kernel; NULL: none, for dv <= KA_NT / 2 only). scratch: gpu_kata_scratch_bytes(1, 1,
-// ...). For dv <= KA_NT / 2 the step
+// kata_probe_kernel; NULL: none). scratch: gpu_kata_scratch_bytes(1, 1, ...). Without probes and
+// dv > KA_NT / 2 it is a one-token gpu_kata_chunked call. For dv <= KA_NT / 2 the step
 // is sliced over the feature rows as DeltaKATA's (kdelta_rows<., true>: a read of rq, den and z,
 // a write of S, klin_finish; about 264 blocks instead of one a head): the state is the CPU's bit
 // for bit, o and the probes sum in another order (float atomics over the slices). Wider values:
@@ -858,8 +858,9 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
                                     float *state, float *o, float *probes, void *scratch,
                                     void *stream, err *e) {
     if (kata_check(variant, dk, groups, e)) return -1;
-    if (!probes && dv > KA_NT / 2)
-        return err_set(e, "gpu kata step: no probes asked, dv=%d above %d", dv, KA_NT / 2);
+    if (!probes && dv > KA_NT / 2) // wider values without probes: a one-token chunked call
+        return gpu_kata_chunked(1, 1, H, dk, dv, variant, groups, 16, scale, eps, 0, q, k, v, state,
+                                o, scratch, stream, e);
     cudaStream_t st = (cudaStream_t)stream;
     const kfeat f = kfeat_of(variant, dk, groups, scale);
     const int D = (int)kfeat_dim(f);

@@ -22,8 +22,7 @@ extern "C" int gpu_kalman_step_probes(int H, int M, int S, float scale, int prio
 extern "C" int gpu_kalman_step(int H, int M, int S, float scale, int prior, int bf16, const void *q,
                                const void *k, const void *v, const float *lv, const float *a,
                                const float *p, float *state, float *o, void *stream, err *e);
-// KATA (kata.cu): one fp32 step with every probe (the mixer's layout; NULL: none, for dv <= 128
-// only: the sliced step, faster than a one-token chunked call); scratch from
+// KATA (kata.cu): one fp32 step with every probe (the mixer's layout; NULL: none); scratch from
 // gpu_kata_scratch_bytes(1, 1, ...)
 extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int groups, float scale,
                                     float eps, const float *q, const float *k, const float *v,
