@@ -1602,7 +1602,7 @@ static void gm_fam_init(gm_fam *F, const gm_model_desc *d, const gm_layer_desc *
 // The per-call buffers' widths: the largest any description needs.
 struct gm_widths {
     size_t Dtot, C3, H, kd, vd, gd, gkr, akd, ascr, part;
-    size_t KH, Kdk, Kdv, linear; // linear: some family beside the delta rule (Qd, Kd, Vd, Gd)
+    size_t Kdk, Kdv, linear; // linear: some family beside the delta rule (Qd, Kd, Vd, Gd)
 };
 
 static void gm_widen(size_t *field, size_t v) {
@@ -1619,7 +1619,7 @@ static gm_widths gm_buffer_widths(const gm_model *g) {
         gm_widen(&w.Dtot, F->Dtot), gm_widen(&w.C3, F->C3), gm_widen(&w.H, d->Hv);
         gm_widen(&w.kd, d->key_dim), gm_widen(&w.vd, d->value_dim);
         gm_widen(&w.part, (size_t)d->Hv * F->nblk);
-        gm_widen(&w.KH, d->Hv), gm_widen(&w.Kdk, d->dk), gm_widen(&w.Kdv, d->dv);
+        gm_widen(&w.Kdk, d->dk), gm_widen(&w.Kdv, d->dv);
         w.linear |= d->family != GM_FAM_DELTA;
         // gla: log-decays [kd] and the decay product [kd / g]; mamba2: [H]; kalman: lambda_v [M]
         gm_widen(&w.gd, d->family == GM_FAM_GLA      ? d->key_dim
@@ -1663,7 +1663,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
     const int B = max_batch;
     g->L = L, g->B = B;
     const gm_widths w = gm_buffer_widths(g);
-    g->KH = (int)w.KH, g->Kdk = (int)w.Kdk, g->Kdv = (int)w.Kdv;
+    g->KH = (int)w.H, g->Kdk = (int)w.Kdk, g->Kdv = (int)w.Kdv;
     for (int k = 0; k < g->nf; k++)
         if (g->fam[k].d.family == GM_FAM_ATTN) {
             if (g->attn && g->fam[k].d.max_t != g->max_t) {
