@@ -124,10 +124,6 @@ static int attn_layer_supported(const model *m, int li, char *why, size_t n) {
                    "layer %d: attention heads of width %d (the GPU stepper holds even "
                    "widths up to %d, RoPE rotating halves)",
                    li, ac->dk, GM_MAX_DK);
-    if (L->mx->nprobes > GM_MAX_PROBES)
-        return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
-    if (L->mc.rope && L->mc.dk % 2)
-        return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
     for (int lj = 0; lj < li; lj++) { /* the layers of one specification: r_proj in all or none */
         const layer *P = &m->layers[lj];
         if (P->cfg == ac && (P->r_proj != NULL) != (L->r_proj != NULL))
@@ -162,6 +158,10 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
                        "layer %d: the core rounds its products through TF32 (the GPU stepper "
                        "is exact fp32)",
                        li);
+        if (L->mx->nprobes > GM_MAX_PROBES)
+            return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
+        if ((core == GM_CORE_SOFTMAX || core == GM_CORE_PARALLAX) && L->mc.rope && L->mc.dk % 2)
+            return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
         if (hybrid_attn(m, L)) {
             if (!attn_layer_supported(m, li, why, n)) return 0;
             continue;
@@ -171,8 +171,6 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
                        model_kind_name(c->kind), L->mx ? L->mx->name : "(none)");
         if (L->mc.H != c->Hv || L->mc.dk != kw || L->mc.dv != c->dv)
             return say(why, n, "layer %d: the core's heads are not the layer's", li);
-        if (L->mx->nprobes > GM_MAX_PROBES)
-            return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
         const layer *F = &m->layers[l0];
         if (fam == GM_FAM_KATA && (L->mc.variant != F->mc.variant || L->mc.groups != F->mc.groups))
             return say(why, n, "layer %d: a KATA variant or groups unlike layer %d's", li, l0);
@@ -181,8 +179,6 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
                 return say(why, n, "layer %d: its KV cache is not the other layers'", li);
             if ((L->r_proj != NULL) != (F->r_proj != NULL))
                 return say(why, n, "layer %d: r_proj in some layers only", li);
-            if (L->mc.rope && L->mc.dk % 2)
-                return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
         }
     }
     char dev[256];
