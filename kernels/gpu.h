@@ -110,6 +110,16 @@ int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scale, const fl
                         const float *k, const float *v, const float *beta, float *state, float *o,
                         float *probes, void *scratch, void *stream, err *e);
 
+/* DeltaKATA's chunked form (kernels/kata_delta.cu), batch 1: q, k [T, H, dk], v [T, H, dv] (fp32,
+ * or bf16 when bf16), beta [T, H] fp32 (NULL: 1), state and o as gpu_kata_delta_step's; chunk 16,
+ * 32 or 64 tokens. fits: whether its blocks' shared memory holds dk, dv and chunk (else step).
+ * scratch: gpu_kata_delta_chunked_scratch_bytes (nothing to prepare). No probes. */
+int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk);
+size_t gpu_kata_delta_chunked_scratch_bytes(int H, int dk, int dv, int groups, int chunk);
+int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, int chunk, float scale,
+                           int bf16, const void *q, const void *k, const void *v, const float *beta,
+                           float *state, float *o, void *scratch, void *stream, err *e);
+
 /* Causal softmax attention (r NULL) or Parallax (r given), flash forward (kernels/attention.cu):
  * q, r [B, Tq, H, dk], k [B, Tk, H, dk], v [B, Tk, H, dv]; query i sits at position pos0 + i and
  * sees the keys j <= pos0 + i (and pos0 + i - j < window when window > 0); o [B, Tq, H, dv] fp32.

@@ -270,31 +270,46 @@ static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const 
     return probes ? download(probes, dp, (size_t)T * np, e) : 0;
 }
 
-// DeltaKATA: the step token by token in fp32 whatever the mode and precision (it has no chunked
-// GPU form yet: the delta write in D = groups E (E + 1) / 2 features), state resident for the call.
+// DeltaKATA: a prefill without probes in the chunked form (gpu_kata_delta_chunked, inputs fp32 or
+// bf16, chunk c->chunk), when its blocks hold dk, dv and the chunk; otherwise the step token by
+// token in fp32 (the step form, probes, or shapes the chunked form does not take), state resident
+// for the call.
 static int run_kata_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
-                          float *o, float *probes, err *e) {
+                          float *o, float *probes, int mode, int bf16, err *e) {
     const int T = x->T, H = c->H, dk = c->dk, dv = c->dv;
     const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ns = m->state_floats(c);
     if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V])
         return err_set(e, "gpu %s: missing input", m->name);
+    const int chunked =
+        mode == GPU_PREFILL && !probes && gpu_kata_delta_chunked_fits(dk, dv, c->chunk);
+    if (!chunked) bf16 = 0;
     dev_bufs b;
     int fail = 0;
-    const float *dq = (const float *)upload(b, x->in[IN_Q], nk, 0, e, &fail);
-    const float *dk_ = (const float *)upload(b, x->in[IN_K], nk, 0, e, &fail);
-    const float *dv_ = (const float *)upload(b, x->in[IN_V], nv, 0, e, &fail);
+    const void *dq = upload(b, x->in[IN_Q], nk, bf16, e, &fail);
+    const void *dk_ = upload(b, x->in[IN_K], nk, bf16, e, &fail);
+    const void *dv_ = upload(b, x->in[IN_V], nv, bf16, e, &fail);
     const float *db = (const float *)upload(b, x->in[IN_BETA], (size_t)T * H, 0, e, &fail);
     float *ds = (float *)upload(b, state, ns, 0, e, &fail);
     float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
     if (fail || !dout) return -1;
+    if (chunked) {
+        void *scratch =
+            b.alloc(gpu_kata_delta_chunked_scratch_bytes(H, dk, dv, c->groups, c->chunk), e);
+        if (!scratch || gpu_kata_delta_chunked(T, H, dk, dv, c->groups, c->chunk, c->scale, bf16,
+                                               dq, dk_, dv_, db, ds, dout, scratch, NULL, e))
+            return -1;
+        if (gpu_sync(e) || download(o, dout, nv, e)) return -1;
+        return download(state, ds, ns, e);
+    }
     const size_t np = mixer_probe_floats(m, c);
     float *dp = NULL;
     if (probes && !(dp = (float *)b.alloc((size_t)T * np * 4, e))) return -1;
     void *scratch = b.alloc(gpu_kata_delta_scratch_bytes(H, dk, dv, c->groups), e);
     if (!scratch || gpu_kata_delta_prepare(H, dk, dv, c->groups, scratch, NULL, e)) return -1;
+    const float *fq = (const float *)dq, *fk = (const float *)dk_, *fv = (const float *)dv_;
     for (int t = 0; t < T; t++)
-        if (gpu_kata_delta_step(H, dk, dv, c->groups, c->scale, dq + (size_t)t * H * dk,
-                                dk_ + (size_t)t * H * dk, dv_ + (size_t)t * H * dv,
+        if (gpu_kata_delta_step(H, dk, dv, c->groups, c->scale, fq + (size_t)t * H * dk,
+                                fk + (size_t)t * H * dk, fv + (size_t)t * H * dv,
                                 db ? db + (size_t)t * H : NULL, ds, dout + (size_t)t * H * dv,
                                 dp ? dp + (size_t)t * np : NULL, scratch, NULL, e))
             return -1;
@@ -379,7 +394,8 @@ extern "C" int gpu_mixer_run(const mixer_ops *m, const mixer_cfg *c, float *stat
     if (is_ld(m->name)) return run_ld(m, c, state, x, o, probes, mode, bf16, e);
     if (!strcmp(m->name, "kalman")) return run_kalman(m, c, state, x, o, probes, mode, bf16, e);
     if (!strcmp(m->name, "kata")) {
-        if (c->variant == KATA_DELTA) return run_kata_delta(m, c, state, x, o, probes, e);
+        if (c->variant == KATA_DELTA)
+            return run_kata_delta(m, c, state, x, o, probes, mode, bf16, e);
         return run_kata(m, c, state, x, o, probes, mode, bf16, e);
     }
     if (is_attn(m->name)) return run_attn(m, c, state, x, pos0, o, probes, mode, bf16, e);

@@ -271,6 +271,119 @@ static void bench_others(double bw, err *e) {
     }
 }
 
+/* DeltaKATA (M1 features, D = 8256): the chunked form (chunk 64) on 4K and 16K tokens, bf16 and
+ * fp32 inputs, beside the step it replaced as the prefill (gpu_kata_delta_step token by token, 256
+ * tokens), tokens/s; the chunked form's output on the step's 256 tokens against the step's. */
+typedef struct kdelta_ctx {
+    int T;
+    void *q, *k, *v, *qf, *kf, *vf;
+    float *beta, *state, *o;
+    void *scratch, *step_scratch;
+} kdelta_ctx;
+
+static int run_kdelta_chunked(void *p, err *e) {
+    kdelta_ctx *c = p;
+    return gpu_kata_delta_chunked(c->T, H, D, D, 1, 64, 1.0f, 1, c->q, c->k, c->v, c->beta,
+                                  c->state, c->o, c->scratch, NULL, e);
+}
+
+static int run_kdelta_chunked_f32(void *p, err *e) {
+    kdelta_ctx *c = p;
+    return gpu_kata_delta_chunked(c->T, H, D, D, 1, 64, 1.0f, 0, c->qf, c->kf, c->vf, c->beta,
+                                  c->state, c->o, c->scratch, NULL, e);
+}
+
+static int run_kdelta_steps(void *p, err *e) {
+    kdelta_ctx *c = p;
+    const float *q = c->qf, *k = c->kf, *v = c->vf;
+    for (int t = 0; t < c->T; t++)
+        if (gpu_kata_delta_step(H, D, D, 1, 1.0f, q + (size_t)t * H * D, k + (size_t)t * H * D,
+                                v + (size_t)t * H * D, c->beta + (size_t)t * H, c->state,
+                                c->o + (size_t)t * H * D, NULL, c->step_scratch, NULL, e))
+            return -1;
+    return 0;
+}
+
+static void bench_kata_delta(double bw, err *e) {
+    const int Tmax = 16384, Dfeat = D * (D + 1) / 2, Tstep = 256;
+    kdelta_ctx c = {.T = Tmax};
+    const size_t n = (size_t)Tmax * H * D, ns = (size_t)H * Dfeat * (D + 1);
+    c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
+    c.qf = dalloc(n * 4, e), c.kf = dalloc(n * 4, e), c.vf = dalloc(n * 4, e);
+    c.beta = dalloc((size_t)Tmax * H * 4, e), c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
+    c.scratch = dalloc(gpu_kata_delta_chunked_scratch_bytes(H, D, D, 1, 64), e);
+    c.step_scratch = dalloc(gpu_kata_delta_scratch_bytes(H, D, D, 1), e);
+    float *o_step = dalloc((size_t)Tstep * H * D * 4, e);
+    /* |k| about 1 (the lifted keys near unit norm, as DeltaKATA's L2 qk-norm makes them) */
+    if (!o_step || !c.step_scratch || gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 41, e) ||
+        gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 42, e) ||
+        gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 43, e) ||
+        gpu_fill_uniform(c.qf, n, 0, 0.15f, 0, 41, e) ||
+        gpu_fill_uniform(c.kf, n, 0, 0.15f, 0, 42, e) ||
+        gpu_fill_uniform(c.vf, n, 0, 1.0f, 0, 43, e) ||
+        gpu_fill_uniform(c.beta, (size_t)Tmax * H, 0, 0.45f, 0.5f, 44, e) ||
+        gpu_kata_delta_prepare(H, D, D, 1, c.step_scratch, NULL, e)) {
+        printf("%s\n", e->msg);
+        goto done;
+    }
+    /* floor: FLOPs of R = Psi_K S, P = Psi_Q S and S += Psi_K^T U, 2 D dv each a token and head */
+    for (int pass = 0; pass < 3; pass++) {
+        static const int Ts[3] = {4096, 16384, 16384};
+        double ms;
+        c.T = Ts[pass];
+        if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
+            gpu_time_median(pass == 2 ? run_kdelta_chunked_f32 : run_kdelta_chunked, &c, 1, 3, &ms,
+                            e)) {
+            printf("%s\n", e->msg);
+            goto done;
+        }
+        const double flops = 6.0 * Dfeat * D * H * (double)c.T;
+        const double bytes = (double)c.T * H * D * (3 * (pass == 2 ? 4 : 2) + 4) + 2.0 * ns * 4;
+        char name[64];
+        snprintf(name, sizeof name, "kata delta chunked%s T=%dK", pass == 2 ? " fp32" : "",
+                 c.T / 1024);
+        row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, flops / (ms * 1e-3) / 1e12);
+        printf("  %.0f tokens/s\n", c.T / (ms * 1e-3));
+    }
+    c.T = Tstep;
+    double ms_step, ms_chunk;
+    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
+        gpu_time_median(run_kdelta_steps, &c, 0, 1, &ms_step, e) || gpu_sync(e)) {
+        printf("%s\n", e->msg);
+        goto done;
+    }
+    float *o_chunk = c.o;
+    c.o = o_step;
+    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) || run_kdelta_steps(&c, e) ||
+        gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e)) {
+        c.o = o_chunk;
+        printf("%s\n", e->msg);
+        goto done;
+    }
+    c.o = o_chunk;
+    if (run_kdelta_chunked_f32(&c, e) || gpu_sync(e) ||
+        gpu_time_median(run_kdelta_chunked_f32, &c, 1, 5, &ms_chunk, e)) {
+        printf("%s\n", e->msg);
+        goto done;
+    }
+    printf("kata delta, %d tokens: the step token by token %.1f ms (%.0f tokens/s); chunked fp32 "
+           "%.3f ms (%.0f tokens/s, %.0fx)\n",
+           Tstep, ms_step, Tstep / (ms_step * 1e-3), ms_chunk, Tstep / (ms_chunk * 1e-3),
+           ms_step / ms_chunk);
+    /* c.o holds the last timed chunked run's output, from a state that earlier runs changed:
+     * compare a fresh run from the zero state */
+    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) || run_kdelta_chunked_f32(&c, e) ||
+        gpu_sync(e))
+        printf("%s\n", e->msg);
+    else
+        printf("  chunked vs step, %d tokens fp32 from a zero state: rel err %.2e\n", Tstep,
+               dev_rel(c.o, o_step, (size_t)Tstep * H * D, e));
+done:
+    gpu_free(c.q), gpu_free(c.k), gpu_free(c.v), gpu_free(c.qf), gpu_free(c.kf), gpu_free(c.vf);
+    gpu_free(c.beta), gpu_free(c.o), gpu_free(c.state), gpu_free(c.scratch);
+    gpu_free(c.step_scratch), gpu_free(o_step);
+}
+
 static void bench_kalman(double bw, err *e) {
     /* kalman at 64K: H = 16 heads of M = 128 channels, S = 16 (the KLA default d_state) and
      * S = 128 states per channel; lambda_v = 1, default a, p */
@@ -647,12 +760,17 @@ int main(void) {
         bench_attention(bw, &e);
         return 0;
     }
+    if (only_rows && !strcmp(only_rows, "kata")) {
+        bench_others(bw, &e);
+        bench_kata_delta(bw, &e);
+        return 0;
+    }
     peer_header();
     /* the chunked prefill beside fla's chunk_gated_delta_rule (gdn; kaczmarz, whose rescaled form
      * is a gated delta rule, has no fla kernel of its own) and chunk_delta_rule (deltanet) */
     const int Ts[5] = {4096, 16384, 32768, 65536, 131072};
     static const char *const mode_name[3] = {"gdn", "kaczmarz", "deltanet"};
-    const char *only = getenv("MIXSCOPE_BENCH_ONLY"); /* delta, decode, attn, kalman, step */
+    const char *only = getenv("MIXSCOPE_BENCH_ONLY"); /* delta, decode, attn, kata, kalman, step */
     const int decode_only = only && !strcmp(only, "decode");
     for (int mode = MODE_GDN; mode <= MODE_DELTANET && !decode_only; mode++)
         for (int i = 0; i < 5; i++) {
@@ -724,6 +842,7 @@ int main(void) {
     if (decode_only) return 0;
     bench_attention(bw, &e);
     bench_others(bw, &e);
+    bench_kata_delta(bw, &e);
     bench_kalman(bw, &e);
     bench_step(bw, &e);
     printf(

@@ -105,15 +105,25 @@ static void make_inputs(const mixer_ops *m, const mixer_cfg *c, int T, float **i
         }
 }
 
-static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chunk) {
+/* The mixer configured with `spec` ("variant=delta groups=2"; NULL: its defaults) and the given
+ * chunk, on T tokens from a reachable non-zero state: every GPU mode and precision against the
+ * CPU's prefill, then the step's probes against the CPU's. */
+static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, int dk, int dv,
+                            int chunk) {
     opts o = {0};
     mixer_cfg c;
     err e = {{0}};
-    if (mixer_configure(m, &c, H, dk, dv, &o, &e)) {
-        printf("%s: %s\n", m->name, e.msg);
+    char buf[128], *argv[8];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    for (char *w = strtok(buf, " "); w && argc < 8; w = strtok(NULL, " ")) argv[argc++] = w;
+    if (opts_parse(&o, argc, argv, &e) || mixer_configure(m, &c, H, dk, dv, &o, &e)) {
+        printf("%s %s: %s\n", m->name, spec ? spec : "", e.msg);
+        opts_free(&o);
         failed++;
         return;
     }
+    opts_free(&o);
     c.chunk = chunk;
     c.max_t = T;
     float *in[IN_COUNT];
@@ -144,8 +154,9 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     for (int mode = GPU_STEP; mode <= GPU_PREFILL; mode++)
         for (int prec = GPU_F32; prec <= GPU_BF16; prec++) {
             char what[128];
-            snprintf(what, sizeof what, "%s %s %s T=%d H=%d dk=%d dv=%d C=%d", m->name,
-                     mode_name[mode], prec_name[prec], T, H, dk, dv, chunk);
+            snprintf(what, sizeof what, "%s%s%s %s %s T=%d H=%d dk=%d dv=%d C=%d", m->name,
+                     spec ? " " : "", spec ? spec : "", mode_name[mode], prec_name[prec], T, H, dk,
+                     dv, chunk);
             memcpy(s_gpu, s0, sf * 4);
             if (gpu_mixer_run(m, &c, s_gpu, &seq, 0, o_gpu, NULL, mode, prec, &e)) {
                 printf("%-44s %s  FAIL\n", what, e.msg);
@@ -164,7 +175,8 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     mixer_run_steps(m, &c, s_cpu, &seq, 0, o_cpu, p_cpu);
     memcpy(s_gpu, s0, sf * 4);
     char what[128];
-    snprintf(what, sizeof what, "%s step probes fp32 T=%d H=%d dk=%d dv=%d", m->name, T, H, dk, dv);
+    snprintf(what, sizeof what, "%s%s%s step probes fp32 T=%d H=%d dk=%d dv=%d", m->name,
+             spec ? " " : "", spec ? spec : "", T, H, dk, dv);
     if (gpu_mixer_run(m, &c, s_gpu, &seq, 0, o_gpu, p_gpu, GPU_STEP, GPU_F32, &e)) {
         printf("%-44s %s  FAIL\n", what, e.msg);
         failed++;
@@ -203,6 +215,10 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     free(p_cpu), free(p_gpu);
     for (int i = 0; i < IN_COUNT; i++) free(in[i]);
     free(s0), free(s_cpu), free(s_gpu), free(o_cpu), free(o_gpu);
+}
+
+static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chunk) {
+    test_mixer_opts(m, NULL, T, H, dk, dv, chunk);
 }
 
 /* cuBLAS dense layer against a double-precision product. */
@@ -1100,6 +1116,18 @@ int main(void) {
         test_mixer(m, 65, 2, 16, 24, 16);
         test_mixer(m, 300, 4, 64, 64, 32);
         test_mixer(m, 257, 2, 128, 128, 64);
+    }
+    /* KATA's other variants, DeltaKATA's chunked prefill among them (one chunk, partial chunks,
+     * many chunks, each chunk length, groups, the 128-wide heads the bench runs) */
+    const mixer_ops *kata = mixer_find("kata");
+    if (kata) {
+        test_mixer_opts(kata, "variant=delta", 1, 2, 16, 24, 64);
+        test_mixer_opts(kata, "variant=delta", 200, 2, 16, 24, 64);
+        test_mixer_opts(kata, "variant=delta", 65, 3, 16, 24, 16);
+        test_mixer_opts(kata, "variant=delta groups=2", 300, 2, 32, 40, 32);
+        test_mixer_opts(kata, "variant=delta", 257, 2, 128, 128, 64);
+        test_mixer_opts(kata, "variant=mg groups=2", 200, 2, 16, 24, 32);
+        test_mixer_opts(kata, "variant=lorentz", 200, 2, 16, 24, 32);
     }
     /* the delta family's tensor-core prefill (bf16, chunk 64, dk and dv in {64, 128}): one chunk,
      * partial chunks, many chunks, every shape it takes */

@@ -1,0 +1,287 @@
+// kata_delta.cu: DeltaKATA's chunked form on the GPU (spec kata-parallax.md §A.9), the twin of
+// mixers/kata.c's kata_forward_chunked for variant delta (delta_block, then write_state). Per chunk
+// of C tokens and head, with the carried state S [D, dv] and z [D]:
+//   kdc_read   R = Psi_K S, P = Psi_Q S: the old state under the chunk's keys and queries
+//   kdc_solve  U = (I + diag(beta) tril(A_kk, -1))^{-1} diag(beta) (V - R) by forward substitution,
+//              O = P + tril(A_qk) U, with A_kk[t][s] = kappa(k_t, k_s), A_qk[t][s] = kappa(q_t,
+//              k_s) from group dot products (psi never formed)
+//   kdc_write  S += Psi_K^T U, z += Psi_K^T 1
+// The read and the write are sliced over the D = g E (E + 1) / 2 feature rows and KA_VS value
+// columns, psi tiles generated in shared memory from the feature codes; the read's slices add into
+// R and P with atomics (fp32, so their last bits vary from run to run). The solve is one block a
+// head, each column of U its own thread, in the CPU's order. Three launches a chunk instead of
+// three a token (gpu_kata_delta_step); the arithmetic is fp32 whatever the inputs. Layout (batch
+// 1): q, k [T, H, dk], v [T, H, dv] (fp32 or bf16); beta [T, H] fp32 (NULL: 1); state S [H, D, dv]
+// then z [H, D] fp32; o [T, H, dv] fp32.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gpu.h"
+#include "gpu_common.cuh"
+#include "kata_feat.cuh"
+
+#define KDC_NT 256 // threads of every block here
+#define KDC_VS 32  // value columns of a read or write block
+#define KDC_KT 64  // feature rows of a psi tile
+
+// grid (nfs, 2 ncs, H). Block (fs, 2 cs + w, h) reads rows [fs FR, fs FR + FR) and columns
+// [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
+// R). q, k point at the chunk's first token; tokens at or past L count as zero. RP [H][2 C][dv]:
+// P rows then R rows. Shared: X [C][dk+1] (the chunk's q or k), an S tile [KDC_KT][KDC_VS], a psi
+// tile [KDC_KT][C+4], the groups' partial sums [G][C][KDC_VS].
+template <typename T>
+__global__ void __launch_bounds__(KDC_NT)
+    kdc_read(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *q,
+             const T *k, const float *S, float *RP) {
+    extern __shared__ __align__(16) float sm[];
+    const int dk = f.d, ldx = dk + 1, ldp = C + 4;
+    float *sX = sm, *sS = sX + C * ldx, *sP = sS + KDC_KT * KDC_VS, *sRed = sP + KDC_KT * ldp;
+    const int fs = blockIdx.x, cs = blockIdx.y >> 1, w = blockIdx.y & 1, h = blockIdx.z;
+    const int tid = threadIdx.x, r0 = fs * FR, r1 = min(D, r0 + FR);
+    const int j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
+    const T *x = (w ? k : q) + (size_t)h * dk;
+    const size_t tok = (size_t)H * dk;
+    const float *Sh = S + (size_t)h * D * dv;
+    for (int i = tid; i < C * dk; i += KDC_NT) {
+        const int t = i / dk, d = i % dk;
+        sX[t * ldx + d] = t < L ? ld(x + (size_t)t * tok + d) : 0.0f;
+    }
+    // thread tile: tokens 4 tt .. 4 tt + 3, columns 4 cg .. 4 cg + 3; G groups of threads split a
+    // psi tile's rows and meet in shared memory
+    const int ntile = (C / 4) * (KDC_VS / 4), G = KDC_NT / ntile, grp = tid / ntile;
+    const int tt = (tid % ntile) / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
+    float acc[4][4] = {};
+    for (int kt = r0; kt < r1; kt += KDC_KT) {
+        __syncthreads(); // sX is written; the previous tile is read
+        for (int i = tid; i < KDC_KT * KDC_VS; i += KDC_NT) {
+            const int fr = i / KDC_VS, j = i % KDC_VS, r = kt + fr;
+            sS[i] = r < r1 && j < jw ? Sh[(size_t)r * dv + j0 + j] : 0.0f;
+        }
+        for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
+            const int fr = i / C, t = i % C, r = kt + fr;
+            sP[fr * ldp + t] = r < r1 && t < L ? kata_psi(f, sX + t * ldx, 0.0f, idx[r]) : 0.0f;
+        }
+        __syncthreads();
+        for (int fr = grp; fr < KDC_KT; fr += G) {
+            const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldp + 4 * tt);
+            const float4 s4 = *reinterpret_cast<const float4 *>(sS + fr * KDC_VS + 4 * cg);
+            const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                acc[u][0] += a[u] * s4.x, acc[u][1] += a[u] * s4.y;
+                acc[u][2] += a[u] * s4.z, acc[u][3] += a[u] * s4.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+        *reinterpret_cast<float4 *>(sRed + (grp * C + 4 * tt + u) * KDC_VS + 4 * cg) =
+            make_float4(acc[u][0], acc[u][1], acc[u][2], acc[u][3]);
+    __syncthreads();
+    float *out = RP + ((size_t)h * 2 * C + (size_t)w * C) * dv + j0;
+    for (int i = tid; i < C * KDC_VS; i += KDC_NT) {
+        const int t = i / KDC_VS, j = i % KDC_VS;
+        if (t >= L || j >= jw) continue;
+        float sum = 0.0f;
+        for (int g = 0; g < G; g++) sum += sRed[(g * C + t) * KDC_VS + j];
+        atomicAdd(out + (size_t)t * dv + j, sum);
+    }
+}
+
+// grid (H). The chunk's L tokens from q, k, v, beta (pointing at its first token): U [H][C][dv]
+// and o, with R and P from RP, which it leaves zeroed for the next chunk. Shared: Q, K [C][dk+1],
+// A_kk, A_qk [C][C+1], U [C][dv], beta [C].
+template <typename T>
+__global__ void __launch_bounds__(KDC_NT)
+    kdc_solve(kfeat f, int H, int dv, int C, int L, const T *q, const T *k, const T *v,
+              const float *beta, float *RP, float *Ug, float *o) {
+    extern __shared__ __align__(16) float sm[];
+    const int dk = f.d, ldx = dk + 1, lda = C + 1, h = blockIdx.x, tid = threadIdx.x;
+    float *sQ = sm, *sK = sQ + C * ldx, *Akk = sK + C * ldx, *Aqk = Akk + C * lda;
+    float *sU = Aqk + C * lda, *sb = sU + C * dv;
+    const size_t tok = (size_t)H * dk, tokv = (size_t)H * dv;
+    for (int i = tid; i < L * dk; i += KDC_NT) {
+        const int t = i / dk, d = i % dk;
+        sQ[t * ldx + d] = ld(q + (size_t)t * tok + (size_t)h * dk + d);
+        sK[t * ldx + d] = ld(k + (size_t)t * tok + (size_t)h * dk + d);
+    }
+    for (int t = tid; t < L; t += KDC_NT) sb[t] = beta ? beta[(size_t)t * H + h] : 1.0f;
+    __syncthreads();
+    for (int i = tid; i < L * C; i += KDC_NT) {
+        const int t = i / C, s = i % C;
+        Akk[t * lda + s] = s < t ? kata_kappa(f, sK + t * ldx, sK + s * ldx) : 0.0f;
+        Aqk[t * lda + s] = s <= t ? kata_kappa(f, sQ + t * ldx, sK + s * ldx) : 0.0f;
+    }
+    __syncthreads();
+    const float *P = RP + (size_t)h * 2 * C * dv, *R = P + (size_t)C * dv;
+    // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s): column j depends on column j alone
+    for (int j = tid; j < dv; j += KDC_NT)
+        for (int t = 0; t < L; t++) {
+            float u = ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[(size_t)t * dv + j];
+            for (int s = 0; s < t; s++) u -= Akk[t * lda + s] * sU[s * dv + j];
+            sU[t * dv + j] = u * sb[t];
+        }
+    __syncthreads();
+    for (int i = tid; i < L * dv; i += KDC_NT) {
+        const int t = i / dv, j = i % dv;
+        float acc = P[i];
+        for (int s = 0; s <= t; s++) acc += Aqk[t * lda + s] * sU[s * dv + j];
+        o[(size_t)t * tokv + (size_t)h * dv + j] = acc;
+        Ug[(size_t)h * C * dv + i] = sU[i];
+    }
+    __syncthreads(); // every thread has read R and P
+    for (int i = tid; i < 2 * C * dv; i += KDC_NT) RP[(size_t)h * 2 * C * dv + i] = 0.0f;
+}
+
+// grid (nfs, ncs, H): S[rows, cols] += Psi_K^T U and, when cs == 0, z[rows] += Psi_K^T 1, each
+// cell summed token by token as write_state. Shared: K [C][dk+1], U [C][KDC_VS], a psi tile
+// [KDC_KT][C+1]. Thread (fr, cg): tile rows fr and fr + KDC_KT / 2, columns 4 cg .. 4 cg + 3.
+template <typename T>
+__global__ void __launch_bounds__(KDC_NT)
+    kdc_write(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *k,
+              const float *Ug, float *S, float *z) {
+    extern __shared__ __align__(16) float sm[];
+    const int dk = f.d, ldx = dk + 1, ldp = C + 1;
+    float *sK = sm, *sU = sK + C * ldx, *sP = sU + C * KDC_VS;
+    const int fs = blockIdx.x, cs = blockIdx.y, h = blockIdx.z, tid = threadIdx.x;
+    const int r0 = fs * FR, r1 = min(D, r0 + FR), j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
+    const size_t tok = (size_t)H * dk;
+    for (int i = tid; i < C * dk; i += KDC_NT) {
+        const int t = i / dk, d = i % dk;
+        sK[t * ldx + d] = t < L ? ld(k + (size_t)t * tok + (size_t)h * dk + d) : 0.0f;
+    }
+    for (int i = tid; i < C * KDC_VS; i += KDC_NT) {
+        const int t = i / KDC_VS, j = i % KDC_VS;
+        sU[i] = t < L && j < jw ? Ug[((size_t)h * C + t) * dv + j0 + j] : 0.0f;
+    }
+    float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
+    const int fr = tid / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
+    for (int kt = r0; kt < r1; kt += KDC_KT) {
+        __syncthreads(); // sK, sU written; the previous psi tile read
+        for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
+            const int ff = i / C, t = i % C, r = kt + ff;
+            sP[ff * ldp + t] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, idx[r]) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int ff = fr + half * (KDC_KT / 2), r = kt + ff;
+            if (r >= r1) continue;
+            float *cell = Sh + (size_t)r * dv + j0 + 4 * cg;
+            float a[4];
+            for (int c = 0; c < 4; c++) a[c] = 4 * cg + c < jw ? cell[c] : 0.0f;
+            float zz = cs == 0 && cg == 0 ? zh[r] : 0.0f;
+            for (int t = 0; t < L; t++) {
+                const float p = sP[ff * ldp + t];
+                const float4 u4 = *reinterpret_cast<const float4 *>(sU + t * KDC_VS + 4 * cg);
+                a[0] += p * u4.x, a[1] += p * u4.y, a[2] += p * u4.z, a[3] += p * u4.w;
+                zz += p;
+            }
+            for (int c = 0; c < 4; c++)
+                if (4 * cg + c < jw) cell[c] = a[c];
+            if (cs == 0 && cg == 0) zh[r] = zz;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- host side
+
+static size_t kdc_read_smem(int dk, int C) {
+    const int G = KDC_NT / ((C / 4) * (KDC_VS / 4));
+    return ((size_t)C * (dk + 1) + KDC_KT * KDC_VS + (size_t)KDC_KT * (C + 4) +
+            (size_t)G * C * KDC_VS) *
+           sizeof(float);
+}
+static size_t kdc_solve_smem(int dk, int dv, int C) {
+    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + (size_t)C * dv + C) *
+           sizeof(float);
+}
+static size_t kdc_write_smem(int dk, int C) {
+    return ((size_t)C * (dk + 1) + (size_t)C * KDC_VS + (size_t)KDC_KT * (C + 1)) * sizeof(float);
+}
+
+static size_t kdc_align(size_t n) {
+    return (n + 255) / 256 * 256;
+}
+
+extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
+    const size_t lim = 227 * 1024;
+    return (chunk == 16 || chunk == 32 || chunk == 64) && dk <= 1023 &&
+           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, dv, chunk) <= lim &&
+           kdc_write_smem(dk, chunk) <= lim;
+}
+
+// [idx (D codes) | RP [H][2 C][dv] | U [H][C][dv]]
+extern "C" size_t gpu_kata_delta_chunked_scratch_bytes(int H, int dk, int dv, int groups,
+                                                       int chunk) {
+    if (groups < 1 || dk % groups) return 0;
+    const kfeat f = kfeat_of(KATA_DELTA, dk, groups, 1.0f);
+    return kdc_align(kfeat_dim(f) * sizeof(int)) + kdc_align((size_t)H * 2 * chunk * dv * 4) +
+           (size_t)H * chunk * dv * 4;
+}
+
+template <typename T>
+static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, const T *k, const T *v,
+                   const float *beta, float *state, float *o, void *scratch, cudaStream_t st,
+                   err *e) {
+    const int D = (int)kfeat_dim(f), dk = f.d, ncs = (dv + KDC_VS - 1) / KDC_VS;
+    int *idx = (int *)scratch;
+    float *RP = (float *)((char *)scratch + kdc_align((size_t)D * sizeof(int)));
+    float *U = (float *)((char *)RP + kdc_align((size_t)H * 2 * C * dv * 4));
+    float *S = state, *z = state + (size_t)H * D * dv;
+    // feature slices: enough blocks for two waves of the read on 132 multiprocessors, each slice
+    // a whole number of psi tiles (each slice adds its share of R and P by an atomic)
+    int nfs = (264 + 2 * ncs * H - 1) / (2 * ncs * H);
+    const int ntiles = (D + KDC_KT - 1) / KDC_KT;
+    if (nfs > ntiles) nfs = ntiles;
+    const int FR = (ntiles + nfs - 1) / nfs * KDC_KT;
+    nfs = (D + FR - 1) / FR;
+    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, dv, C),
+                 sw = kdc_write_smem(dk, C);
+    CUDA_TRY(
+        cudaFuncSetAttribute(kdc_read<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
+        "gpu kata delta: shared memory (read)");
+    CUDA_TRY(
+        cudaFuncSetAttribute(kdc_solve<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss),
+        "gpu kata delta: shared memory (solve)");
+    CUDA_TRY(
+        cudaFuncSetAttribute(kdc_write<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sw),
+        "gpu kata delta: shared memory (write)");
+    kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
+    CUDA_LAUNCHED("gpu kata delta: feature index");
+    CUDA_TRY(cudaMemsetAsync(RP, 0, (size_t)H * 2 * C * dv * 4, st), "gpu kata delta");
+    const size_t tk = (size_t)H * dk, tv = (size_t)H * dv;
+    for (int t0 = 0; t0 < T_; t0 += C) {
+        const int L = T_ - t0 < C ? T_ - t0 : C;
+        const T *qc = q + t0 * tk, *kc = k + t0 * tk, *vc = v + t0 * tv;
+        const float *bc = beta ? beta + (size_t)t0 * H : NULL;
+        kdc_read<T>
+            <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, C, L, idx, qc, kc, S, RP);
+        CUDA_LAUNCHED("gpu kata delta: read");
+        kdc_solve<T><<<H, KDC_NT, ss, st>>>(f, H, dv, C, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
+        CUDA_LAUNCHED("gpu kata delta: solve");
+        kdc_write<T>
+            <<<dim3(nfs, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FR, C, L, idx, kc, U, S, z);
+        CUDA_LAUNCHED("gpu kata delta: write");
+    }
+    return 0;
+}
+
+extern "C" int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, int chunk,
+                                      float scale, int bf16, const void *q, const void *k,
+                                      const void *v, const float *beta, float *state, float *o,
+                                      void *scratch, void *stream, err *e) {
+    if (groups < 1 || dk % groups)
+        return err_set(e, "gpu kata delta: %d groups do not divide dk=%d", groups, dk);
+    if (!gpu_kata_delta_chunked_fits(dk, dv, chunk))
+        return err_set(e, "gpu kata delta: no chunked form for dk=%d dv=%d chunk %d", dk, dv,
+                       chunk);
+    if (T < 1) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    const kfeat f = kfeat_of(KATA_DELTA, dk, groups, scale);
+    typedef __nv_bfloat16 bf;
+    return bf16 ? kdc_run<bf>(f, T, H, dv, chunk, (const bf *)q, (const bf *)k, (const bf *)v, beta,
+                              state, o, scratch, st, e)
+                : kdc_run<float>(f, T, H, dv, chunk, (const float *)q, (const float *)k,
+                                 (const float *)v, beta, state, o, scratch, st, e);
+}
