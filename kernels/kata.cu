@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 
 #include "../mixers/kata.h"
 #include "gpu.h"
@@ -642,9 +643,11 @@ static int kata_launch_state(const kfeat &f, int B, int T_, int H, int dv, int C
     const int N = B * H, D = (int)kfeat_dim(f), ncs = (dv + KA_VS - 1) / KA_VS;
     // feature slices: small enough for two blocks per multiprocessor and enough blocks to fill
     // the GPU, but as few as possible (each slice adds its share of every output by an atomic)
+    // (MIXSCOPE_KATA_SMEM_KB, a benchmark knob: another cap than 100 KB a block)
+    const char *cap_env = getenv("MIXSCOPE_KATA_SMEM_KB");
+    const size_t cap = (cap_env && atoi(cap_env) > 0 ? (size_t)atoi(cap_env) : 100) * 1024;
     int nfs = 1, FR = (D + KA_KT - 1) / KA_KT * KA_KT;
-    while (FR > KA_KT &&
-           (kata_state_smem(FR, f.d, C) > 100 * 1024 || (size_t)nfs * ncs * N < 264)) {
+    while (FR > KA_KT && (kata_state_smem(FR, f.d, C) > cap || (size_t)nfs * ncs * N < 264)) {
         nfs++;
         FR = ((D + nfs - 1) / nfs + KA_KT - 1) / KA_KT * KA_KT;
     }

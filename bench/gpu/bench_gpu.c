@@ -137,8 +137,8 @@ static int run_attn(void *p, err *e) {
 
 static int run_kata_chunked(void *p, err *e) {
     other_ctx *c = p;
-    return gpu_kata_chunked(1, c->T, H, D, D, KATA_VARIANT_M1, 1, 32, 1.0f, 1e-6f, 1, c->q, c->k,
-                            c->v, c->state, c->o, c->scratch, NULL, e);
+    return gpu_kata_chunked(1, c->T, H, D, D, KATA_VARIANT_M1, 1, c->S ? c->S : 32, 1.0f, 1e-6f, 1,
+                            c->q, c->k, c->v, c->state, c->o, c->scratch, NULL, e);
 }
 
 static int run_kata_flash(void *p, err *e) {
@@ -216,6 +216,39 @@ static void bench_attention(double bw, err *e) {
         }
 }
 
+/* MIXSCOPE_BENCH_ONLY=kata-sweep: kata m1 chunked at 16K for each chunk length and shared-memory
+ * cap of the state pass (what its time depends on) */
+static void bench_kata_sweep(err *e) {
+    const int T = 16384, Dfeat = D * (D + 1) / 2;
+    other_ctx c = {.T = T};
+    size_t n = (size_t)T * H * D, ns = (size_t)H * Dfeat * (D + 1);
+    c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
+    c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
+    c.scratch = dalloc(gpu_kata_scratch_bytes(1, T, H, D, D, KATA_VARIANT_M1, 1), e);
+    if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) ||
+        gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
+        gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 23, e)) {
+        printf("%s\n", e->msg);
+        other_free(&c);
+        return;
+    }
+    static const char *const caps[4] = {"50", "100", "150", "220"};
+    for (int ci = 0; ci < 3; ci++)
+        for (int k = 0; k < 4; k++) {
+            double ms;
+            c.S = 16 << ci;
+            setenv("MIXSCOPE_KATA_SMEM_KB", caps[k], 1);
+            if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
+                gpu_time_median(run_kata_chunked, &c, 1, 3, &ms, e))
+                printf("chunk %d cap %s KB: %s\n", c.S, caps[k], e->msg);
+            else
+                printf("kata m1 chunked T=16K chunk %2d smem cap %3s KB: %8.3f ms\n", c.S, caps[k],
+                       ms);
+        }
+    unsetenv("MIXSCOPE_KATA_SMEM_KB");
+    other_free(&c);
+}
+
 static void bench_others(double bw, err *e) {
     /* kata m1 (D = d (d+1)/2 = 8256 features), chunk 32: the chunked state form at 128K; the
      * flash form at 4K, checked against the chunked form from a zero state */
@@ -275,7 +308,7 @@ static void bench_others(double bw, err *e) {
  * fp32 inputs, beside the step it replaced as the prefill (gpu_kata_delta_step token by token, 256
  * tokens), tokens/s; the chunked form's output on the step's 256 tokens against the step's. */
 typedef struct kdelta_ctx {
-    int T;
+    int T, C; /* C: chunk (0: 64) */
     void *q, *k, *v, *qf, *kf, *vf;
     float *beta, *state, *o;
     void *scratch, *step_scratch;
@@ -283,8 +316,8 @@ typedef struct kdelta_ctx {
 
 static int run_kdelta_chunked(void *p, err *e) {
     kdelta_ctx *c = p;
-    return gpu_kata_delta_chunked(c->T, H, D, D, 1, 64, 1.0f, 1, c->q, c->k, c->v, c->beta,
-                                  c->state, c->o, c->scratch, NULL, e);
+    return gpu_kata_delta_chunked(c->T, H, D, D, 1, c->C ? c->C : 64, 1.0f, 1, c->q, c->k, c->v,
+                                  c->beta, c->state, c->o, c->scratch, NULL, e);
 }
 
 static int run_kdelta_chunked_f32(void *p, err *e) {
@@ -326,6 +359,17 @@ static void bench_kata_delta(double bw, err *e) {
         printf("%s\n", e->msg);
         goto done;
     }
+    if (getenv("MIXSCOPE_KATA_DELTA_SWEEP"))
+        for (int C = 16; C <= 64; C *= 2) {
+            double ms;
+            c.T = 4096, c.C = C;
+            if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
+                gpu_time_median(run_kdelta_chunked, &c, 1, 3, &ms, e))
+                printf("%s\n", e->msg);
+            else
+                printf("kata delta chunked T=4K chunk %d: %.3f ms\n", C, ms);
+            c.C = 0;
+        }
     /* floor: FLOPs of R = Psi_K S, P = Psi_Q S and S += Psi_K^T U, 2 D dv each a token and head */
     for (int pass = 0; pass < 3; pass++) {
         static const int Ts[3] = {4096, 16384, 16384};
@@ -758,6 +802,12 @@ int main(void) {
     }
     if (only_rows && !strcmp(only_rows, "attn")) {
         bench_attention(bw, &e);
+        return 0;
+    }
+    if (only_rows && !strcmp(only_rows, "kata-sweep")) {
+        bench_kata_sweep(&e);
+        setenv("MIXSCOPE_KATA_DELTA_SWEEP", "1", 1);
+        bench_kata_delta(bw, &e);
         return 0;
     }
     if (only_rows && !strcmp(only_rows, "kata")) {
