@@ -58,6 +58,7 @@ struct gpu_lane {
     double *part;            // delta: the recurrence's column sums [max_batch, H, nblk, GM_NACC]
     gm_probe_map pm;         // delta: the probes in GDP layout
     void *scratch;
+    void *cscratch; // DeltaKATA: the chunked form's (batches without probes)
     // pinned host staging
     float *h_in, *h_out;
     // KV cache slots written since the last transfer of the state: [dirty_lo, dirty_hi)
@@ -117,6 +118,7 @@ extern "C" void gpu_lane_free(gpu_lane *L) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) cudaFree(dev[i]);
     if (L->scratch) cudaFree(L->scratch);
+    if (L->cscratch) cudaFree(L->cscratch);
     if (L->part) cudaFree(L->part);
     if (L->h_in) cudaFreeHost(L->h_in);
     if (L->h_out) cudaFreeHost(L->h_out);
@@ -229,7 +231,9 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
                         gpu_kata_scratch_bytes(1, 1, H, dk, dv, c->variant, c->groups), e);
     } else if (!rc && L->kind == LK_KATA_DELTA) {
         rc = lane_alloc(L, &L->scratch, gpu_kata_delta_scratch_bytes(H, dk, dv, c->groups), e) ||
-             gpu_kata_delta_prepare(H, dk, dv, c->groups, L->scratch, L->st, e);
+             gpu_kata_delta_prepare(H, dk, dv, c->groups, L->scratch, L->st, e) ||
+             lane_alloc(L, &L->cscratch,
+                        gpu_kata_delta_chunked_scratch_bytes(H, dk, dv, c->groups, 64), e);
     } else if (!rc && L->kind == LK_ATTN) {
         rc = lane_alloc(L, &L->scratch, gpu_attn_decode_scratch_bytes(H, dv, c->max_t), e) ||
              lane_alloc(L, &L->qr, B * H * dk * 4, e) ||
@@ -364,6 +368,11 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
         return 0;
     case LK_KATA_DELTA: {
         const float *beta = din[IN_BETA]; // NULL: 1, as the CPU
+        // a batch without probes in the chunked form (the chunk: n rounded up to 16, 32 or 64)
+        const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
+        if (!dp && n > 1 && gpu_kata_delta_chunked_fits(dk, dv, C))
+            return gpu_kata_delta_chunked(n, H, dk, dv, c->groups, C, c->scale, 0, q, k, v, beta,
+                                          L->state, dout, L->cscratch, st, e);
         for (int t = 0; t < n; t++)
             if (gpu_kata_delta_step(H, dk, dv, c->groups, c->scale, q + t * sk, k + t * sk,
                                     v + t * sv, beta ? beta + (size_t)t * H : NULL, L->state,

@@ -96,6 +96,7 @@ struct gm_model {
     char *ascr;
     int pos;     // the call's first position (gm_step's argument, for the launches)
     char *kscr;  // kata: the step's scratch (DeltaKATA: its feature codes)
+    char *kcscr; // DeltaKATA: the chunked form's scratch (calls without probes)
     float *SENS; // kalman: the sensor product [B, 2M + 2S]
     int32_t *tok, *next, *dpos, *top; // dpos: the call's first position (read by the kernels)
     double *part;
@@ -1111,7 +1112,9 @@ static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
 }
 
 // A KATA layer's core: one step a token (kernels/kata.cu, the lanes' step), its probes straight
-// into the CPU layout at the layer's offset.
+// into the CPU layout at the layer's offset; DeltaKATA's calls of several tokens without probes in
+// its chunked form (kernels/kata_delta.cu; the chunk the call's length rounded up to 16, 32 or 64
+// tokens: its read and write cost a whole chunk whatever the tokens in it).
 static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     const gm_fam *F = g->lay[li].f;
     const gm_model_desc *d = &F->d;
@@ -1119,6 +1122,10 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     const int H = d->Hv, dh = d->dk, var = d->kata_variant, grp = d->kata_groups;
     const size_t row = (size_t)H * dh;
     float *S = g->state + g->lay[li].soff;
+    const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
+    if (!pon && var == KATA_DELTA && n > 1 && g->kcscr && gpu_kata_delta_chunked_fits(dh, dh, C))
+        return gpu_kata_delta_chunked(n, H, dh, dh, grp, C, Ld->scale, 0, g->Qd, g->Kd, g->Vd,
+                                      g->Bin, S, g->O, g->kcscr, g->st, e);
     for (int t = 0; t < n; t++) {
         const float *q = g->Qd + t * row, *k = g->Kd + t * row, *v = g->Vd + t * row;
         float *o = g->O + t * row;
@@ -1326,7 +1333,7 @@ extern "C" void gm_destroy(gm_model *g) {
                    g->logits, g->probes, g->fprobes, g->tok,  g->top,  g->part, g->ws,   g->khist,
                    g->vhist,  g->kwin,   g->vwin,    g->kout, g->vout, g->rec,  g->Sbuf, g->R,
                    g->Qd,     g->Kd,     g->Vd,      g->Gd,   g->GKr,  g->Rd,   g->Qo,   g->Ro,
-                   g->ascr,   g->kscr,   g->SENS};
+                   g->ascr,   g->kscr,   g->kcscr,   g->SENS};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) gpu_free(dev[i]);
     if (g->pin) cudaFreeHost(g->pin);
     if (g->pin2) cudaFreeHost(g->pin2);
@@ -1771,6 +1778,9 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
                                     : gpu_kata_scratch_bytes(1, 1, Hv, d->dk, d->dv,
                                                              d->kata_variant, d->kata_groups);
             GM_ALLOC(g->kscr, kb);
+            if (delta)
+                GM_ALLOC(g->kcscr, gpu_kata_delta_chunked_scratch_bytes(Hv, d->dk, d->dv,
+                                                                        d->kata_groups, 64));
         }
         if (g->attn) {
             GM_ALLOC(g->Rd, (size_t)B * w.akd);
