@@ -15,6 +15,8 @@
 // then z [H, D] fp32; o [T, H, dv] fp32.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "gpu.h"
 #include "gpu_common.cuh"
@@ -251,18 +253,40 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
     CUDA_LAUNCHED("gpu kata delta: feature index");
     CUDA_TRY(cudaMemsetAsync(RP, 0, (size_t)H * 2 * C * dv * 4, st), "gpu kata delta");
     const size_t tk = (size_t)H * dk, tv = (size_t)H * dv;
+    // MIXSCOPE_KATA_DELTA_PROFILE (a benchmark knob): each pass timed by events, printed at the end
+    static const int profile = getenv("MIXSCOPE_KATA_DELTA_PROFILE") != NULL;
+    cudaEvent_t ev[4] = {};
+    float pass_ms[3] = {0, 0, 0};
+    for (int i = 0; profile && i < 4; i++) cudaEventCreate(&ev[i]);
     for (int t0 = 0; t0 < T_; t0 += C) {
         const int L = T_ - t0 < C ? T_ - t0 : C;
         const T *qc = q + t0 * tk, *kc = k + t0 * tk, *vc = v + t0 * tv;
         const float *bc = beta ? beta + (size_t)t0 * H : NULL;
+        if (profile) cudaEventRecord(ev[0], st);
         kdc_read<T>
             <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, C, L, idx, qc, kc, S, RP);
         CUDA_LAUNCHED("gpu kata delta: read");
+        if (profile) cudaEventRecord(ev[1], st);
         kdc_solve<T><<<H, KDC_NT, ss, st>>>(f, H, dv, C, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
         CUDA_LAUNCHED("gpu kata delta: solve");
+        if (profile) cudaEventRecord(ev[2], st);
         kdc_write<T>
             <<<dim3(nfs, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FR, C, L, idx, kc, U, S, z);
         CUDA_LAUNCHED("gpu kata delta: write");
+        if (profile) {
+            float ms;
+            cudaEventRecord(ev[3], st);
+            cudaEventSynchronize(ev[3]);
+            for (int i = 0; i < 3; i++)
+                if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) == cudaSuccess) pass_ms[i] += ms;
+        }
+    }
+    if (profile) {
+        fprintf(stderr,
+                "kata delta chunked T=%d C=%d (%d feature slices of %d): read %.3f ms, solve "
+                "%.3f ms, write %.3f ms\n",
+                T_, C, nfs, FR, pass_ms[0], pass_ms[1], pass_ms[2]);
+        for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
     }
     return 0;
 }
