@@ -24,7 +24,8 @@
 
 #define KDC_NT 256 // threads of every block here
 #define KDC_VS 32  // value columns of a read or write block
-#define KDC_KT 64  // feature rows of a psi tile
+#define KDC_KT 64  // feature rows of a psi tile in the read
+#define KDC_WT 128 // in the write: 32 row groups of 4 (KDC_NT / (KDC_VS / 4))
 
 // grid (nfs, 2 ncs, H). Block (fs, 2 cs + w, h) reads rows [fs FR, fs FR + FR) and columns
 // [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
@@ -92,44 +93,89 @@ __global__ void __launch_bounds__(KDC_NT)
 
 // grid (H). The chunk's L tokens from q, k, v, beta (pointing at its first token): U [H][C][dv]
 // and o, with R and P from RP, which it leaves zeroed for the next chunk. Shared: Q, K [C][dk+1],
-// A_kk, A_qk [C][C+1], U [C][dv], beta [C].
-template <typename T>
+// A_kk, A_qk [C][C+1], beta [C]. The Gram matrices in 4 x 4 tiles a thread (DeltaKATA's map is
+// PSD concat: kappa(x, y) = sum over groups m of (s x_m . y_m)^2); then each column of U and o is
+// one thread's, U's rows in registers (C is a template argument), the sums over earlier rows in
+// four partial sums.
+template <typename T, int C>
 __global__ void __launch_bounds__(KDC_NT)
-    kdc_solve(kfeat f, int H, int dv, int C, int L, const T *q, const T *k, const T *v,
-              const float *beta, float *RP, float *Ug, float *o) {
+    kdc_solve(kfeat f, int H, int dv, int L, const T *q, const T *k, const T *v, const float *beta,
+              float *RP, float *Ug, float *o) {
     extern __shared__ __align__(16) float sm[];
-    const int dk = f.d, ldx = dk + 1, lda = C + 1, h = blockIdx.x, tid = threadIdx.x;
+    const int dk = f.d, ldx = dk + 1, h = blockIdx.x, tid = threadIdx.x;
+    constexpr int lda = C + 1, NTL = C / 4; // 4 x 4 tiles: NTL x NTL of them
     float *sQ = sm, *sK = sQ + C * ldx, *Akk = sK + C * ldx, *Aqk = Akk + C * lda;
-    float *sU = Aqk + C * lda, *sb = sU + C * dv;
+    float *sb = Aqk + C * lda;
     const size_t tok = (size_t)H * dk, tokv = (size_t)H * dv;
-    for (int i = tid; i < L * dk; i += KDC_NT) {
+    for (int i = tid; i < C * dk; i += KDC_NT) {
         const int t = i / dk, d = i % dk;
-        sQ[t * ldx + d] = ld(q + (size_t)t * tok + (size_t)h * dk + d);
-        sK[t * ldx + d] = ld(k + (size_t)t * tok + (size_t)h * dk + d);
+        const bool ok = t < L;
+        sQ[t * ldx + d] = ok ? ld(q + (size_t)t * tok + (size_t)h * dk + d) : 0.0f;
+        sK[t * ldx + d] = ok ? ld(k + (size_t)t * tok + (size_t)h * dk + d) : 0.0f;
     }
-    for (int t = tid; t < L; t += KDC_NT) sb[t] = beta ? beta[(size_t)t * H + h] : 1.0f;
+    for (int t = tid; t < C; t += KDC_NT)
+        sb[t] = t < L ? (beta ? beta[(size_t)t * H + h] : 1.0f) : 0.0f;
     __syncthreads();
-    for (int i = tid; i < L * C; i += KDC_NT) {
-        const int t = i / C, s = i % C;
-        Akk[t * lda + s] = s < t ? kata_kappa(f, sK + t * ldx, sK + s * ldx) : 0.0f;
-        Aqk[t * lda + s] = s <= t ? kata_kappa(f, sQ + t * ldx, sK + s * ldx) : 0.0f;
+    if (tid < NTL * NTL) {
+        const int t0 = 4 * (tid / NTL), s0 = 4 * (tid % NTL);
+        float kk[4][4] = {}, qk[4][4] = {};
+        for (int m = 0; m < f.M; m++) {
+            float ak[4][4] = {}, aq[4][4] = {};
+            for (int i = m * f.E; i < (m + 1) * f.E; i++) {
+                float xk[4], xq[4], y[4];
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    xk[a] = sK[(t0 + a) * ldx + i], xq[a] = sQ[(t0 + a) * ldx + i];
+                    y[a] = sK[(s0 + a) * ldx + i];
+                }
+#pragma unroll
+                for (int a = 0; a < 4; a++)
+#pragma unroll
+                    for (int b = 0; b < 4; b++) ak[a][b] += xk[a] * y[b], aq[a][b] += xq[a] * y[b];
+            }
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+                    const float ck = ak[a][b] * f.s, cq = aq[a][b] * f.s;
+                    kk[a][b] += ck * ck, qk[a][b] += cq * cq;
+                }
+        }
+#pragma unroll
+        for (int a = 0; a < 4; a++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int t = t0 + a, s2 = s0 + b;
+                Akk[t * lda + s2] = s2 < t && t < L ? kk[a][b] : 0.0f;
+                Aqk[t * lda + s2] = s2 <= t && t < L ? qk[a][b] : 0.0f;
+            }
     }
     __syncthreads();
     const float *P = RP + (size_t)h * 2 * C * dv, *R = P + (size_t)C * dv;
-    // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s): column j depends on column j alone
-    for (int j = tid; j < dv; j += KDC_NT)
-        for (int t = 0; t < L; t++) {
-            float u = ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[(size_t)t * dv + j];
-            for (int s = 0; s < t; s++) u -= Akk[t * lda + s] * sU[s * dv + j];
-            sU[t * dv + j] = u * sb[t];
+    // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s); o_t = P_t + sum_{s<=t} A_qk[t][s] u_s:
+    // column j depends on column j alone
+    for (int j = tid; j < dv; j += KDC_NT) {
+        float u[C];
+#pragma unroll
+        for (int t = 0; t < C; t++) {
+            u[t] = 0.0f;
+            if (t < L) {
+                float a[4] = {ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[(size_t)t * dv + j],
+                              0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int s2 = 0; s2 < t; s2++) a[s2 & 3] -= Akk[t * lda + s2] * u[s2];
+                u[t] = ((a[0] + a[1]) + (a[2] + a[3])) * sb[t];
+                Ug[((size_t)h * C + t) * dv + j] = u[t];
+            }
         }
-    __syncthreads();
-    for (int i = tid; i < L * dv; i += KDC_NT) {
-        const int t = i / dv, j = i % dv;
-        float acc = P[i];
-        for (int s = 0; s <= t; s++) acc += Aqk[t * lda + s] * sU[s * dv + j];
-        o[(size_t)t * tokv + (size_t)h * dv + j] = acc;
-        Ug[(size_t)h * C * dv + i] = sU[i];
+#pragma unroll
+        for (int t = 0; t < C; t++)
+            if (t < L) {
+                float a[4] = {P[(size_t)t * dv + j], 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int s2 = 0; s2 <= t; s2++) a[s2 & 3] += Aqk[t * lda + s2] * u[s2];
+                o[(size_t)t * tokv + (size_t)h * dv + j] = (a[0] + a[1]) + (a[2] + a[3]);
+            }
     }
     __syncthreads(); // every thread has read R and P
     for (int i = tid; i < 2 * C * dv; i += KDC_NT) RP[(size_t)h * 2 * C * dv + i] = 0.0f;
@@ -137,13 +183,14 @@ __global__ void __launch_bounds__(KDC_NT)
 
 // grid (nfs, ncs, H): S[rows, cols] += Psi_K^T U and, when cs == 0, z[rows] += Psi_K^T 1, each
 // cell summed token by token as write_state. Shared: K [C][dk+1], U [C][KDC_VS], a psi tile
-// [KDC_KT][C+1]. Thread (fr, cg): tile rows fr and fr + KDC_KT / 2, columns 4 cg .. 4 cg + 3.
+// [C][KDC_WT+4] (token-major). Thread (rg, cg): rows 4 rg .. 4 rg + 3 of a tile of KDC_WT,
+// columns 4 cg .. 4 cg + 3; every thread sums z for its rows, the cs == 0, cg == 0 ones store it.
 template <typename T>
 __global__ void __launch_bounds__(KDC_NT)
     kdc_write(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *k,
               const float *Ug, float *S, float *z) {
     extern __shared__ __align__(16) float sm[];
-    const int dk = f.d, ldx = dk + 1, ldp = C + 1;
+    const int dk = f.d, ldx = dk + 1, ldp = KDC_WT + 4;
     float *sK = sm, *sU = sK + C * ldx, *sP = sU + C * KDC_VS;
     const int fs = blockIdx.x, cs = blockIdx.y, h = blockIdx.z, tid = threadIdx.x;
     const int r0 = fs * FR, r1 = min(D, r0 + FR), j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
@@ -157,31 +204,43 @@ __global__ void __launch_bounds__(KDC_NT)
         sU[i] = t < L && j < jw ? Ug[((size_t)h * C + t) * dv + j0 + j] : 0.0f;
     }
     float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
-    const int fr = tid / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
-    for (int kt = r0; kt < r1; kt += KDC_KT) {
+    const int rg = tid / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
+    const bool zw = cs == 0 && cg == 0;
+    for (int kt = r0; kt < r1; kt += KDC_WT) {
         __syncthreads(); // sK, sU written; the previous psi tile read
-        for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
-            const int ff = i / C, t = i % C, r = kt + ff;
-            sP[ff * ldp + t] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, idx[r]) : 0.0f;
+        for (int i = tid; i < KDC_WT * C; i += KDC_NT) {
+            const int t = i / KDC_WT, ff = i % KDC_WT, r = kt + ff;
+            sP[t * ldp + ff] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, idx[r]) : 0.0f;
         }
         __syncthreads();
+        float acc[4][4], zz[4];
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int ff = fr + half * (KDC_KT / 2), r = kt + ff;
-            if (r >= r1) continue;
-            float *cell = Sh + (size_t)r * dv + j0 + 4 * cg;
-            float a[4];
-            for (int c = 0; c < 4; c++) a[c] = 4 * cg + c < jw ? cell[c] : 0.0f;
-            float zz = cs == 0 && cg == 0 ? zh[r] : 0.0f;
-            for (int t = 0; t < L; t++) {
-                const float p = sP[ff * ldp + t];
-                const float4 u4 = *reinterpret_cast<const float4 *>(sU + t * KDC_VS + 4 * cg);
-                a[0] += p * u4.x, a[1] += p * u4.y, a[2] += p * u4.z, a[3] += p * u4.w;
-                zz += p;
-            }
+        for (int a = 0; a < 4; a++) {
+            const int r = kt + 4 * rg + a;
+#pragma unroll
             for (int c = 0; c < 4; c++)
-                if (4 * cg + c < jw) cell[c] = a[c];
-            if (cs == 0 && cg == 0) zh[r] = zz;
+                acc[a][c] = r < r1 && 4 * cg + c < jw ? Sh[(size_t)r * dv + j0 + 4 * cg + c] : 0.0f;
+            zz[a] = zw && r < r1 ? zh[r] : 0.0f;
+        }
+        for (int t = 0; t < L; t++) {
+            const float4 p4 = *reinterpret_cast<const float4 *>(sP + t * ldp + 4 * rg);
+            const float4 u4 = *reinterpret_cast<const float4 *>(sU + t * KDC_VS + 4 * cg);
+            const float p[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+            for (int a = 0; a < 4; a++) {
+                acc[a][0] += p[a] * u4.x, acc[a][1] += p[a] * u4.y;
+                acc[a][2] += p[a] * u4.z, acc[a][3] += p[a] * u4.w;
+                zz[a] += p[a];
+            }
+        }
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            const int r = kt + 4 * rg + a;
+            if (r >= r1) continue;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                if (4 * cg + c < jw) Sh[(size_t)r * dv + j0 + 4 * cg + c] = acc[a][c];
+            if (zw) zh[r] = zz[a];
         }
     }
 }
@@ -194,12 +253,11 @@ static size_t kdc_read_smem(int dk, int C) {
             (size_t)G * C * KDC_VS) *
            sizeof(float);
 }
-static size_t kdc_solve_smem(int dk, int dv, int C) {
-    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + (size_t)C * dv + C) *
-           sizeof(float);
+static size_t kdc_solve_smem(int dk, int C) {
+    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + C) * sizeof(float);
 }
 static size_t kdc_write_smem(int dk, int C) {
-    return ((size_t)C * (dk + 1) + (size_t)C * KDC_VS + (size_t)KDC_KT * (C + 1)) * sizeof(float);
+    return ((size_t)C * (dk + 1) + (size_t)C * KDC_VS + (size_t)C * (KDC_WT + 4)) * sizeof(float);
 }
 
 static size_t kdc_align(size_t n) {
@@ -209,7 +267,7 @@ static size_t kdc_align(size_t n) {
 extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
     const size_t lim = 227 * 1024;
     return (chunk == 16 || chunk == 32 || chunk == 64) && dk <= 1023 &&
-           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, dv, chunk) <= lim &&
+           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, chunk) <= lim &&
            kdc_write_smem(dk, chunk) <= lim;
 }
 
@@ -238,14 +296,16 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
     if (nfs > ntiles) nfs = ntiles;
     const int FR = (ntiles + nfs - 1) / nfs * KDC_KT;
     nfs = (D + FR - 1) / FR;
-    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, dv, C),
-                 sw = kdc_write_smem(dk, C);
+    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, C), sw = kdc_write_smem(dk, C);
     CUDA_TRY(
         cudaFuncSetAttribute(kdc_read<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
         "gpu kata delta: shared memory (read)");
-    CUDA_TRY(
-        cudaFuncSetAttribute(kdc_solve<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss),
-        "gpu kata delta: shared memory (solve)");
+    void (*solve)(kfeat, int, int, int, const T *, const T *, const T *, const float *, float *,
+                  float *, float *) = C == 16   ? kdc_solve<T, 16>
+                                      : C == 32 ? kdc_solve<T, 32>
+                                                : kdc_solve<T, 64>;
+    CUDA_TRY(cudaFuncSetAttribute(solve, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss),
+             "gpu kata delta: shared memory (solve)");
     CUDA_TRY(
         cudaFuncSetAttribute(kdc_write<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sw),
         "gpu kata delta: shared memory (write)");
@@ -267,7 +327,7 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
             <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, C, L, idx, qc, kc, S, RP);
         CUDA_LAUNCHED("gpu kata delta: read");
         if (profile) cudaEventRecord(ev[1], st);
-        kdc_solve<T><<<H, KDC_NT, ss, st>>>(f, H, dv, C, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
+        solve<<<H, KDC_NT, ss, st>>>(f, H, dv, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
         CUDA_LAUNCHED("gpu kata delta: solve");
         if (profile) cudaEventRecord(ev[2], st);
         kdc_write<T>
