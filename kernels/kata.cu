@@ -41,15 +41,15 @@
 // columns [cs KA_VS, cs KA_VS + KA_VS) of head n, and z's features when cs == 0. Shared:
 // S [FR][KA_VS], z [FR], Q and K of the chunk [C][dk+1], their Lorentz norms [C] each,
 // V [C][KA_VS], one psi tile [KA_KT][C+4], the read's partial sums [G][C][KA_VS] and [G][C]
-// (G C = 128). update = 0: read the state for every chunk, never
-// write it (the flash form's initial-state term).
+// (G C = 128); the write's token-major psi tile [C][2 KA_KT+4] over the read's tile and sums.
+// update = 0: read the state for every chunk, never write it (the flash form's initial-state term).
 template <typename T>
 __global__ void __launch_bounds__(KA_NT)
     kata_state_kernel(kfeat f, int T_, int H, int dv, int C, int D, int FR, int update,
                       const int *idx, const T *q, const T *k, const T *v, float *Sg, float *zg,
                       float *o, float *den) {
     extern __shared__ __align__(16) float sm[];
-    const int dk = f.d, ldx = dk + 1, ldp = C + 1, ldq = C + 4;
+    const int dk = f.d, ldx = dk + 1, ldq = C + 4;
     float *sS = sm, *sz = sS + (size_t)FR * KA_VS, *sQ = sz + FR, *sK = sQ + C * ldx;
     float *nQ = sK + C * ldx, *nK = nQ + C, *sV = nK + C, *sP = sV + C * KA_VS;
     float *sRed = sP + KA_KT * (C + 4), *sDred = sRed + KA_NT * 16; // the read's partial sums
@@ -135,31 +135,45 @@ __global__ void __launch_bounds__(KA_NT)
                 atomicAdd(den + ((size_t)b * T_ + t0 + t) * H + h, sum);
             }
         if (!update) continue;
-        // write: S[rows, cols] += psi(K)^T V, z += psi(K)^T 1. Thread (fr, cg): tile rows fr and
-        // fr + KA_KT / 2, columns 4 cg .. 4 cg + 3.
-        const int fr = tid / (KA_VS / 4);
-        for (int kt = 0; kt < FR; kt += KA_KT) {
-            __syncthreads(); // every read of the old S and of sP is done
-            for (int x = tid; x < KA_KT * C; x += KA_NT) {
-                const int ff = x / C, t = x % C, r = r0 + kt + ff;
-                sP[ff * ldp + t] = r < D && t < L ? kata_psi(f, sK + t * ldx, nK[t], idx[r]) : 0.0f;
+        // write: S[rows, cols] += psi(K)^T V, z += psi(K)^T 1, in tiles of 2 KA_KT rows with a
+        // token-major psi tile [C][2 KA_KT + 4] (over sP and sRed, which the read is done with).
+        // Thread (rg, cg): rows 4 rg .. 4 rg + 3, columns 4 cg .. 4 cg + 3; each cell and z summed
+        // token by token, as the CPU.
+        const int rg = tid / (KA_VS / 4), ldw = 2 * KA_KT + 4;
+        for (int kt = 0; kt < FR; kt += 2 * KA_KT) {
+            __syncthreads(); // every read of the old S, of sP and of sRed is done
+            for (int x = tid; x < 2 * KA_KT * C; x += KA_NT) {
+                const int t = x / (2 * KA_KT), ff = x % (2 * KA_KT), r = r0 + kt + ff;
+                sP[t * ldw + ff] = kt + ff < FR && r < D && t < L
+                                       ? kata_psi(f, sK + t * ldx, nK[t], idx[r])
+                                       : 0.0f;
             }
             __syncthreads();
-            if (fr < KA_KT / 2) {
-                float4 *s0 = reinterpret_cast<float4 *>(sS + (kt + fr) * KA_VS + 4 * cg);
-                float4 *s1 =
-                    reinterpret_cast<float4 *>(sS + (kt + fr + KA_KT / 2) * KA_VS + 4 * cg);
-                float4 a = *s0, bq = *s1;
-                float z0 = 0.0f, z1 = 0.0f;
-                for (int t = 0; t < L; t++) {
-                    const float p0 = sP[fr * ldp + t], p1 = sP[(fr + KA_KT / 2) * ldp + t];
-                    const float4 v4 = *reinterpret_cast<const float4 *>(sV + t * KA_VS + 4 * cg);
-                    a.x += p0 * v4.x, a.y += p0 * v4.y, a.z += p0 * v4.z, a.w += p0 * v4.w;
-                    bq.x += p1 * v4.x, bq.y += p1 * v4.y, bq.z += p1 * v4.z, bq.w += p1 * v4.w;
-                    z0 += p0, z1 += p1;
+            const int rr = kt + 4 * rg; // FR is a multiple of 4: a group is in or out whole
+            if (rr >= FR) continue;
+            float acc[4][4], zz[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float4 s4 = *reinterpret_cast<const float4 *>(sS + (rr + u) * KA_VS + 4 * cg);
+                acc[u][0] = s4.x, acc[u][1] = s4.y, acc[u][2] = s4.z, acc[u][3] = s4.w;
+                zz[u] = sz[rr + u];
+            }
+            for (int t = 0; t < L; t++) {
+                const float4 p4 = *reinterpret_cast<const float4 *>(sP + t * ldw + 4 * rg);
+                const float4 v4 = *reinterpret_cast<const float4 *>(sV + t * KA_VS + 4 * cg);
+                const float pp[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    acc[u][0] += pp[u] * v4.x, acc[u][1] += pp[u] * v4.y;
+                    acc[u][2] += pp[u] * v4.z, acc[u][3] += pp[u] * v4.w;
+                    zz[u] += pp[u];
                 }
-                *s0 = a, *s1 = bq;
-                if (zb && cg == 0) sz[kt + fr] += z0, sz[kt + fr + KA_KT / 2] += z1;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                *reinterpret_cast<float4 *>(sS + (rr + u) * KA_VS + 4 * cg) =
+                    make_float4(acc[u][0], acc[u][1], acc[u][2], acc[u][3]);
+                if (zb && cg == 0) sz[rr + u] = zz[u];
             }
         }
     }
