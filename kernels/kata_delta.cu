@@ -31,7 +31,7 @@
 // [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
 // R). q, k point at the chunk's first token; tokens at or past L count as zero. RP [H][2 C][dv]:
 // P rows then R rows. Shared: X [C][dk+1] (the chunk's q or k), an S tile [KDC_KT][KDC_VS], a psi
-// tile [KDC_KT][C+4], the groups' partial sums [G][C][KDC_VS].
+// tile [KDC_KT][C+4], the groups' partial sums [G][C][KDC_VS], the tile's feature codes [KDC_KT].
 template <typename T>
 __global__ void __launch_bounds__(KDC_NT)
     kdc_read(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *q,
@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(KDC_NT)
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldp = C + 4;
     float *sX = sm, *sS = sX + C * ldx, *sP = sS + KDC_KT * KDC_VS, *sRed = sP + KDC_KT * ldp;
+    int *sI = reinterpret_cast<int *>(sRed + KDC_NT / ((C / 4) * (KDC_VS / 4)) * C * KDC_VS);
     const int fs = blockIdx.x, cs = blockIdx.y >> 1, w = blockIdx.y & 1, h = blockIdx.z;
     const int tid = threadIdx.x, r0 = fs * FR, r1 = min(D, r0 + FR);
     const int j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
@@ -53,18 +54,34 @@ __global__ void __launch_bounds__(KDC_NT)
     // psi tile's rows and meet in shared memory
     const int ntile = (C / 4) * (KDC_VS / 4), G = KDC_NT / ntile, grp = tid / ntile;
     const int tt = (tid % ntile) / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
+    // the next tile's S values and feature codes are loaded into registers while this tile is
+    // generated and multiplied (global latency off the critical path)
+    constexpr int NS = KDC_KT * KDC_VS / KDC_NT;
+    float pre[NS];
+    int pcode = 0;
+    auto fetch = [&](int kt) {
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            const int i = tid + n * KDC_NT, fr = i / KDC_VS, j = i % KDC_VS, r = kt + fr;
+            pre[n] = r < r1 && j < jw ? Sh[(size_t)r * dv + j0 + j] : 0.0f;
+        }
+        if (tid < KDC_KT && kt + tid < r1) pcode = idx[kt + tid];
+    };
+    fetch(r0);
     float acc[4][4] = {};
     for (int kt = r0; kt < r1; kt += KDC_KT) {
         __syncthreads(); // sX is written; the previous tile is read
-        for (int i = tid; i < KDC_KT * KDC_VS; i += KDC_NT) {
-            const int fr = i / KDC_VS, j = i % KDC_VS, r = kt + fr;
-            sS[i] = r < r1 && j < jw ? Sh[(size_t)r * dv + j0 + j] : 0.0f;
-        }
+#pragma unroll
+        for (int n = 0; n < NS; n++) sS[tid + n * KDC_NT] = pre[n];
+        if (tid < KDC_KT) sI[tid] = pcode;
+        __syncthreads();
+        if (kt + KDC_KT < r1) fetch(kt + KDC_KT);
         for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
             const int fr = i / C, t = i % C, r = kt + fr;
-            sP[fr * ldp + t] = r < r1 && t < L ? kata_psi(f, sX + t * ldx, 0.0f, idx[r]) : 0.0f;
+            sP[fr * ldp + t] = r < r1 && t < L ? kata_psi(f, sX + t * ldx, 0.0f, sI[fr]) : 0.0f;
         }
         __syncthreads();
+#pragma unroll 4
         for (int fr = grp; fr < KDC_KT; fr += G) {
             const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldp + 4 * tt);
             const float4 s4 = *reinterpret_cast<const float4 *>(sS + fr * KDC_VS + 4 * cg);
@@ -93,10 +110,10 @@ __global__ void __launch_bounds__(KDC_NT)
 
 // grid (H). The chunk's L tokens from q, k, v, beta (pointing at its first token): U [H][C][dv]
 // and o, with R and P from RP, which it leaves zeroed for the next chunk. Shared: Q, K [C][dk+1],
-// A_kk, A_qk [C][C+1], beta [C]. The Gram matrices in 4 x 4 tiles a thread (DeltaKATA's map is
-// PSD concat: kappa(x, y) = sum over groups m of (s x_m . y_m)^2); then each column of U and o is
-// one thread's, U's rows in registers (C is a template argument), the sums over earlier rows in
-// four partial sums.
+// A_kk, A_qk [C][C+1], beta [C], v - R and P [C][dv]. The Gram matrices in 4 x 4 tiles a thread
+// (DeltaKATA's map is PSD concat: kappa(x, y) = sum over groups m of (s x_m . y_m)^2); then each
+// column of U and o is one thread's, U's rows in registers (C is a template argument), the sums
+// over earlier rows in four partial sums.
 template <typename T, int C>
 __global__ void __launch_bounds__(KDC_NT)
     kdc_solve(kfeat f, int H, int dv, int L, const T *q, const T *k, const T *v, const float *beta,
@@ -105,7 +122,7 @@ __global__ void __launch_bounds__(KDC_NT)
     const int dk = f.d, ldx = dk + 1, h = blockIdx.x, tid = threadIdx.x;
     constexpr int lda = C + 1, NTL = C / 4; // 4 x 4 tiles: NTL x NTL of them
     float *sQ = sm, *sK = sQ + C * ldx, *Akk = sK + C * ldx, *Aqk = Akk + C * lda;
-    float *sb = Aqk + C * lda;
+    float *sb = Aqk + C * lda, *sVR = sb + C, *sPo = sVR + C * dv; // v - R, P: [C][dv]
     const size_t tok = (size_t)H * dk, tokv = (size_t)H * dv;
     for (int i = tid; i < C * dk; i += KDC_NT) {
         const int t = i / dk, d = i % dk;
@@ -152,6 +169,12 @@ __global__ void __launch_bounds__(KDC_NT)
     }
     __syncthreads();
     const float *P = RP + (size_t)h * 2 * C * dv, *R = P + (size_t)C * dv;
+    for (int i = tid; i < L * dv; i += KDC_NT) { // coalesced, before the columns' sequential walk
+        const int t = i / dv, j = i % dv;
+        sVR[i] = ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[i];
+        sPo[i] = P[i];
+    }
+    __syncthreads();
     // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s); o_t = P_t + sum_{s<=t} A_qk[t][s] u_s:
     // column j depends on column j alone
     for (int j = tid; j < dv; j += KDC_NT) {
@@ -160,8 +183,7 @@ __global__ void __launch_bounds__(KDC_NT)
         for (int t = 0; t < C; t++) {
             u[t] = 0.0f;
             if (t < L) {
-                float a[4] = {ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[(size_t)t * dv + j],
-                              0.0f, 0.0f, 0.0f};
+                float a[4] = {sVR[t * dv + j], 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int s2 = 0; s2 < t; s2++) a[s2 & 3] -= Akk[t * lda + s2] * u[s2];
                 u[t] = ((a[0] + a[1]) + (a[2] + a[3])) * sb[t];
@@ -171,7 +193,7 @@ __global__ void __launch_bounds__(KDC_NT)
 #pragma unroll
         for (int t = 0; t < C; t++)
             if (t < L) {
-                float a[4] = {P[(size_t)t * dv + j], 0.0f, 0.0f, 0.0f};
+                float a[4] = {sPo[t * dv + j], 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int s2 = 0; s2 <= t; s2++) a[s2 & 3] += Aqk[t * lda + s2] * u[s2];
                 o[(size_t)t * tokv + (size_t)h * dv + j] = (a[0] + a[1]) + (a[2] + a[3]);
@@ -183,8 +205,9 @@ __global__ void __launch_bounds__(KDC_NT)
 
 // grid (nfs, ncs, H): S[rows, cols] += Psi_K^T U and, when cs == 0, z[rows] += Psi_K^T 1, each
 // cell summed token by token as write_state. Shared: K [C][dk+1], U [C][KDC_VS], a psi tile
-// [C][KDC_WT+4] (token-major). Thread (rg, cg): rows 4 rg .. 4 rg + 3 of a tile of KDC_WT,
-// columns 4 cg .. 4 cg + 3; every thread sums z for its rows, the cs == 0, cg == 0 ones store it.
+// [C][KDC_WT+4] (token-major), the tile's feature codes [KDC_WT]. Thread (rg, cg): rows 4 rg .. 4
+// rg + 3 of a tile of KDC_WT, columns 4 cg .. 4 cg + 3; every thread sums z for its rows, the cs ==
+// 0, cg == 0 ones store it.
 template <typename T>
 __global__ void __launch_bounds__(KDC_NT)
     kdc_write(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *k,
@@ -192,6 +215,7 @@ __global__ void __launch_bounds__(KDC_NT)
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldp = KDC_WT + 4;
     float *sK = sm, *sU = sK + C * ldx, *sP = sU + C * KDC_VS;
+    int *sI = reinterpret_cast<int *>(sP + C * ldp);
     const int fs = blockIdx.x, cs = blockIdx.y, h = blockIdx.z, tid = threadIdx.x;
     const int r0 = fs * FR, r1 = min(D, r0 + FR), j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
     const size_t tok = (size_t)H * dk;
@@ -206,22 +230,38 @@ __global__ void __launch_bounds__(KDC_NT)
     float *Sh = S + (size_t)h * D * dv, *zh = z + (size_t)h * D;
     const int rg = tid / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
     const bool zw = cs == 0 && cg == 0;
-    for (int kt = r0; kt < r1; kt += KDC_WT) {
-        __syncthreads(); // sK, sU written; the previous psi tile read
-        for (int i = tid; i < KDC_WT * C; i += KDC_NT) {
-            const int t = i / KDC_WT, ff = i % KDC_WT, r = kt + ff;
-            sP[t * ldp + ff] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, idx[r]) : 0.0f;
-        }
-        __syncthreads();
-        float acc[4][4], zz[4];
+    // the next tile's cells, z and feature codes come into registers while this tile is computed
+    float nxt[4][4], nz[4];
+    int pcode = 0;
+    auto fetch = [&](int kt) {
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int r = kt + 4 * rg + a;
 #pragma unroll
             for (int c = 0; c < 4; c++)
-                acc[a][c] = r < r1 && 4 * cg + c < jw ? Sh[(size_t)r * dv + j0 + 4 * cg + c] : 0.0f;
-            zz[a] = zw && r < r1 ? zh[r] : 0.0f;
+                nxt[a][c] = r < r1 && 4 * cg + c < jw ? Sh[(size_t)r * dv + j0 + 4 * cg + c] : 0.0f;
+            nz[a] = zw && r < r1 ? zh[r] : 0.0f;
         }
+        if (tid < KDC_WT && kt + tid < r1) pcode = idx[kt + tid];
+    };
+    fetch(r0);
+    for (int kt = r0; kt < r1; kt += KDC_WT) {
+        __syncthreads(); // sK, sU written; the previous psi tile read
+        if (tid < KDC_WT) sI[tid] = pcode;
+        __syncthreads();
+        for (int i = tid; i < KDC_WT * C; i += KDC_NT) {
+            const int t = i / KDC_WT, ff = i % KDC_WT, r = kt + ff;
+            sP[t * ldp + ff] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, sI[ff]) : 0.0f;
+        }
+        float acc[4][4], zz[4];
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            zz[a] = nz[a];
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[a][c] = nxt[a][c];
+        }
+        if (kt + KDC_WT < r1) fetch(kt + KDC_WT);
+        __syncthreads();
         for (int t = 0; t < L; t++) {
             const float4 p4 = *reinterpret_cast<const float4 *>(sP + t * ldp + 4 * rg);
             const float4 u4 = *reinterpret_cast<const float4 *>(sU + t * KDC_VS + 4 * cg);
@@ -250,14 +290,16 @@ __global__ void __launch_bounds__(KDC_NT)
 static size_t kdc_read_smem(int dk, int C) {
     const int G = KDC_NT / ((C / 4) * (KDC_VS / 4));
     return ((size_t)C * (dk + 1) + KDC_KT * KDC_VS + (size_t)KDC_KT * (C + 4) +
-            (size_t)G * C * KDC_VS) *
+            (size_t)G * C * KDC_VS + KDC_KT) *
            sizeof(float);
 }
-static size_t kdc_solve_smem(int dk, int C) {
-    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + C) * sizeof(float);
+static size_t kdc_solve_smem(int dk, int dv, int C) {
+    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + C + 2 * (size_t)C * dv) *
+           sizeof(float);
 }
 static size_t kdc_write_smem(int dk, int C) {
-    return ((size_t)C * (dk + 1) + (size_t)C * KDC_VS + (size_t)C * (KDC_WT + 4)) * sizeof(float);
+    return ((size_t)C * (dk + 1) + (size_t)C * KDC_VS + (size_t)C * (KDC_WT + 4) + KDC_WT) *
+           sizeof(float);
 }
 
 static size_t kdc_align(size_t n) {
@@ -267,7 +309,7 @@ static size_t kdc_align(size_t n) {
 extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
     const size_t lim = 227 * 1024;
     return (chunk == 16 || chunk == 32 || chunk == 64) && dk <= 1023 &&
-           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, chunk) <= lim &&
+           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, dv, chunk) <= lim &&
            kdc_write_smem(dk, chunk) <= lim;
 }
 
@@ -296,7 +338,8 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
     if (nfs > ntiles) nfs = ntiles;
     const int FR = (ntiles + nfs - 1) / nfs * KDC_KT;
     nfs = (D + FR - 1) / FR;
-    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, C), sw = kdc_write_smem(dk, C);
+    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, dv, C),
+                 sw = kdc_write_smem(dk, C);
     CUDA_TRY(
         cudaFuncSetAttribute(kdc_read<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
         "gpu kata delta: shared memory (read)");
