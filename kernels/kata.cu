@@ -43,11 +43,11 @@
 // V [C][KA_VS], one psi tile [KA_KT][C+4], the read's partial sums [G][C][KA_VS] and [G][C]
 // (G C = 128); the write's token-major psi tile [C][2 KA_KT+4] over the read's tile and sums.
 // update = 0: read the state for every chunk, never write it (the flash form's initial-state term).
-template <typename T>
+template <typename T, int C>
 __global__ void __launch_bounds__(KA_NT)
-    kata_state_kernel(kfeat f, int T_, int H, int dv, int C, int D, int FR, int update,
-                      const int *idx, const T *q, const T *k, const T *v, float *Sg, float *zg,
-                      float *o, float *den) {
+    kata_state_kernel(kfeat f, int T_, int H, int dv, int D, int FR, int update, const int *idx,
+                      const T *q, const T *k, const T *v, float *Sg, float *zg, float *o,
+                      float *den) {
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldq = C + 4;
     float *sS = sm, *sz = sS + (size_t)FR * KA_VS, *sQ = sz + FR, *sK = sQ + C * ldx;
@@ -673,12 +673,16 @@ static int kata_launch_state(const kfeat &f, int B, int T_, int H, int dv, int C
     CUDA_TRY(cudaMemsetAsync(o, 0, (size_t)B * T_ * H * dv * sizeof(float), st), "gpu kata");
     CUDA_TRY(cudaMemsetAsync(den, 0, (size_t)B * T_ * H * sizeof(float), st), "gpu kata");
     if (!state) return 0;
-    CUDA_TRY(cudaFuncSetAttribute(kata_state_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem),
+    // the chunk a template argument: the tiles' index arithmetic by shifts
+    void (*kern)(kfeat, int, int, int, int, int, int, const int *, const T *, const T *, const T *,
+                 float *, float *, float *, float *) = C == 16   ? kata_state_kernel<T, 16>
+                                                       : C == 32 ? kata_state_kernel<T, 32>
+                                                                 : kata_state_kernel<T, 64>;
+    CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
              "gpu kata: shared memory (state pass)");
-    kata_state_kernel<T><<<dim3(nfs, ncs, N), KA_NT, smem, st>>>(
-        f, T_, H, dv, C, D, FR, update, idx, (const T *)q, (const T *)k, (const T *)v, state,
-        state + (size_t)N * D * dv, o, den);
+    kern<<<dim3(nfs, ncs, N), KA_NT, smem, st>>>(f, T_, H, dv, D, FR, update, idx, (const T *)q,
+                                                 (const T *)k, (const T *)v, state,
+                                                 state + (size_t)N * D * dv, o, den);
     CUDA_LAUNCHED("gpu kata: state pass");
     return 0;
 }

@@ -27,15 +27,22 @@
 #define KDC_KT 64  // feature rows of a psi tile in the read
 #define KDC_WT 128 // in the write: 32 row groups of 4 (KDC_NT / (KDC_VS / 4))
 
+// psi(x)_r for DeltaKATA's map (always PSD concat: kata_psi's first case without the switch)
+__device__ __forceinline__ float kdc_psi(const kfeat &f, const float *x, int code) {
+    const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
+    const float *xm = x + m * f.E;
+    return (i == j ? f.s : f.s * KA_SQRT2) * xm[i] * xm[j];
+}
+
 // grid (nfs, 2 ncs, H). Block (fs, 2 cs + w, h) reads rows [fs FR, fs FR + FR) and columns
 // [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
 // R). q, k point at the chunk's first token; tokens at or past L count as zero. RP [H][2 C][dv]:
 // P rows then R rows. Shared: X [C][dk+1] (the chunk's q or k), an S tile [KDC_KT][KDC_VS], a psi
 // tile [KDC_KT][C+4], the groups' partial sums [G][C][KDC_VS], the tile's feature codes [KDC_KT].
-template <typename T>
+template <typename T, int C>
 __global__ void __launch_bounds__(KDC_NT)
-    kdc_read(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *q,
-             const T *k, const float *S, float *RP) {
+    kdc_read(kfeat f, int H, int dv, int D, int FR, int L, const int *idx, const T *q, const T *k,
+             const float *S, float *RP) {
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldp = C + 4;
     float *sX = sm, *sS = sX + C * ldx, *sP = sS + KDC_KT * KDC_VS, *sRed = sP + KDC_KT * ldp;
@@ -78,7 +85,7 @@ __global__ void __launch_bounds__(KDC_NT)
         if (kt + KDC_KT < r1) fetch(kt + KDC_KT);
         for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
             const int fr = i / C, t = i % C, r = kt + fr;
-            sP[fr * ldp + t] = r < r1 && t < L ? kata_psi(f, sX + t * ldx, 0.0f, sI[fr]) : 0.0f;
+            sP[fr * ldp + t] = r < r1 && t < L ? kdc_psi(f, sX + t * ldx, sI[fr]) : 0.0f;
         }
         __syncthreads();
 #pragma unroll 4
@@ -208,9 +215,9 @@ __global__ void __launch_bounds__(KDC_NT)
 // [C][KDC_WT+4] (token-major), the tile's feature codes [KDC_WT]. Thread (rg, cg): rows 4 rg .. 4
 // rg + 3 of a tile of KDC_WT, columns 4 cg .. 4 cg + 3; every thread sums z for its rows, the cs ==
 // 0, cg == 0 ones store it.
-template <typename T>
+template <typename T, int C>
 __global__ void __launch_bounds__(KDC_NT)
-    kdc_write(kfeat f, int H, int dv, int D, int FR, int C, int L, const int *idx, const T *k,
+    kdc_write(kfeat f, int H, int dv, int D, int FR, int L, const int *idx, const T *k,
               const float *Ug, float *S, float *z) {
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldp = KDC_WT + 4;
@@ -251,7 +258,7 @@ __global__ void __launch_bounds__(KDC_NT)
         __syncthreads();
         for (int i = tid; i < KDC_WT * C; i += KDC_NT) {
             const int t = i / KDC_WT, ff = i % KDC_WT, r = kt + ff;
-            sP[t * ldp + ff] = r < r1 && t < L ? kata_psi(f, sK + t * ldx, 0.0f, sI[ff]) : 0.0f;
+            sP[t * ldp + ff] = r < r1 && t < L ? kdc_psi(f, sK + t * ldx, sI[ff]) : 0.0f;
         }
         float acc[4][4], zz[4];
 #pragma unroll
@@ -322,8 +329,8 @@ extern "C" size_t gpu_kata_delta_chunked_scratch_bytes(int H, int dk, int dv, in
            (size_t)H * chunk * dv * 4;
 }
 
-template <typename T>
-static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, const T *k, const T *v,
+template <typename T, int C>
+static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k, const T *v,
                    const float *beta, float *state, float *o, void *scratch, cudaStream_t st,
                    err *e) {
     const int D = (int)kfeat_dim(f), dk = f.d, ncs = (dv + KDC_VS - 1) / KDC_VS;
@@ -341,16 +348,14 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
     const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, dv, C),
                  sw = kdc_write_smem(dk, C);
     CUDA_TRY(
-        cudaFuncSetAttribute(kdc_read<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
+        cudaFuncSetAttribute(kdc_read<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
         "gpu kata delta: shared memory (read)");
     void (*solve)(kfeat, int, int, int, const T *, const T *, const T *, const float *, float *,
-                  float *, float *) = C == 16   ? kdc_solve<T, 16>
-                                      : C == 32 ? kdc_solve<T, 32>
-                                                : kdc_solve<T, 64>;
+                  float *, float *) = kdc_solve<T, C>;
     CUDA_TRY(cudaFuncSetAttribute(solve, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss),
              "gpu kata delta: shared memory (solve)");
     CUDA_TRY(
-        cudaFuncSetAttribute(kdc_write<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sw),
+        cudaFuncSetAttribute(kdc_write<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sw),
         "gpu kata delta: shared memory (write)");
     kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
     CUDA_LAUNCHED("gpu kata delta: feature index");
@@ -366,15 +371,15 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
         const T *qc = q + t0 * tk, *kc = k + t0 * tk, *vc = v + t0 * tv;
         const float *bc = beta ? beta + (size_t)t0 * H : NULL;
         if (profile) cudaEventRecord(ev[0], st);
-        kdc_read<T>
-            <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, C, L, idx, qc, kc, S, RP);
+        kdc_read<T, C>
+            <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, L, idx, qc, kc, S, RP);
         CUDA_LAUNCHED("gpu kata delta: read");
         if (profile) cudaEventRecord(ev[1], st);
         solve<<<H, KDC_NT, ss, st>>>(f, H, dv, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
         CUDA_LAUNCHED("gpu kata delta: solve");
         if (profile) cudaEventRecord(ev[2], st);
-        kdc_write<T>
-            <<<dim3(nfs, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FR, C, L, idx, kc, U, S, z);
+        kdc_write<T, C>
+            <<<dim3(nfs, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FR, L, idx, kc, U, S, z);
         CUDA_LAUNCHED("gpu kata delta: write");
         if (profile) {
             float ms;
@@ -394,6 +399,15 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, int C, const T *q, con
     return 0;
 }
 
+template <typename T>
+static int kdc_dispatch(const kfeat &f, int T_, int H, int dv, int C, const T *q, const T *k,
+                        const T *v, const float *beta, float *state, float *o, void *scratch,
+                        cudaStream_t st, err *e) {
+    if (C == 16) return kdc_run<T, 16>(f, T_, H, dv, q, k, v, beta, state, o, scratch, st, e);
+    if (C == 32) return kdc_run<T, 32>(f, T_, H, dv, q, k, v, beta, state, o, scratch, st, e);
+    return kdc_run<T, 64>(f, T_, H, dv, q, k, v, beta, state, o, scratch, st, e);
+}
+
 extern "C" int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, int chunk,
                                       float scale, int bf16, const void *q, const void *k,
                                       const void *v, const float *beta, float *state, float *o,
@@ -407,8 +421,8 @@ extern "C" int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, 
     cudaStream_t st = (cudaStream_t)stream;
     const kfeat f = kfeat_of(KATA_DELTA, dk, groups, scale);
     typedef __nv_bfloat16 bf;
-    return bf16 ? kdc_run<bf>(f, T, H, dv, chunk, (const bf *)q, (const bf *)k, (const bf *)v, beta,
-                              state, o, scratch, st, e)
-                : kdc_run<float>(f, T, H, dv, chunk, (const float *)q, (const float *)k,
-                                 (const float *)v, beta, state, o, scratch, st, e);
+    return bf16 ? kdc_dispatch<bf>(f, T, H, dv, chunk, (const bf *)q, (const bf *)k, (const bf *)v,
+                                   beta, state, o, scratch, st, e)
+                : kdc_dispatch<float>(f, T, H, dv, chunk, (const float *)q, (const float *)k,
+                                      (const float *)v, beta, state, o, scratch, st, e);
 }
