@@ -26,6 +26,7 @@
 #define KDC_VS 32  // value columns of a read or write block
 #define KDC_KT 64  // feature rows of a psi tile in the read
 #define KDC_WT 128 // in the write: 32 row groups of 4 (KDC_NT / (KDC_VS / 4))
+#define KDC_SC 32  // value columns of a solve block
 
 // psi(x)_r for DeltaKATA's map (always PSD concat: kata_psi's first case without the switch)
 __device__ __forceinline__ float kdc_psi(const kfeat &f, const float *x, int code) {
@@ -115,12 +116,14 @@ __global__ void __launch_bounds__(KDC_NT)
     }
 }
 
-// grid (H). The chunk's L tokens from q, k, v, beta (pointing at its first token): U [H][C][dv]
-// and o, with R and P from RP, which it leaves zeroed for the next chunk. Shared: Q, K [C][dk+1],
-// A_kk, A_qk [C][C+1], beta [C], v - R and P [C][dv]. The Gram matrices in 4 x 4 tiles a thread
-// (DeltaKATA's map is PSD concat: kappa(x, y) = sum over groups m of (s x_m . y_m)^2); then each
-// column of U and o is one thread's, U's rows in registers (C is a template argument), the sums
-// over earlier rows in four partial sums.
+// grid (H, ceil(dv / KDC_SC)): block (h, y) takes columns [y KDC_SC, +KDC_SC). The chunk's L
+// tokens from q, k, v, beta (pointing at its first token): U [H][C][dv] and o, with R and P from
+// RP, which it leaves zeroed for the next chunk. Shared: Q, K [C][dk+1], A_kk, A_qk [C][C+1],
+// beta [C], the block's columns of v - R (then U) and P [C][KDC_SC]. Every block computes the Gram
+// matrices, in 4 x 4 tiles a thread (DeltaKATA's map is PSD concat: kappa(x, y) = sum over groups m
+// of (s x_m . y_m)^2); then a column of U is one thread's walk over the rows (in registers: C is a
+// template argument), and o's entries are spread over the block; the sums over earlier rows run
+// in four partial sums.
 template <typename T, int C>
 __global__ void __launch_bounds__(KDC_NT)
     kdc_solve(kfeat f, int H, int dv, int L, const T *q, const T *k, const T *v, const float *beta,
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(KDC_NT)
     const int dk = f.d, ldx = dk + 1, h = blockIdx.x, tid = threadIdx.x;
     constexpr int lda = C + 1, NTL = C / 4; // 4 x 4 tiles: NTL x NTL of them
     float *sQ = sm, *sK = sQ + C * ldx, *Akk = sK + C * ldx, *Aqk = Akk + C * lda;
-    float *sb = Aqk + C * lda, *sVR = sb + C, *sPo = sVR + C * dv; // v - R, P: [C][dv]
+    float *sb = Aqk + C * lda, *sVR = sb + C, *sPo = sVR + C * KDC_SC; // v - R (then U), P
     const size_t tok = (size_t)H * dk, tokv = (size_t)H * dv;
     for (int i = tid; i < C * dk; i += KDC_NT) {
         const int t = i / dk, d = i % dk;
@@ -175,39 +178,43 @@ __global__ void __launch_bounds__(KDC_NT)
             }
     }
     __syncthreads();
+    // this block's KDC_SC columns [jb, jb + w) of v - R and P, coalesced, before the walk
+    const int jb = blockIdx.y * KDC_SC, w = min(KDC_SC, dv - jb);
     const float *P = RP + (size_t)h * 2 * C * dv, *R = P + (size_t)C * dv;
-    for (int i = tid; i < L * dv; i += KDC_NT) { // coalesced, before the columns' sequential walk
-        const int t = i / dv, j = i % dv;
-        sVR[i] = ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[i];
-        sPo[i] = P[i];
+    for (int i = tid; i < L * w; i += KDC_NT) {
+        const int t = i / w, j = jb + i % w;
+        sVR[i] = ld(v + (size_t)t * tokv + (size_t)h * dv + j) - R[(size_t)t * dv + j];
+        sPo[i] = P[(size_t)t * dv + j];
     }
     __syncthreads();
-    // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s); o_t = P_t + sum_{s<=t} A_qk[t][s] u_s:
-    // column j depends on column j alone
-    for (int j = tid; j < dv; j += KDC_NT) {
+    // u_t = beta_t (v_t - R_t - sum_{s<t} A_kk[t][s] u_s), a column a thread (column j depends on
+    // column j alone), into sU over sVR
+    if (tid < w) {
         float u[C];
 #pragma unroll
         for (int t = 0; t < C; t++) {
             u[t] = 0.0f;
             if (t < L) {
-                float a[4] = {sVR[t * dv + j], 0.0f, 0.0f, 0.0f};
+                float a[4] = {sVR[t * w + tid], 0.0f, 0.0f, 0.0f};
 #pragma unroll
                 for (int s2 = 0; s2 < t; s2++) a[s2 & 3] -= Akk[t * lda + s2] * u[s2];
                 u[t] = ((a[0] + a[1]) + (a[2] + a[3])) * sb[t];
-                Ug[((size_t)h * C + t) * dv + j] = u[t];
+                sVR[t * w + tid] = u[t];
+                Ug[((size_t)h * C + t) * dv + jb + tid] = u[t];
             }
         }
-#pragma unroll
-        for (int t = 0; t < C; t++)
-            if (t < L) {
-                float a[4] = {sPo[t * dv + j], 0.0f, 0.0f, 0.0f};
-#pragma unroll
-                for (int s2 = 0; s2 <= t; s2++) a[s2 & 3] += Aqk[t * lda + s2] * u[s2];
-                o[(size_t)t * tokv + (size_t)h * dv + j] = (a[0] + a[1]) + (a[2] + a[3]);
-            }
+    }
+    __syncthreads();
+    // o_t = P_t + sum_{s<=t} A_qk[t][s] u_s, every (t, j) of the block's columns
+    for (int i = tid; i < L * w; i += KDC_NT) {
+        const int t = i / w, jj = i % w;
+        float a[4] = {sPo[i], 0.0f, 0.0f, 0.0f};
+        for (int s2 = 0; s2 <= t; s2++) a[s2 & 3] += Aqk[t * lda + s2] * sVR[s2 * w + jj];
+        o[(size_t)t * tokv + (size_t)h * dv + jb + jj] = (a[0] + a[1]) + (a[2] + a[3]);
     }
     __syncthreads(); // every thread has read R and P
-    for (int i = tid; i < 2 * C * dv; i += KDC_NT) RP[(size_t)h * 2 * C * dv + i] = 0.0f;
+    for (int i = tid; i < 2 * C * w; i += KDC_NT)
+        RP[(size_t)h * 2 * C * dv + (size_t)(i / w) * dv + jb + i % w] = 0.0f;
 }
 
 // grid (nfs, ncs, H): S[rows, cols] += Psi_K^T U and, when cs == 0, z[rows] += Psi_K^T 1, each
@@ -300,8 +307,8 @@ static size_t kdc_read_smem(int dk, int C) {
             (size_t)G * C * KDC_VS + KDC_KT) *
            sizeof(float);
 }
-static size_t kdc_solve_smem(int dk, int dv, int C) {
-    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + C + 2 * (size_t)C * dv) *
+static size_t kdc_solve_smem(int dk, int C) {
+    return (2 * (size_t)C * (dk + 1) + 2 * (size_t)C * (C + 1) + C + 2 * (size_t)C * KDC_SC) *
            sizeof(float);
 }
 static size_t kdc_write_smem(int dk, int C) {
@@ -316,7 +323,7 @@ static size_t kdc_align(size_t n) {
 extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
     const size_t lim = 227 * 1024;
     return (chunk == 16 || chunk == 32 || chunk == 64) && dk <= 1023 &&
-           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, dv, chunk) <= lim &&
+           kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, chunk) <= lim &&
            kdc_write_smem(dk, chunk) <= lim;
 }
 
@@ -345,8 +352,14 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k
     if (nfs > ntiles) nfs = ntiles;
     const int FR = (ntiles + nfs - 1) / nfs * KDC_KT;
     nfs = (D + FR - 1) / FR;
-    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, dv, C),
-                 sw = kdc_write_smem(dk, C);
+    // the write adds no atomics: its slices are as many as fill the device once (three blocks a
+    // multiprocessor by shared memory; 192 blocks took 52 ms of DeltaKATA's 137 at 16K)
+    int nfw = (396 + ncs * H / 2) / (ncs * H);
+    const int wtiles = (D + KDC_WT - 1) / KDC_WT;
+    nfw = nfw < 1 ? 1 : nfw > wtiles ? wtiles : nfw;
+    const int FW = (wtiles + nfw - 1) / nfw * KDC_WT;
+    nfw = (D + FW - 1) / FW;
+    const size_t sr = kdc_read_smem(dk, C), ss = kdc_solve_smem(dk, C), sw = kdc_write_smem(dk, C);
     CUDA_TRY(
         cudaFuncSetAttribute(kdc_read<T, C>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sr),
         "gpu kata delta: shared memory (read)");
@@ -375,11 +388,12 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k
             <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, L, idx, qc, kc, S, RP);
         CUDA_LAUNCHED("gpu kata delta: read");
         if (profile) cudaEventRecord(ev[1], st);
-        solve<<<H, KDC_NT, ss, st>>>(f, H, dv, L, qc, kc, vc, bc, RP, U, o + t0 * tv);
+        solve<<<dim3(H, (dv + KDC_SC - 1) / KDC_SC), KDC_NT, ss, st>>>(f, H, dv, L, qc, kc, vc, bc,
+                                                                       RP, U, o + t0 * tv);
         CUDA_LAUNCHED("gpu kata delta: solve");
         if (profile) cudaEventRecord(ev[2], st);
         kdc_write<T, C>
-            <<<dim3(nfs, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FR, L, idx, kc, U, S, z);
+            <<<dim3(nfw, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FW, L, idx, kc, U, S, z);
         CUDA_LAUNCHED("gpu kata delta: write");
         if (profile) {
             float ms;
@@ -390,10 +404,11 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k
         }
     }
     if (profile) {
-        fprintf(stderr,
-                "kata delta chunked T=%d C=%d (%d feature slices of %d): read %.3f ms, solve "
-                "%.3f ms, write %.3f ms\n",
-                T_, C, nfs, FR, pass_ms[0], pass_ms[1], pass_ms[2]);
+        fprintf(
+            stderr,
+            "kata delta chunked T=%d C=%d (%d feature slices of %d, %d of %d): read %.3f ms, solve "
+            "%.3f ms, write %.3f ms\n",
+            T_, C, nfs, FR, nfw, FW, pass_ms[0], pass_ms[1], pass_ms[2]);
         for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
     }
     return 0;
