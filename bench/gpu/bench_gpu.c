@@ -14,7 +14,12 @@
  * states read and written, over the measured copy bandwidth) and the old path (model_step with
  * m->gpu = 1); calls that also bring back the keys, values and readback errors of every token
  * (model_gpu_step_ex); and the engine end to end (engine_run under device gpu with the default
- * probes: every probe, k, v, the readback picture and the state snapshot recorded). */
+ * probes: every probe, k, v, the readback picture and the state snapshot recorded).
+ *
+ * MIXSCOPE_BENCH_ONLY selects one section: delta, decode, attn, kata (KATA m1 chunked and flash,
+ * DeltaKATA's chunked form beside its step), kata-sweep (KATA m1 at 16K over chunk lengths and
+ * the state pass's shared-memory caps, DeltaKATA at 4K over chunk lengths), kalman, step. With
+ * MIXSCOPE_KATA_PROFILE / MIXSCOPE_KATA_DELTA_PROFILE the KATA passes print their times. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
