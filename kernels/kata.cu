@@ -41,7 +41,8 @@
 // columns [cs KA_VS, cs KA_VS + KA_VS) of head n, and z's features when cs == 0. Shared:
 // S [FR][KA_VS], z [FR], Q and K of the chunk [C][dk+1], their Lorentz norms [C] each,
 // V [C][KA_VS], one psi tile [KA_KT][C+4], the read's partial sums [G][C][KA_VS] and [G][C]
-// (G C = 128); the write's token-major psi tile [C][2 KA_KT+4] over the read's tile and sums.
+// (G C = 128); the write's token-major psi tile [C][2 KA_KT+4] over the read's tile and sums; the
+// slice's feature codes [FR] (read once).
 // update = 0: read the state for every chunk, never write it (the flash form's initial-state term).
 template <typename T, int C>
 __global__ void __launch_bounds__(KA_NT)
@@ -53,6 +54,7 @@ __global__ void __launch_bounds__(KA_NT)
     float *sS = sm, *sz = sS + (size_t)FR * KA_VS, *sQ = sz + FR, *sK = sQ + C * ldx;
     float *nQ = sK + C * ldx, *nK = nQ + C, *sV = nK + C, *sP = sV + C * KA_VS;
     float *sRed = sP + KA_KT * (C + 4), *sDred = sRed + KA_NT * 16; // the read's partial sums
+    int *sI = reinterpret_cast<int *>(sDred + 128);                 // the slice's feature codes
     const int fs = blockIdx.x, cs = blockIdx.y, n = blockIdx.z, b = n / H, h = n % H;
     const int tid = threadIdx.x, r0 = fs * FR, j0 = cs * KA_VS, jw = min(KA_VS, dv - j0);
     const int zb = cs == 0; // this block also carries z
@@ -62,7 +64,10 @@ __global__ void __launch_bounds__(KA_NT)
         const int r = x / KA_VS, j = x % KA_VS;
         sS[x] = r0 + r < D && j < jw ? S[(size_t)(r0 + r) * dv + j0 + j] : 0.0f;
     }
-    for (int r = tid; r < FR; r += KA_NT) sz[r] = zb && r0 + r < D ? z[r0 + r] : 0.0f;
+    for (int r = tid; r < FR; r += KA_NT) {
+        sz[r] = zb && r0 + r < D ? z[r0 + r] : 0.0f;
+        sI[r] = r0 + r < D ? idx[r0 + r] : 0;
+    }
     // The read's thread tile: tokens 4 tt .. 4 tt + 3, columns 4 cg .. 4 cg + 3. The C x KA_VS
     // outputs make ntile tiles; the block's threads form G = KA_NT / ntile groups, group grp taking
     // every G-th feature of a psi tile, and the groups' partial sums meet in shared memory.
@@ -98,9 +103,11 @@ __global__ void __launch_bounds__(KA_NT)
             __syncthreads();
             for (int x = tid; x < KA_KT * C; x += KA_NT) {
                 const int fr = x / C, t = x % C, r = r0 + kt + fr;
-                sP[fr * ldq + t] = r < D && t < L ? kata_psi(f, sQ + t * ldx, nQ[t], idx[r]) : 0.0f;
+                sP[fr * ldq + t] =
+                    r < D && t < L ? kata_psi(f, sQ + t * ldx, nQ[t], sI[kt + fr]) : 0.0f;
             }
             __syncthreads();
+#pragma unroll 4
             for (int fr = grp; fr < KA_KT; fr += G) {
                 const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldq + 4 * tt);
                 const float4 s4 =
@@ -145,7 +152,7 @@ __global__ void __launch_bounds__(KA_NT)
             for (int x = tid; x < 2 * KA_KT * C; x += KA_NT) {
                 const int t = x / (2 * KA_KT), ff = x % (2 * KA_KT), r = r0 + kt + ff;
                 sP[t * ldw + ff] = kt + ff < FR && r < D && t < L
-                                       ? kata_psi(f, sK + t * ldx, nK[t], idx[r])
+                                       ? kata_psi(f, sK + t * ldx, nK[t], sI[kt + ff])
                                        : 0.0f;
             }
             __syncthreads();
@@ -646,7 +653,7 @@ static int kata_check(int variant, int dk, int groups, err *e) {
 
 static size_t kata_state_smem(int FR, int dk, int C) {
     return ((size_t)FR * KA_VS + FR + 2 * (size_t)C * (dk + 1) + 2 * (size_t)C + (size_t)C * KA_VS +
-            (size_t)KA_KT * (C + 4) + KA_NT * 16 + 128) *
+            (size_t)KA_KT * (C + 4) + KA_NT * 16 + 128 + FR) *
            sizeof(float);
 }
 
