@@ -112,13 +112,10 @@ __global__ void __launch_bounds__(KA_NT)
                 const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldq + 4 * tt);
                 const float4 s4 =
                     *reinterpret_cast<const float4 *>(sS + (kt + fr) * KA_VS + 4 * cg);
-                const float zz = sz[kt + fr], a[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    acc[u][0] += a[u] * s4.x, acc[u][1] += a[u] * s4.y;
-                    acc[u][2] += a[u] * s4.z, acc[u][3] += a[u] * s4.w;
-                    dacc[u] += a[u] * zz;
-                }
+                const float zz = sz[kt + fr];
+                kata_outer4(acc, a4, s4);
+                dacc[0] += a4.x * zz, dacc[1] += a4.y * zz, dacc[2] += a4.z * zz;
+                dacc[3] += a4.w * zz;
             }
         }
 #pragma unroll
@@ -165,17 +162,7 @@ __global__ void __launch_bounds__(KA_NT)
                 acc[u][0] = s4.x, acc[u][1] = s4.y, acc[u][2] = s4.z, acc[u][3] = s4.w;
                 zz[u] = sz[rr + u];
             }
-            for (int t = 0; t < L; t++) {
-                const float4 p4 = *reinterpret_cast<const float4 *>(sP + t * ldw + 4 * rg);
-                const float4 v4 = *reinterpret_cast<const float4 *>(sV + t * KA_VS + 4 * cg);
-                const float pp[4] = {p4.x, p4.y, p4.z, p4.w};
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    acc[u][0] += pp[u] * v4.x, acc[u][1] += pp[u] * v4.y;
-                    acc[u][2] += pp[u] * v4.z, acc[u][3] += pp[u] * v4.w;
-                    zz[u] += pp[u];
-                }
-            }
+            kata_write_tokens(acc, zz, sP + 4 * rg, ldw, sV + 4 * cg, KA_VS, L);
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 *reinterpret_cast<float4 *>(sS + (rr + u) * KA_VS + 4 * cg) =

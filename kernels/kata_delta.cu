@@ -93,12 +93,7 @@ __global__ void __launch_bounds__(KDC_NT)
         for (int fr = grp; fr < KDC_KT; fr += G) {
             const float4 a4 = *reinterpret_cast<const float4 *>(sP + fr * ldp + 4 * tt);
             const float4 s4 = *reinterpret_cast<const float4 *>(sS + fr * KDC_VS + 4 * cg);
-            const float a[4] = {a4.x, a4.y, a4.z, a4.w};
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                acc[u][0] += a[u] * s4.x, acc[u][1] += a[u] * s4.y;
-                acc[u][2] += a[u] * s4.z, acc[u][3] += a[u] * s4.w;
-            }
+            kata_outer4(acc, a4, s4);
         }
     }
 #pragma unroll
@@ -276,17 +271,7 @@ __global__ void __launch_bounds__(KDC_NT)
         }
         if (kt + KDC_WT < r1) fetch(kt + KDC_WT);
         __syncthreads();
-        for (int t = 0; t < L; t++) {
-            const float4 p4 = *reinterpret_cast<const float4 *>(sP + t * ldp + 4 * rg);
-            const float4 u4 = *reinterpret_cast<const float4 *>(sU + t * KDC_VS + 4 * cg);
-            const float p[4] = {p4.x, p4.y, p4.z, p4.w};
-#pragma unroll
-            for (int a = 0; a < 4; a++) {
-                acc[a][0] += p[a] * u4.x, acc[a][1] += p[a] * u4.y;
-                acc[a][2] += p[a] * u4.z, acc[a][3] += p[a] * u4.w;
-                zz[a] += p[a];
-            }
-        }
+        kata_write_tokens(acc, zz, sP + 4 * rg, ldp, sU + 4 * cg, KDC_VS, L);
 #pragma unroll
         for (int a = 0; a < 4; a++) {
             const int r = kt + 4 * rg + a;

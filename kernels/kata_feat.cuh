@@ -1,6 +1,7 @@
 // kata_feat.cuh: KATA's feature maps as the kernels read them (kata.cu, kata_delta.cu): the
 // variant's map (kfeat, from mixers/kata.c's kata_variant_fmap), each feature's code, psi(x)_r from
-// a code, and kappa(x, y) = <psi(x), psi(y)> from group dot products (psi never formed).
+// a code, and kappa(x, y) = <psi(x), psi(y)> from group dot products (psi never formed); and the
+// 4 x 4 register tiles the state passes of both files multiply in.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -126,5 +127,30 @@ __device__ __forceinline__ float kata_kappa(const kfeat &f, const float *x, cons
         for (int i = 0; i < f.d; i++) acc += x[i] * y[i];
         return f.s * acc;
     }
+    }
+}
+
+// acc[u][c] += a_u b_c: a 4 x 4 register tile of products (the state passes' reads and writes).
+__device__ __forceinline__ void kata_outer4(float (&acc)[4][4], const float4 a, const float4 b) {
+    const float x[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        acc[u][0] += x[u] * b.x, acc[u][1] += x[u] * b.y;
+        acc[u][2] += x[u] * b.z, acc[u][3] += x[u] * b.w;
+    }
+}
+
+// A write's token loop over L tokens, token by token as the CPU's write_state: four state rows'
+// cells acc (four value columns) += psi * value and their z sums zz += psi, with p the rows' psi
+// values of token 0 in a token-major tile (row stride ldp) and v the columns' values of token 0
+// (row stride ldv); both 16-byte aligned.
+__device__ __forceinline__ void kata_write_tokens(float (&acc)[4][4], float (&zz)[4],
+                                                  const float *p, int ldp, const float *v, int ldv,
+                                                  int L) {
+    for (int t = 0; t < L; t++) {
+        const float4 p4 = *reinterpret_cast<const float4 *>(p + t * ldp);
+        const float4 v4 = *reinterpret_cast<const float4 *>(v + t * ldv);
+        kata_outer4(acc, p4, v4);
+        zz[0] += p4.x, zz[1] += p4.y, zz[2] += p4.z, zz[3] += p4.w;
     }
 }
