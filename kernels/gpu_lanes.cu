@@ -368,9 +368,9 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
         return 0;
     case LK_KATA_DELTA: {
         const float *beta = din[IN_BETA]; // NULL: 1, as the CPU
-        // a batch without probes in the chunked form (the chunk: n rounded up to 16, 32 or 64)
-        const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
-        if (!dp && n > 1 && gpu_kata_delta_chunked_fits(dk, dv, C))
+        // a batch without probes in the chunked form
+        const int C = dp ? 0 : gpu_kata_delta_call_chunk(n, dk, dv);
+        if (C)
             return gpu_kata_delta_chunked(n, H, dk, dv, c->groups, C, c->scale, 0, q, k, v, beta,
                                           L->state, dout, L->cscratch, st, e);
         for (int t = 0; t < n; t++)

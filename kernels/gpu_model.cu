@@ -1113,8 +1113,7 @@ static int gm_kata_inputs(gm_model *g, int li, int n, err *e) {
 
 // A KATA layer's core: one step a token (kernels/kata.cu, the lanes' step), its probes straight
 // into the CPU layout at the layer's offset; DeltaKATA's calls of several tokens without probes in
-// its chunked form (kernels/kata_delta.cu; the chunk the call's length rounded up to 16, 32 or 64
-// tokens: its read and write cost a whole chunk whatever the tokens in it).
+// its chunked form (kernels/kata_delta.cu, gpu_kata_delta_call_chunk).
 static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     const gm_fam *F = g->lay[li].f;
     const gm_model_desc *d = &F->d;
@@ -1122,8 +1121,8 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     const int H = d->Hv, dh = d->dk, var = d->kata_variant, grp = d->kata_groups;
     const size_t row = (size_t)H * dh;
     float *S = g->state + g->lay[li].soff;
-    const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
-    if (!pon && var == KATA_DELTA && n > 1 && g->kcscr && gpu_kata_delta_chunked_fits(dh, dh, C))
+    const int C = !pon && var == KATA_DELTA && g->kcscr ? gpu_kata_delta_call_chunk(n, dh, dh) : 0;
+    if (C)
         return gpu_kata_delta_chunked(n, H, dh, dh, grp, C, Ld->scale, 0, g->Qd, g->Kd, g->Vd,
                                       g->Bin, S, g->O, g->kcscr, g->st, e);
     for (int t = 0; t < n; t++) {

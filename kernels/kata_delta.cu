@@ -312,6 +312,14 @@ extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
            kdc_write_smem(dk, chunk) <= lim;
 }
 
+// The chunk for a call of n tokens without probes (the model stepper's and the lanes' calls): n
+// rounded up to 16, 32 or 64 (the read and the write cost a whole chunk whatever the tokens in
+// it); 0 when the token step serves better (one token) or the blocks do not fit.
+extern "C" int gpu_kata_delta_call_chunk(int n, int dk, int dv) {
+    const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
+    return n > 1 && gpu_kata_delta_chunked_fits(dk, dv, C) ? C : 0;
+}
+
 // [idx (D codes) | RP [H][2 C][dv] | U [H][C][dv]]
 extern "C" size_t gpu_kata_delta_chunked_scratch_bytes(int H, int dk, int dv, int groups,
                                                        int chunk) {
