@@ -112,11 +112,11 @@ int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scale, const fl
 
 /* DeltaKATA's chunked form (kernels/kata_delta.cu), batch 1: q, k [T, H, dk], v [T, H, dv] (fp32,
  * or bf16 when bf16), beta [T, H] fp32 (NULL: 1), state and o as gpu_kata_delta_step's; chunk 16,
- * 32 or 64 tokens. fits: whether its blocks' shared memory holds dk, dv and chunk (else step).
- * scratch: gpu_kata_delta_chunked_scratch_bytes (nothing to prepare). No probes. */
-int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk);
+ * 32 or 64 tokens. fits: whether its blocks' shared memory holds dk and the chunk (any dv; else
+ * the step). scratch: gpu_kata_delta_chunked_scratch_bytes (nothing to prepare). No probes. */
+int gpu_kata_delta_chunked_fits(int dk, int chunk);
 /* The chunk a call of n tokens without probes takes (n rounded up to 16, 32 or 64), 0: the step. */
-int gpu_kata_delta_call_chunk(int n, int dk, int dv);
+int gpu_kata_delta_call_chunk(int n, int dk);
 size_t gpu_kata_delta_chunked_scratch_bytes(int H, int dk, int dv, int groups, int chunk);
 int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, int chunk, float scale,
                            int bf16, const void *q, const void *k, const void *v, const float *beta,

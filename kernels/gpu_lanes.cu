@@ -369,7 +369,7 @@ static int lane_launch(gpu_lane *L, int n, int pos0, const float *din[IN_COUNT],
     case LK_KATA_DELTA: {
         const float *beta = din[IN_BETA]; // NULL: 1, as the CPU
         // a batch without probes in the chunked form
-        const int C = dp ? 0 : gpu_kata_delta_call_chunk(n, dk, dv);
+        const int C = dp ? 0 : gpu_kata_delta_call_chunk(n, dk);
         if (C)
             return gpu_kata_delta_chunked(n, H, dk, dv, c->groups, C, c->scale, 0, q, k, v, beta,
                                           L->state, dout, L->cscratch, st, e);

@@ -271,7 +271,7 @@ static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const 
 }
 
 // DeltaKATA: a prefill without probes in the chunked form (gpu_kata_delta_chunked, inputs fp32 or
-// bf16, chunk c->chunk), when its blocks hold dk, dv and the chunk; otherwise the step token by
+// bf16, chunk c->chunk), when its blocks hold dk and the chunk; otherwise the step token by
 // token in fp32 (the step form, probes, or shapes the chunked form does not take), state resident
 // for the call.
 static int run_kata_delta(const mixer_ops *m, const mixer_cfg *c, float *state, const mixer_seq *x,
@@ -280,8 +280,7 @@ static int run_kata_delta(const mixer_ops *m, const mixer_cfg *c, float *state, 
     const size_t nk = (size_t)T * H * dk, nv = (size_t)T * H * dv, ns = m->state_floats(c);
     if (!x->in[IN_Q] || !x->in[IN_K] || !x->in[IN_V])
         return err_set(e, "gpu %s: missing input", m->name);
-    const int chunked =
-        mode == GPU_PREFILL && !probes && gpu_kata_delta_chunked_fits(dk, dv, c->chunk);
+    const int chunked = mode == GPU_PREFILL && !probes && gpu_kata_delta_chunked_fits(dk, c->chunk);
     if (!chunked) bf16 = 0;
     dev_bufs b;
     int fail = 0;

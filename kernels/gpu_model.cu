@@ -1121,7 +1121,7 @@ static int gm_kata_core(gm_model *g, int li, int n, bool pon, err *e) {
     const int H = d->Hv, dh = d->dk, var = d->kata_variant, grp = d->kata_groups;
     const size_t row = (size_t)H * dh;
     float *S = g->state + g->lay[li].soff;
-    const int C = !pon && var == KATA_DELTA && g->kcscr ? gpu_kata_delta_call_chunk(n, dh, dh) : 0;
+    const int C = !pon && var == KATA_DELTA && g->kcscr ? gpu_kata_delta_call_chunk(n, dh) : 0;
     if (C)
         return gpu_kata_delta_chunked(n, H, dh, dh, grp, C, Ld->scale, 0, g->Qd, g->Kd, g->Vd,
                                       g->Bin, S, g->O, g->kcscr, g->st, e);

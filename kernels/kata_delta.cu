@@ -6,11 +6,13 @@
 //              O = P + tril(A_qk) U, with A_kk[t][s] = kappa(k_t, k_s), A_qk[t][s] = kappa(q_t,
 //              k_s) from group dot products (psi never formed)
 //   kdc_write  S += Psi_K^T U, z += Psi_K^T 1
-// The read and the write are sliced over the D = g E (E + 1) / 2 feature rows and KA_VS value
-// columns, psi tiles generated in shared memory from the feature codes; the read's slices add into
-// R and P with atomics (fp32, so their last bits vary from run to run). The solve is one block a
-// head, each column of U its own thread, in the CPU's order. Three launches a chunk instead of
-// three a token (gpu_kata_delta_step); the arithmetic is fp32 whatever the inputs. Layout (batch
+// The read and the write are sliced over the D = g E (E + 1) / 2 feature rows and KDC_VS value
+// columns (each with its own slices: the write adds no atomics), psi tiles generated in shared
+// memory from the feature codes; the read's slices add into R and P with atomics (fp32, so their
+// last bits vary from run to run). The solve runs a block for each head and KDC_SC value columns:
+// the Gram matrices, then each column of U one thread's walk down the rows (four partial sums
+// over the earlier rows: not the CPU's order to the bit). Three launches a chunk instead of three
+// a token (gpu_kata_delta_step); the arithmetic is fp32 whatever the inputs. Layout (batch
 // 1): q, k [T, H, dk], v [T, H, dv] (fp32 or bf16); beta [T, H] fp32 (NULL: 1); state S [H, D, dv]
 // then z [H, D] fp32; o [T, H, dv] fp32.
 #include <cuda_bf16.h>
@@ -305,7 +307,7 @@ static size_t kdc_align(size_t n) {
     return (n + 255) / 256 * 256;
 }
 
-extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
+extern "C" int gpu_kata_delta_chunked_fits(int dk, int chunk) {
     const size_t lim = 227 * 1024;
     return (chunk == 16 || chunk == 32 || chunk == 64) && dk <= 1023 &&
            kdc_read_smem(dk, chunk) <= lim && kdc_solve_smem(dk, chunk) <= lim &&
@@ -315,9 +317,9 @@ extern "C" int gpu_kata_delta_chunked_fits(int dk, int dv, int chunk) {
 // The chunk for a call of n tokens without probes (the model stepper's and the lanes' calls): n
 // rounded up to 16, 32 or 64 (the read and the write cost a whole chunk whatever the tokens in
 // it); 0 when the token step serves better (one token) or the blocks do not fit.
-extern "C" int gpu_kata_delta_call_chunk(int n, int dk, int dv) {
+extern "C" int gpu_kata_delta_call_chunk(int n, int dk) {
     const int C = n <= 16 ? 16 : n <= 32 ? 32 : 64;
-    return n > 1 && gpu_kata_delta_chunked_fits(dk, dv, C) ? C : 0;
+    return n > 1 && gpu_kata_delta_chunked_fits(dk, C) ? C : 0;
 }
 
 // [idx (D codes) | RP [H][2 C][dv] | U [H][C][dv]]
@@ -422,7 +424,7 @@ extern "C" int gpu_kata_delta_chunked(int T, int H, int dk, int dv, int groups, 
                                       void *scratch, void *stream, err *e) {
     if (groups < 1 || dk % groups)
         return err_set(e, "gpu kata delta: %d groups do not divide dk=%d", groups, dk);
-    if (!gpu_kata_delta_chunked_fits(dk, dv, chunk))
+    if (!gpu_kata_delta_chunked_fits(dk, chunk))
         return err_set(e, "gpu kata delta: no chunked form for dk=%d dv=%d chunk %d", dk, dv,
                        chunk);
     if (T < 1) return 0;
