@@ -30,13 +30,6 @@
 #define KDC_WT 128 // in the write: 32 row groups of 4 (KDC_NT / (KDC_VS / 4))
 #define KDC_SC 32  // value columns of a solve block
 
-// psi(x)_r for DeltaKATA's map (always PSD concat: kata_psi's first case without the switch)
-__device__ __forceinline__ float kdc_psi(const kfeat &f, const float *x, int code) {
-    const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
-    const float *xm = x + m * f.E;
-    return (i == j ? f.s : f.s * KA_SQRT2) * xm[i] * xm[j];
-}
-
 // grid (nfs, 2 ncs, H). Block (fs, 2 cs + w, h) reads rows [fs FR, fs FR + FR) and columns
 // [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
 // R). q, k point at the chunk's first token; tokens at or past L count as zero. RP [H][2 C][dv]:
@@ -88,7 +81,7 @@ __global__ void __launch_bounds__(KDC_NT)
         if (kt + KDC_KT < r1) fetch(kt + KDC_KT);
         for (int i = tid; i < KDC_KT * C; i += KDC_NT) {
             const int fr = i / C, t = i % C, r = kt + fr;
-            sP[fr * ldp + t] = r < r1 && t < L ? kdc_psi(f, sX + t * ldx, sI[fr]) : 0.0f;
+            sP[fr * ldp + t] = r < r1 && t < L ? kata_psi_concat(f, sX + t * ldx, sI[fr]) : 0.0f;
         }
         __syncthreads();
 #pragma unroll 4
@@ -262,7 +255,7 @@ __global__ void __launch_bounds__(KDC_NT)
         __syncthreads();
         for (int i = tid; i < KDC_WT * C; i += KDC_NT) {
             const int t = i / KDC_WT, ff = i % KDC_WT, r = kt + ff;
-            sP[t * ldp + ff] = r < r1 && t < L ? kdc_psi(f, sK + t * ldx, sI[ff]) : 0.0f;
+            sP[t * ldp + ff] = r < r1 && t < L ? kata_psi_concat(f, sK + t * ldx, sI[ff]) : 0.0f;
         }
         float acc[4][4], zz[4];
 #pragma unroll

@@ -54,14 +54,19 @@ static __global__ void kata_index_kernel(kfeat f, int D, int *idx) {
     idx[r] = (m << 20) | (i << 10) | j;
 }
 
+// psi(x)_r of the PSD concat map (group m, entry (i, j) of the code): kata_psi's first case, and
+// DeltaKATA's whole map (kata_delta.cu calls it without kata_psi's switch).
+__device__ __forceinline__ float kata_psi_concat(const kfeat &f, const float *x, int code) {
+    const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
+    const float *xm = x + m * f.E;
+    return (i == j ? f.s : f.s * KA_SQRT2) * xm[i] * xm[j];
+}
+
 // psi(x)_r from x [d] (shared memory); xn = |x_{1:d-1}| for Lorentz.
 __device__ __forceinline__ float kata_psi(const kfeat &f, const float *x, float xn, int code) {
     switch (f.kind) {
-    case KATA_FEAT_PSD_CONCAT: {
-        const int m = code >> 20, i = (code >> 10) & 1023, j = code & 1023;
-        const float *xm = x + m * f.E;
-        return (i == j ? f.s : f.s * KA_SQRT2) * xm[i] * xm[j];
-    }
+    case KATA_FEAT_PSD_CONCAT:
+        return kata_psi_concat(f, x, code);
     case KATA_FEAT_PSD_SUM: {
         const int i = (code >> 10) & 1023, j = code & 1023;
         float acc = 0.0f;
