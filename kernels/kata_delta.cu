@@ -30,6 +30,15 @@
 #define KDC_WT 128 // in the write: 32 row groups of 4 (KDC_NT / (KDC_VS / 4))
 #define KDC_SC 32  // value columns of a solve block
 
+// The read's thread tiles (4 tokens x 4 columns) over a chunk of C tokens, and the G groups of
+// threads that split a psi tile's rows (the kernel's layout and the host's shared-memory size).
+__host__ __device__ constexpr int kdc_read_tiles(int C) {
+    return (C / 4) * (KDC_VS / 4);
+}
+__host__ __device__ constexpr int kdc_read_groups(int C) {
+    return KDC_NT / kdc_read_tiles(C);
+}
+
 // grid (nfs, 2 ncs, H). Block (fs, 2 cs + w, h) reads rows [fs FR, fs FR + FR) and columns
 // [cs KDC_VS, +KDC_VS) of head h's S under the chunk's queries (w = 0: into P) or keys (w = 1: into
 // R). q, k point at the chunk's first token; tokens at or past L count as zero. RP [H][2 C][dv]:
@@ -42,7 +51,8 @@ __global__ void __launch_bounds__(KDC_NT)
     extern __shared__ __align__(16) float sm[];
     const int dk = f.d, ldx = dk + 1, ldp = C + 4;
     float *sX = sm, *sS = sX + C * ldx, *sP = sS + KDC_KT * KDC_VS, *sRed = sP + KDC_KT * ldp;
-    int *sI = reinterpret_cast<int *>(sRed + KDC_NT / ((C / 4) * (KDC_VS / 4)) * C * KDC_VS);
+    constexpr int ntile = kdc_read_tiles(C), G = kdc_read_groups(C);
+    int *sI = reinterpret_cast<int *>(sRed + G * C * KDC_VS);
     const int fs = blockIdx.x, cs = blockIdx.y >> 1, w = blockIdx.y & 1, h = blockIdx.z;
     const int tid = threadIdx.x, r0 = fs * FR, r1 = min(D, r0 + FR);
     const int j0 = cs * KDC_VS, jw = min(KDC_VS, dv - j0);
@@ -55,7 +65,7 @@ __global__ void __launch_bounds__(KDC_NT)
     }
     // thread tile: tokens 4 tt .. 4 tt + 3, columns 4 cg .. 4 cg + 3; G groups of threads split a
     // psi tile's rows and meet in shared memory
-    const int ntile = (C / 4) * (KDC_VS / 4), G = KDC_NT / ntile, grp = tid / ntile;
+    const int grp = tid / ntile;
     const int tt = (tid % ntile) / (KDC_VS / 4), cg = tid % (KDC_VS / 4);
     // the next tile's S values and feature codes are loaded into registers while this tile is
     // generated and multiplied (global latency off the critical path)
@@ -282,9 +292,8 @@ __global__ void __launch_bounds__(KDC_NT)
 // ---------------------------------------------------------------- host side
 
 static size_t kdc_read_smem(int dk, int C) {
-    const int G = KDC_NT / ((C / 4) * (KDC_VS / 4));
     return ((size_t)C * (dk + 1) + KDC_KT * KDC_VS + (size_t)KDC_KT * (C + 4) +
-            (size_t)G * C * KDC_VS + KDC_KT) *
+            (size_t)kdc_read_groups(C) * C * KDC_VS + KDC_KT) *
            sizeof(float);
 }
 static size_t kdc_solve_smem(int dk, int C) {
