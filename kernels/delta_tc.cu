@@ -727,7 +727,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         cudaMemsetAsync(s.ready, 0, ((size_t)N * nchunks + (size_t)N * nslices) * sizeof(int), st),
         "gpu delta prefill: flags");
     cudaStream_t side = st;
-    cudaEvent_t fork, join, ev[4];
+    cudaEvent_t fork, join;
     if (overlap) {
         if (tc_side(&side, &fork, &join, e)) return -1;
         CUDA_TRY(cudaEventRecord(fork, st), "gpu delta prefill: event");
@@ -749,15 +749,15 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
 #undef TC_STATE
     };
-    if (profile)
-        for (int i = 0; i < 4; i++) cudaEventCreate(&ev[i]), cudaEventRecord(ev[i], st);
+    gpu_pass_timer<3> timer(profile, st); // prepare, state, output (profile runs no overlap)
+    timer.mark(0);
     if (overlap) {
         if (state_pass() || prep()) return -1; // the state pass first: its blocks wait on prep's
     } else {
         if (prep()) return -1;
-        if (profile) cudaEventRecord(ev[1], st);
+        timer.mark(1);
         if (state_pass()) return -1;
-        if (profile) cudaEventRecord(ev[2], st);
+        timer.mark(2);
     }
     delta_tc_out<DK, DV>
         <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
@@ -767,13 +767,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");
     }
     if (profile) {
-        float ms[3];
-        cudaEventRecord(ev[3], st);
-        cudaEventSynchronize(ev[3]);
-        for (int i = 0; i < 3; i++) cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]);
+        float ms[3] = {0, 0, 0};
+        timer.mark(3);
+        timer.add(ms);
         fprintf(stderr, "delta_tc T=%d: prepare %.3f ms, state %.3f ms, output %.3f ms\n", T, ms[0],
                 ms[1], ms[2]);
-        for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
     }
     return 0;
 }

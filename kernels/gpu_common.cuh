@@ -63,3 +63,32 @@ template <typename R> __device__ __forceinline__ R block_sum(R v, R *sh) {
     for (int i = 0; i < nw; i++) t += sh[i];
     return t;
 }
+
+// The benchmark knobs' pass timing (MIXSCOPE_DELTA_PROFILE, MIXSCOPE_KATA_PROFILE, ...): events 0
+// .. N on the stream st; mark(i) records event i, add(ms) waits for event N and adds the N
+// intervals between consecutive events to ms[0 .. N) (a pass over several launches sums). Off, it
+// creates and records nothing; the events go with the object, an early return included.
+template <int N> struct gpu_pass_timer {
+    bool on;
+    cudaStream_t st;
+    cudaEvent_t ev[N + 1] = {};
+    gpu_pass_timer(bool on_, cudaStream_t st_) : on(on_), st(st_) {
+        for (int i = 0; on && i <= N; i++) cudaEventCreate(&ev[i]);
+    }
+    ~gpu_pass_timer() {
+        for (int i = 0; on && i <= N; i++) cudaEventDestroy(ev[i]);
+    }
+    gpu_pass_timer(const gpu_pass_timer &) = delete;
+    gpu_pass_timer &operator=(const gpu_pass_timer &) = delete;
+    void mark(int i) {
+        if (on) cudaEventRecord(ev[i], st);
+    }
+    void add(float *ms) {
+        if (!on) return;
+        cudaEventSynchronize(ev[N]);
+        for (int i = 0; i < N; i++) {
+            float t;
+            if (cudaEventElapsedTime(&t, ev[i], ev[i + 1]) == cudaSuccess) ms[i] += t;
+        }
+    }
+};

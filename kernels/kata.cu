@@ -711,21 +711,19 @@ static int kata_run(int flash, int B, int T_, int H, int dk, int dv, int variant
     CUDA_LAUNCHED("gpu kata: feature index");
     // MIXSCOPE_KATA_PROFILE (a benchmark knob): the two passes timed by events
     static const int profile = getenv("MIXSCOPE_KATA_PROFILE") != NULL;
-    cudaEvent_t ev[3] = {};
-    for (int i = 0; profile && i < 3; i++) cudaEventCreate(&ev[i]), cudaEventRecord(ev[i], st);
+    gpu_pass_timer<2> timer(profile, st);
+    timer.mark(0);
     if (kata_launch_state<T>(f, B, T_, H, dv, chunk, !flash, idx, q, k, v, state, o, den, st, e))
         return -1;
-    if (profile) cudaEventRecord(ev[1], st);
+    timer.mark(1);
     if (kata_launch_attend<T>(f, B, T_, H, dv, flash ? 0 : chunk, eps, q, k, v, o, den, st, e))
         return -1;
     if (profile) {
-        float a = 0, b = 0;
-        cudaEventRecord(ev[2], st);
-        cudaEventSynchronize(ev[2]);
-        cudaEventElapsedTime(&a, ev[0], ev[1]), cudaEventElapsedTime(&b, ev[1], ev[2]);
-        fprintf(stderr, "kata T=%d chunk %d: state pass %.3f ms, attend %.3f ms\n", T_, chunk, a,
-                b);
-        for (int i = 0; i < 3; i++) cudaEventDestroy(ev[i]);
+        float ms[2] = {0, 0};
+        timer.mark(2);
+        timer.add(ms);
+        fprintf(stderr, "kata T=%d chunk %d: state pass %.3f ms, attend %.3f ms\n", T_, chunk,
+                ms[0], ms[1]);
     }
     return 0;
 }

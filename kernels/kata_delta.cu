@@ -373,32 +373,26 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k
     const size_t tk = (size_t)H * dk, tv = (size_t)H * dv;
     // MIXSCOPE_KATA_DELTA_PROFILE (a benchmark knob): each pass timed by events, printed at the end
     static const int profile = getenv("MIXSCOPE_KATA_DELTA_PROFILE") != NULL;
-    cudaEvent_t ev[4] = {};
+    gpu_pass_timer<3> timer(profile, st);
     float pass_ms[3] = {0, 0, 0};
-    for (int i = 0; profile && i < 4; i++) cudaEventCreate(&ev[i]);
     for (int t0 = 0; t0 < T_; t0 += C) {
         const int L = T_ - t0 < C ? T_ - t0 : C;
         const T *qc = q + t0 * tk, *kc = k + t0 * tk, *vc = v + t0 * tv;
         const float *bc = beta ? beta + (size_t)t0 * H : NULL;
-        if (profile) cudaEventRecord(ev[0], st);
+        timer.mark(0);
         kdc_read<T, C>
             <<<dim3(nfs, 2 * ncs, H), KDC_NT, sr, st>>>(f, H, dv, D, FR, L, idx, qc, kc, S, RP);
         CUDA_LAUNCHED("gpu kata delta: read");
-        if (profile) cudaEventRecord(ev[1], st);
+        timer.mark(1);
         solve<<<dim3(H, (dv + KDC_SC - 1) / KDC_SC), KDC_NT, ss, st>>>(f, H, dv, L, qc, kc, vc, bc,
                                                                        RP, U, o + t0 * tv);
         CUDA_LAUNCHED("gpu kata delta: solve");
-        if (profile) cudaEventRecord(ev[2], st);
+        timer.mark(2);
         kdc_write<T, C>
             <<<dim3(nfw, ncs, H), KDC_NT, sw, st>>>(f, H, dv, D, FW, L, idx, kc, U, S, z);
         CUDA_LAUNCHED("gpu kata delta: write");
-        if (profile) {
-            float ms;
-            cudaEventRecord(ev[3], st);
-            cudaEventSynchronize(ev[3]);
-            for (int i = 0; i < 3; i++)
-                if (cudaEventElapsedTime(&ms, ev[i], ev[i + 1]) == cudaSuccess) pass_ms[i] += ms;
-        }
+        timer.mark(3);
+        timer.add(pass_ms);
     }
     if (profile) {
         fprintf(
@@ -406,7 +400,6 @@ static int kdc_run(const kfeat &f, int T_, int H, int dv, const T *q, const T *k
             "kata delta chunked T=%d C=%d (%d feature slices of %d, %d of %d): read %.3f ms, solve "
             "%.3f ms, write %.3f ms\n",
             T_, C, nfs, FR, nfw, FW, pass_ms[0], pass_ms[1], pass_ms[2]);
-        for (int i = 0; i < 4; i++) cudaEventDestroy(ev[i]);
     }
     return 0;
 }
