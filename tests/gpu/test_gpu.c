@@ -68,6 +68,15 @@ static double rel_nan(const float *a, const float *b, size_t n) {
 
 static int passed, failed;
 
+/* opts from a spec of key=value words ("variant=delta groups=2"; NULL: none). */
+static int opts_of_spec(opts *o, const char *spec, err *e) {
+    char buf[512], *argv[OPTS_MAX];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    for (char *w = strtok(buf, " "); w && argc < OPTS_MAX; w = strtok(NULL, " ")) argv[argc++] = w;
+    return opts_parse(o, argc, argv, e);
+}
+
 static void report(const char *what, double err, double tol) {
     int ok = err < tol && isfinite(err);
     printf("%-44s rel err %.3e  (< %.3g)  %s\n", what, err, tol, ok ? "ok" : "FAIL");
@@ -157,11 +166,7 @@ static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, 
     opts o = {0};
     mixer_cfg c;
     err e = {{0}};
-    char buf[128], *argv[8];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
-    for (char *w = strtok(buf, " "); w && argc < 8; w = strtok(NULL, " ")) argv[argc++] = w;
-    if (opts_parse(&o, argc, argv, &e) || mixer_configure(m, &c, H, dk, dv, &o, &e)) {
+    if (opts_of_spec(&o, spec, &e) || mixer_configure(m, &c, H, dk, dv, &o, &e)) {
         printf("%s %s: %s\n", m->name, spec ? spec : "", e.msg);
         opts_free(&o);
         failed++;
@@ -458,14 +463,9 @@ static void test_checkpoint(const char *name) {
 /* ---- the GPU-resident model stepper (models/model_gpu.h) ------------------------------------ */
 
 static model *gm_model_random(const char *mixer, const char *spec, err *e) {
-    char buf[512], *argv[OPTS_MAX];
-    int argc = 0;
-    snprintf(buf, sizeof buf, "%s", spec);
-    for (char *tok = strtok(buf, " "); tok && argc < OPTS_MAX; tok = strtok(NULL, " "))
-        argv[argc++] = tok;
     opts o;
     model *m = NULL;
-    if (opts_parse(&o, argc, argv, e)) return NULL;
+    if (opts_of_spec(&o, spec, e)) return NULL;
     if (model_random(&m, mixer, &o, e)) m = NULL;
     opts_free(&o);
     return m;
