@@ -127,7 +127,7 @@ static void teardown(delta_ctx *c) {
 /* ---- softmax / parallax forward, kata, kalman ---------------------------------------------- */
 
 typedef struct other_ctx {
-    int T, plx, S, scan;
+    int T, plx, S, scan, chunk; /* chunk: kata's (0: 32) */
     void *q, *k, *v, *r, *scratch;
     float *state, *o;
 } other_ctx;
@@ -142,8 +142,8 @@ static int run_attn(void *p, err *e) {
 
 static int run_kata_chunked(void *p, err *e) {
     other_ctx *c = p;
-    return gpu_kata_chunked(1, c->T, H, D, D, KATA_VARIANT_M1, 1, c->S ? c->S : 32, 1.0f, 1e-6f, 1,
-                            c->q, c->k, c->v, c->state, c->o, c->scratch, NULL, e);
+    return gpu_kata_chunked(1, c->T, H, D, D, KATA_VARIANT_M1, 1, c->chunk ? c->chunk : 32, 1.0f,
+                            1e-6f, 1, c->q, c->k, c->v, c->state, c->o, c->scratch, NULL, e);
 }
 
 static int run_kata_flash(void *p, err *e) {
@@ -221,18 +221,26 @@ static void bench_attention(double bw, err *e) {
         }
 }
 
+/* kata m1's inputs for T tokens (bf16 q, k of |x| about 1, v), its state [S | z], output and
+ * scratch; the state is left for each run to zero. */
+static int kata_m1_setup(other_ctx *c, int T, err *e) {
+    const size_t n = (size_t)T * H * D, ns = (size_t)H * (D * (D + 1) / 2) * (D + 1);
+    memset(c, 0, sizeof *c);
+    c->T = T;
+    c->q = dalloc(n * 2, e), c->k = dalloc(n * 2, e), c->v = dalloc(n * 2, e);
+    c->o = dalloc(n * 4, e), c->state = dalloc(ns * 4, e);
+    c->scratch = dalloc(gpu_kata_scratch_bytes(1, T, H, D, D, KATA_VARIANT_M1, 1), e);
+    return gpu_fill_uniform(c->q, n, 1, 0.15f, 0, 21, e) ||
+           gpu_fill_uniform(c->k, n, 1, 0.15f, 0, 22, e) ||
+           gpu_fill_uniform(c->v, n, 1, 1.0f, 0, 23, e);
+}
+
 /* MIXSCOPE_BENCH_ONLY=kata-sweep: kata m1 chunked at 16K for each chunk length and shared-memory
  * cap of the state pass (what its time depends on) */
 static void bench_kata_sweep(err *e) {
-    const int T = 16384, Dfeat = D * (D + 1) / 2;
-    other_ctx c = {.T = T};
-    size_t n = (size_t)T * H * D, ns = (size_t)H * Dfeat * (D + 1);
-    c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
-    c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
-    c.scratch = dalloc(gpu_kata_scratch_bytes(1, T, H, D, D, KATA_VARIANT_M1, 1), e);
-    if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) ||
-        gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
-        gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 23, e)) {
+    const size_t ns = (size_t)H * (D * (D + 1) / 2) * (D + 1);
+    other_ctx c;
+    if (kata_m1_setup(&c, 16384, e)) {
         printf("%s\n", e->msg);
         other_free(&c);
         return;
@@ -241,14 +249,14 @@ static void bench_kata_sweep(err *e) {
     for (int ci = 0; ci < 3; ci++)
         for (int k = 0; k < 4; k++) {
             double ms;
-            c.S = 16 << ci;
+            c.chunk = 16 << ci;
             setenv("MIXSCOPE_KATA_SMEM_KB", caps[k], 1);
             if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
                 gpu_time_median(run_kata_chunked, &c, 1, 3, &ms, e))
-                printf("chunk %d cap %s KB: %s\n", c.S, caps[k], e->msg);
+                printf("chunk %d cap %s KB: %s\n", c.chunk, caps[k], e->msg);
             else
-                printf("kata m1 chunked T=16K chunk %2d smem cap %3s KB: %8.3f ms\n", c.S, caps[k],
-                       ms);
+                printf("kata m1 chunked T=16K chunk %2d smem cap %3s KB: %8.3f ms\n", c.chunk,
+                       caps[k], ms);
         }
     unsetenv("MIXSCOPE_KATA_SMEM_KB");
     other_free(&c);
@@ -261,15 +269,10 @@ static void bench_others(double bw, err *e) {
         const int D_feat = D * (D + 1) / 2;
         const int Tk[2] = {4096, 131072};
         for (int i = 0; i < 2; i++) {
-            other_ctx c = {.T = Tk[i]};
+            other_ctx c;
             size_t n = (size_t)Tk[i] * H * D, ns = (size_t)H * D_feat * (D + 1);
-            c.q = dalloc(n * 2, e), c.k = dalloc(n * 2, e), c.v = dalloc(n * 2, e);
-            c.o = dalloc(n * 4, e), c.state = dalloc(ns * 4, e);
-            c.scratch = dalloc(gpu_kata_scratch_bytes(1, Tk[i], H, D, D, KATA_VARIANT_M1, 1), e);
             double ms;
-            if (gpu_fill_uniform(c.q, n, 1, 0.15f, 0, 21, e) ||
-                gpu_fill_uniform(c.k, n, 1, 0.15f, 0, 22, e) ||
-                gpu_fill_uniform(c.v, n, 1, 1.0f, 0, 23, e) ||
+            if (kata_m1_setup(&c, Tk[i], e) ||
                 gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 24, e) ||
                 gpu_time_median(run_kata_chunked, &c, 1, i ? 3 : 10, &ms, e)) {
                 printf("%s\n", e->msg);
