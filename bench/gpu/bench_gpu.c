@@ -316,7 +316,7 @@ static void bench_others(double bw, err *e) {
  * fp32 inputs, beside the step it replaced as the prefill (gpu_kata_delta_step token by token, 256
  * tokens), tokens/s; the chunked form's output on the step's 256 tokens against the step's. */
 typedef struct kdelta_ctx {
-    int T, C; /* C: chunk (0: 64) */
+    int T, C, f32; /* C: chunk (0: 64); f32: the fp32 inputs qf, kf, vf (else bf16 q, k, v) */
     void *q, *k, *v, *qf, *kf, *vf;
     float *beta, *state, *o;
     void *scratch, *step_scratch;
@@ -324,14 +324,9 @@ typedef struct kdelta_ctx {
 
 static int run_kdelta_chunked(void *p, err *e) {
     kdelta_ctx *c = p;
-    return gpu_kata_delta_chunked(c->T, H, D, D, 1, c->C ? c->C : 64, 1.0f, 1, c->q, c->k, c->v,
-                                  c->beta, c->state, c->o, c->scratch, NULL, e);
-}
-
-static int run_kdelta_chunked_f32(void *p, err *e) {
-    kdelta_ctx *c = p;
-    return gpu_kata_delta_chunked(c->T, H, D, D, 1, 64, 1.0f, 0, c->qf, c->kf, c->vf, c->beta,
-                                  c->state, c->o, c->scratch, NULL, e);
+    return gpu_kata_delta_chunked(
+        c->T, H, D, D, 1, c->C ? c->C : 64, 1.0f, !c->f32, c->f32 ? c->qf : c->q,
+        c->f32 ? c->kf : c->k, c->f32 ? c->vf : c->v, c->beta, c->state, c->o, c->scratch, NULL, e);
 }
 
 static int run_kdelta_steps(void *p, err *e) {
@@ -382,10 +377,9 @@ static void bench_kata_delta(double bw, err *e) {
     for (int pass = 0; pass < 3; pass++) {
         static const int Ts[3] = {4096, 16384, 16384};
         double ms;
-        c.T = Ts[pass];
+        c.T = Ts[pass], c.f32 = pass == 2;
         if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
-            gpu_time_median(pass == 2 ? run_kdelta_chunked_f32 : run_kdelta_chunked, &c, 1, 3, &ms,
-                            e)) {
+            gpu_time_median(run_kdelta_chunked, &c, 1, 3, &ms, e)) {
             printf("%s\n", e->msg);
             goto done;
         }
@@ -397,24 +391,22 @@ static void bench_kata_delta(double bw, err *e) {
         row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, flops / (ms * 1e-3) / 1e12);
         printf("  %.0f tokens/s\n", c.T / (ms * 1e-3));
     }
-    c.T = Tstep;
-    double ms_step, ms_chunk;
-    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
-        gpu_time_median(run_kdelta_steps, &c, 0, 1, &ms_step, e) || gpu_sync(e)) {
-        printf("%s\n", e->msg);
-        goto done;
-    }
+    /* the step token by token on Tstep tokens from a zero state (timed once: its output is the
+     * reference), then the chunked form's from the same state against it, then its timing */
+    c.T = Tstep, c.f32 = 1;
     float *o_chunk = c.o;
+    double ms_step, ms_chunk;
     c.o = o_step;
-    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) || run_kdelta_steps(&c, e) ||
-        gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e)) {
-        c.o = o_chunk;
+    int rc = gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) ||
+             gpu_time_median(run_kdelta_steps, &c, 0, 1, &ms_step, e);
+    c.o = o_chunk;
+    if (rc || gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) || run_kdelta_chunked(&c, e) ||
+        gpu_sync(e)) {
         printf("%s\n", e->msg);
         goto done;
     }
-    c.o = o_chunk;
-    if (run_kdelta_chunked_f32(&c, e) || gpu_sync(e) ||
-        gpu_time_median(run_kdelta_chunked_f32, &c, 1, 5, &ms_chunk, e)) {
+    const double rel_err = dev_rel(c.o, o_step, (size_t)Tstep * H * D, e);
+    if (gpu_time_median(run_kdelta_chunked, &c, 1, 5, &ms_chunk, e)) {
         printf("%s\n", e->msg);
         goto done;
     }
@@ -422,14 +414,7 @@ static void bench_kata_delta(double bw, err *e) {
            "%.3f ms (%.0f tokens/s, %.0fx)\n",
            Tstep, ms_step, Tstep / (ms_step * 1e-3), ms_chunk, Tstep / (ms_chunk * 1e-3),
            ms_step / ms_chunk);
-    /* c.o holds the last timed chunked run's output, from a state that earlier runs changed:
-     * compare a fresh run from the zero state */
-    if (gpu_fill_uniform(c.state, ns, 0, 0.0f, 0.0f, 45, e) || run_kdelta_chunked_f32(&c, e) ||
-        gpu_sync(e))
-        printf("%s\n", e->msg);
-    else
-        printf("  chunked vs step, %d tokens fp32 from a zero state: rel err %.2e\n", Tstep,
-               dev_rel(c.o, o_step, (size_t)Tstep * H * D, e));
+    printf("  chunked vs step, %d tokens fp32 from a zero state: rel err %.2e\n", Tstep, rel_err);
 done:
     gpu_free(c.q), gpu_free(c.k), gpu_free(c.v), gpu_free(c.qf), gpu_free(c.kf), gpu_free(c.vf);
     gpu_free(c.beta), gpu_free(c.o), gpu_free(c.state), gpu_free(c.scratch);
