@@ -57,9 +57,8 @@ static int add_kv(trace *tr, const engine *g, int *sk, int *sv, err *e) {
 
 /* The heads of the model's own layers (a hybrid's attention layers aside). */
 static int own_heads(const model *m) {
-    for (int li = 0; li < m->c.layers; li++)
-        if (!m->layers[li].cfg || m->layers[li].cfg == &m->c) return m->layers[li].mc.H;
-    return m->layers[0].mc.H;
+    const int li = model_first_own_layer(m);
+    return m->layers[li >= 0 ? li : 0].mc.H;
 }
 
 static int add_recall(trace *tr, const model *m, err *e) {
@@ -229,7 +228,7 @@ int engine_gpu_advance(engine *g, int n, err *e) {
     for (int li = 0; li < layers; li++) {
         const layer *L = &m->layers[li];
         /* the family probes are the model's own layers' (a hybrid's attention layers have none) */
-        const int own = !L->cfg || L->cfg == &m->c;
+        const int own = !model_layer_hybrid_attn(m, L);
         for (int i = 0; i < np + nfam; i++) {
             int *sl = slot + ((size_t)li * (np + nfam) + i) * 4, sx = -1, w = 1;
             if (i < L->mx->nprobes) { /* probe_record's conditions, of what comes back */

@@ -412,8 +412,18 @@ static const char *layer_swappable(const layer *L, char *buf, size_t n) {
     return cfg_swappable(L->cfg, buf, n);
 }
 
+int model_layer_hybrid_attn(const model *m, const layer *L) {
+    return L->cfg && L->cfg != &m->c;
+}
+
+int model_first_own_layer(const model *m) {
+    for (int li = 0; li < m->c.layers; li++)
+        if (!model_layer_hybrid_attn(m, &m->layers[li])) return li;
+    return -1;
+}
+
 const char *model_layer_kind(const model *m, const layer *L) {
-    return L->cfg && L->cfg != &m->c ? "attention (hybrid)" : model_kind_name(m->c.kind);
+    return model_layer_hybrid_attn(m, L) ? "attention (hybrid)" : model_kind_name(m->c.kind);
 }
 
 int model_swap(model *m, int li, const char *mixer, opts *o, err *e) {

@@ -241,6 +241,11 @@ int model_swap_ops(model *m, int li, const mixer_ops *mx, opts *o, err *e);
 const char *model_swappable(const model *m, char *buf, size_t n);
 /* What layer L is, for messages: the model type's name, or "attention (hybrid)". */
 const char *model_layer_kind(const model *m, const layer *L);
+/* 1 for a hybrid's attention layer (fla's attn key: a configuration of its own, m->attn_cfg[k]),
+ * 0 for the model's own layers. */
+int model_layer_hybrid_attn(const model *m, const layer *L);
+/* The first of the model's own layers (not a hybrid's attention layer); -1: none. */
+int model_first_own_layer(const model *m);
 
 /* Back to position 0: states to their prior, caches to zero. max_t: KV capacity of mixers whose
  * state grows with tokens (softmax, parallax); 0 keeps the current one. */

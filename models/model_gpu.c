@@ -95,18 +95,6 @@ static int say(char *why, size_t n, const char *fmt, ...) {
     return 0;
 }
 
-/* 1 for a hybrid's attention layer (fla's attn key: its own configuration, m->attn_cfg[k]). */
-static int hybrid_attn(const model *m, const layer *L) {
-    return L->cfg && L->cfg != &m->c;
-}
-
-/* The first of the model's own layers (not a hybrid's attention layer); -1: none. */
-static int first_own_layer(const model *m) {
-    for (int li = 0; li < m->c.layers; li++)
-        if (!hybrid_attn(m, &m->layers[li])) return li;
-    return -1;
-}
-
 /* Whether a hybrid's attention layer steps on the GPU: 1, or 0 and why. */
 static int attn_layer_supported(const model *m, int li, char *why, size_t n) {
     const layer *L = &m->layers[li];
@@ -136,7 +124,7 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
     if (!gm_compiled()) return say(why, n, "no GPU in this build (built with CUDA=0)");
     if (!m) return say(why, n, "no model");
     const model_config *c = &m->c;
-    const int l0 = first_own_layer(m);
+    const int l0 = model_first_own_layer(m);
     if (l0 < 0) return say(why, n, "every layer is a hybrid attention layer");
     if (m->nattn > GM_MAX_DESCS - 1)
         return say(why, n, "%d attention specifications (the GPU stepper holds %d)", m->nattn,
@@ -162,7 +150,7 @@ int model_gpu_supported(const model *m, char *why, size_t n) {
             return say(why, n, "layer %d: more than %d probes", li, GM_MAX_PROBES);
         if ((core == GM_CORE_SOFTMAX || core == GM_CORE_PARALLAX) && L->mc.rope && L->mc.dk % 2)
             return say(why, n, "layer %d: the core's RoPE on an odd head width", li);
-        if (hybrid_attn(m, L)) {
+        if (model_layer_hybrid_attn(m, L)) {
             if (!attn_layer_supported(m, li, why, n)) return 0;
             continue;
         }
@@ -214,7 +202,7 @@ static void describe_layer(const model *m, const layer *L, gm_layer_desc *x) {
     x->sensor_proj = L->sensor_proj, x->kal_a = L->kal_a, x->kal_p = L->kal_p, x->skip = L->skip;
     x->prior = (L->mc.variant & 2) != 0; /* kalman's prior variants (gpu_lanes.cu's test) */
     x->core = core_of(L->mx);
-    x->desc = hybrid_attn(m, L) ? (int)(L->cfg - m->attn_cfg) + 1 : 0;
+    x->desc = model_layer_hybrid_attn(m, L) ? (int)(L->cfg - m->attn_cfg) + 1 : 0;
     x->scale = L->mc.scale, x->eps = L->mc.eps;
     x->nprobes = L->mx->nprobes;
     x->probe_floats = (int)mixer_probe_floats(L->mx, &L->mc);
@@ -293,7 +281,7 @@ int model_gpu_init(model_gpu **out, const model *m, int max_batch, err *e) {
         max_batch--;
     g->max_batch = max_batch;
     int lo, hi, fam = family_gm(c, &lo, &hi), nfam = gm_family_probes(fam);
-    const int l0 = first_own_layer(m); /* model_gpu_supported: there is one */
+    const int l0 = model_first_own_layer(m); /* model_gpu_supported: there is one */
     g->readback = fam != GM_FAM_ATTN && fam != GM_FAM_KATA && fam != GM_FAM_KALMAN;
     g->snapshot = fam != GM_FAM_ATTN;
     g->fpfloats = (size_t)nl * (size_t)nfam * (size_t)c->Hv;

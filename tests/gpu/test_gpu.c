@@ -583,11 +583,6 @@ static int has_readback(const layer *L) {
            strcmp(name, "kalman");
 }
 
-/* A hybrid's attention layer (its own configuration). */
-static int attn_layer(const model *m, const layer *L) {
-    return L->cfg && L->cfg != &m->c;
-}
-
 static void rc_init(rc_ref *r, const model *m, int cap) {
     r->L = m->c.layers, r->H = r->dk = r->dv = r->Hr = r->readback = 0, r->cap = cap;
     r->rb = calloc((size_t)r->L, sizeof *r->rb);
@@ -596,7 +591,7 @@ static void rc_init(rc_ref *r, const model *m, int cap) {
         r->H = L->mc.H > r->H ? L->mc.H : r->H;
         r->dk = L->mc.dk > r->dk ? L->mc.dk : r->dk;
         r->dv = L->mc.dv > r->dv ? L->mc.dv : r->dv;
-        if (!r->Hr && !attn_layer(m, L)) r->Hr = L->mc.H;
+        if (!r->Hr && !model_layer_hybrid_attn(m, L)) r->Hr = L->mc.H;
         r->rb[li] = has_readback(L);
         r->readback |= r->rb[li];
     }
@@ -786,7 +781,7 @@ static void test_model_gpu(const char *label, const char *mixer, const char *spe
                 loff += mixer_probe_floats(Ly->mx, &Ly->mc);
                 /* the family's probes: the model's own layers (a hybrid's attention layers have
                  * none) */
-                for (int p = 0; p < fam->nprobes && !attn_layer(m, Ly); p++) {
+                for (int p = 0; p < fam->nprobes && !model_layer_hybrid_attn(m, Ly); p++) {
                     int si = trace_find(&tr, fam->probes[p].name);
                     const int Hf = rr.Hr;
                     for (int t = 0; si >= 0 && t < T; t++)
