@@ -7,10 +7,12 @@
 // Built for compute_90a only (Makefile NVFLAGS_90A): on any other GPU the kernel has no image,
 // attn_wgmma_usable() says so and attention.cu keeps the mma.sync kernel.
 //
-// Block: 64 query rows, one warpgroup (128 threads); two blocks share a multiprocessor (the
-// Parallax accumulators O1, O2 take 128 of a thread's 255 registers), so one block's softmax runs
-// while the other's products occupy the tensor cores. Key tiles of 64 stream through a
-// two-stage cp.async ring; per tile the warpgroup issues
+// Block: NWG warpgroups of 64 query rows each (128 threads a warpgroup), sharing the key and
+// value tiles, which stream through a ring of ST cp.async stages of 64 keys. One warpgroup a
+// block (NWG = 1) runs two blocks a multiprocessor (the Parallax accumulators O1, O2 take 128 of
+// a thread's 255 registers), so one block's softmax runs while the other's products occupy the
+// tensor cores; two (NWG = 2) halve the tiles each multiprocessor copies from L2 for the same
+// products. Per tile a warpgroup issues
 //   S = Q K^T (and U = R K^T): wgmma m64n64k16, A and B from shared memory (sw128, K-major),
 //   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
 //   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
@@ -34,14 +36,14 @@
 #endif
 
 #define AW_D  128 // dk = dv
-#define AW_BQ 64  // query rows of a block: one warpgroup
-#define AW_NT 128
+#define AW_BQ 64  // query rows of a warpgroup
 
-template <bool PLX> struct aw_cfg {
-    static constexpr int BN = 64;                                               // keys of a tile
-    static constexpr int QBYTES = AW_BQ * AW_D * 2;                             // Q (and R) tile
-    static constexpr int KBYTES = BN * AW_D * 2;                                // K or V tile
-    static constexpr int SMEM = (PLX ? 2 : 1) * QBYTES + 2 * 2 * KBYTES + 1024; // + alignment
+template <bool PLX, int NWG, int ST> struct aw_cfg {
+    static constexpr int BN = 64;                   // keys of a tile
+    static constexpr int NT = 128 * NWG;            // threads of a block
+    static constexpr int QBYTES = AW_BQ * AW_D * 2; // a warpgroup's Q (and R) tile
+    static constexpr int KBYTES = BN * AW_D * 2;    // K or V tile
+    static constexpr int SMEM = NWG * (PLX ? 2 : 1) * QBYTES + ST * 2 * KBYTES + 1024; // + align
 };
 
 // 2^x on the special-function unit (flushes denormal results to 0; ex2(-inf) = 0)
@@ -51,40 +53,45 @@ __device__ __forceinline__ float ex2(float x) {
     return y;
 }
 
-// grid (ceil(Tq / 64), B H), 128 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16;
-// o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
-template <bool PLX>
-__global__ void __launch_bounds__(AW_NT, 2)
+// grid (ceil(Tq / (64 NWG)), B H), 128 NWG threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128]
+// bf16; o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
+template <bool PLX, int NWG, int ST, int MINB, bool PIPE>
+__global__ void __launch_bounds__(128 * NWG, MINB)
     attn_fwd_wgmma(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                    const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o) {
 #ifdef AW_HAVE_WGMMA
-    using C = aw_cfg<PLX>;
+    using C = aw_cfg<PLX, NWG, ST>;
     constexpr int BN = C::BN, NS = BN / 2; // S accumulators a thread: 64 x BN / 128
     extern __shared__ unsigned char aw_raw[];
     unsigned char *base =
         (unsigned char *)(((uintptr_t)aw_raw + 1023) & ~(uintptr_t)1023); // sw128 tiles
-    unsigned char *sQ = base, *sR = sQ + C::QBYTES, *sKV = sR + (PLX ? C::QBYTES : 0);
+    const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
+    const int warp = wtid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+    // this warpgroup's Q (and R) tile; the K/V ring after all of them
+    unsigned char *sQ = base + wg * C::QBYTES, *sR = sQ + NWG * C::QBYTES;
+    unsigned char *sKV = base + NWG * (PLX ? 2 : 1) * C::QBYTES;
     const uint32_t aQ = (uint32_t)__cvta_generic_to_shared(sQ),
                    aR = (uint32_t)__cvta_generic_to_shared(sR),
                    aKV = (uint32_t)__cvta_generic_to_shared(sKV);
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     const int bx = gridDim.x - 1 - blockIdx.x; // the longest rows first
-    const int q0 = bx * AW_BQ, n = blockIdx.y, b = n / H, h = n % H;
-    const int nq = min(AW_BQ, Tq - q0);
+    const int q0 = bx * AW_BQ * NWG, n = blockIdx.y, b = n / H, h = n % H;
+    const int nq = min(AW_BQ * NWG, Tq - q0);                    // the block's rows
+    const int wq0 = q0 + wg * AW_BQ, wnq = min(AW_BQ, Tq - wq0); // the warpgroup's (wnq <= 0: none)
     const size_t qrow = (size_t)H * AW_D; // elements between consecutive tokens
 
-    // Copies: thread tid moves chunk lc of rows lr + 8 i (i < 8) of a 64-row tile; rows 8 apart
-    // share their swizzle, so the shared offsets are soff + 1024 i.
-    const int lc = tid % 16, lr = tid / 16;
-    const uint32_t soff = sw128_chunk(64, lr, lc);
+    // Copies of a 64-row tile: thread chunk lc of rows lr + 8 i (i < 8) for the warpgroup's Q,
+    // rows kr + 8 NWG i (i < 8 / NWG) for the block's K and V; rows 8 apart share their swizzle,
+    // so the shared offsets are constant steps of 1024 bytes.
+    const int lc = tid % 16, lr = wtid / 16, kr = tid / 16;
+    const uint32_t soff = sw128_chunk(64, lr, lc), koff = sw128_chunk(64, kr, lc);
     static_assert(AW_BQ == 64 && BN == 64, "one copy pattern for the Q and K/V tiles");
     {
-        const bf16_t *gq = q + ((size_t)b * Tq + q0 + lr) * qrow + (size_t)h * AW_D + lc * 8;
+        const bf16_t *gq = q + ((size_t)b * Tq + wq0 + lr) * qrow + (size_t)h * AW_D + lc * 8;
         const bf16_t *gr = PLX ? r + (gq - q) : NULL;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const uint32_t off = soff + 1024 * i;
-            if (lr + 8 * i < nq) {
+            if (lr + 8 * i < wnq) {
                 cp_async16(sQ + off, gq + 8 * i * qrow);
                 if constexpr (PLX) cp_async16(sR + off, gr + 8 * i * qrow);
             } else {
@@ -93,39 +100,48 @@ __global__ void __launch_bounds__(AW_NT, 2)
             }
         }
     }
+    // the block's key tiles, and the warpgroup's share of them (a warpgroup whose rows see none
+    // of a tile's keys skips its products)
     const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
     const int kfirst = attn_first(pfirst, window) / BN * BN;
     const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
+    const int wpfirst = pos0 + wq0, wplast = min(pos0 + wq0 + wnq - 1, Tk - 1);
+    const int wkfirst = attn_first(wpfirst, window);
     // K, V of the tile at key k0 into stage s; rows past Tk zero (their weights are 0, and
     // 0 x garbage could be NaN)
-    const size_t kv0 = ((size_t)b * Tk + lr) * qrow + (size_t)h * AW_D + lc * 8;
+    constexpr int KI = 8 / NWG; // rows a thread copies of a K or V tile
+    const size_t kv0 = ((size_t)b * Tk + kr) * qrow + (size_t)h * AW_D + lc * 8;
     auto issue = [&](int k0, int s) {
-        unsigned char *dK = sKV + s * 2 * C::KBYTES + soff, *dV = dK + C::KBYTES;
+        unsigned char *dK = sKV + s * 2 * C::KBYTES + koff, *dV = dK + C::KBYTES;
         const bf16_t *gk = k + kv0 + (size_t)k0 * qrow, *gv = v + kv0 + (size_t)k0 * qrow;
         if (k0 + BN <= Tk) {
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                cp_async16(dK + 1024 * i, gk + 8 * i * qrow);
-                cp_async16(dV + 1024 * i, gv + 8 * i * qrow);
+            for (int i = 0; i < KI; i++) {
+                cp_async16(dK + 1024 * NWG * i, gk + 8 * NWG * i * qrow);
+                cp_async16(dV + 1024 * NWG * i, gv + 8 * NWG * i * qrow);
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                if (k0 + lr + 8 * i < Tk) {
-                    cp_async16(dK + 1024 * i, gk + 8 * i * qrow);
-                    cp_async16(dV + 1024 * i, gv + 8 * i * qrow);
+            for (int i = 0; i < KI; i++) {
+                if (k0 + kr + 8 * NWG * i < Tk) {
+                    cp_async16(dK + 1024 * NWG * i, gk + 8 * NWG * i * qrow);
+                    cp_async16(dV + 1024 * NWG * i, gv + 8 * NWG * i * qrow);
                 } else {
-                    *reinterpret_cast<uint4 *>(dK + 1024 * i) = make_uint4(0, 0, 0, 0);
-                    *reinterpret_cast<uint4 *>(dV + 1024 * i) = make_uint4(0, 0, 0, 0);
+                    *reinterpret_cast<uint4 *>(dK + 1024 * NWG * i) = make_uint4(0, 0, 0, 0);
+                    *reinterpret_cast<uint4 *>(dV + 1024 * NWG * i) = make_uint4(0, 0, 0, 0);
                 }
             }
         }
     };
-    if (ntiles > 0) issue(kfirst, 0);
-    cp_async_commit();
+    // the first ST - 1 tiles (a group each, empty past the last: the waits count groups)
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < ntiles) issue(kfirst + s * BN, s);
+        cp_async_commit();
+    }
 
     // this thread's rows: r_lo, r_lo + 8 (positions p_lo, p_hi)
-    const int r_lo = q0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
+    const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
     float O1[64], O2[PLX ? 64 : 1];
 #pragma unroll
     for (int i = 0; i < 64; i++) {
@@ -139,44 +155,21 @@ __global__ void __launch_bounds__(AW_NT, 2)
     const uint64_t dK0 = wgmma_desc(aKV, 16, 1024),
                    dV0 = wgmma_desc(aKV + C::KBYTES, BN * 128, 1024);
 
-    for (int j = 0; j < ntiles; j++) {
-        const int k0 = kfirst + j * BN, s = j & 1;
-        cp_async_wait<0>();
-        fence_proxy_async();
-        __syncthreads(); // tile j in stage s for everyone; stage s ^ 1 is free (tile j - 1 done)
-        if (j + 1 < ntiles) issue(k0 + BN, s ^ 1);
-        cp_async_commit();
-        const uint64_t dK = dK0 + (uint64_t)(s * 2 * C::KBYTES >> 4),
-                       dV = dV0 + (uint64_t)(s * 2 * C::KBYTES >> 4);
-
-        // Two product groups: S = Q K^T, then U = R K^T. The softmax of S runs while U is on the
-        // tensor cores, and U's weights (w u) while O1 += P V is.
-        float S[NS], U[PLX ? NS : 1];
-        wgmma_fence();
+    // S (+)= Q K^T or U = R K^T of the tile whose K is at descriptor dK (issued, not committed)
+    auto scores = [&](float *acc, uint64_t dA, uint64_t dK) {
 #pragma unroll
         for (int ks = 0; ks < AW_D / 16; ks++) {
             const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4; // Q and K alike
-            wgmma_ss_n64(S, dQ + step, dK + step, ks > 0);
+            wgmma_ss_n64(acc, dA + step, dK + step, ks > 0);
         }
-        wgmma_commit();
-        if constexpr (PLX) {
-#pragma unroll
-            for (int ks = 0; ks < AW_D / 16; ks++) {
-                const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4;
-                wgmma_ss_n64(U, dR + step, dK + step, ks > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<1>();
-        } else {
-            wgmma_wait<0>();
-        }
-        wgmma_fence_regs<NS>(S);
-
-        // The online softmax of rows lo (c = 0, 1) and hi (c = 2, 3), in base 2: invisible keys
-        // get -inf, so w = 2^(s scale - m) = 0 for them; a row that has seen no key yet keeps
-        // m = -inf and uses 0 in its place.
-        const bool whole = attn_tile_whole(k0, BN, pfirst, AW_BQ, Tk, window);
-        if (!whole) {
+    };
+    // The online softmax of the scores S of the tile at key k0 for rows lo (c = 0, 1) and hi
+    // (c = 2, 3), in base 2: invisible keys get -inf, so w = 2^(s scale - m) = 0 for them; a row
+    // that has seen no key yet keeps m = -inf and uses 0 in its place. The weights w replace S;
+    // P gets them in bf16 (n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys 16 kk ..
+    // 16 kk + 15); al the factor the accumulators take for the new maximum.
+    auto weigh = [&](float *S, int k0, uint32_t(*P)[4], float *al) {
+        if (!attn_tile_whole(k0, BN, wpfirst, AW_BQ, Tk, window)) {
 #pragma unroll
             for (int t = 0; t < BN / 8; t++)
 #pragma unroll
@@ -185,7 +178,7 @@ __global__ void __launch_bounds__(AW_NT, 2)
                     if (!attn_visible(key, p, Tk, window)) S[4 * t + c] = -INFINITY;
                 }
         }
-        float mt[2] = {-INFINITY, -INFINITY}, ms[2], al[2];
+        float mt[2] = {-INFINITY, -INFINITY}, ms[2];
 #pragma unroll
         for (int i = 0; i < NS; i++) mt[(i >> 1) & 1] = fmaxf(mt[(i >> 1) & 1], S[i]);
 #pragma unroll
@@ -198,9 +191,6 @@ __global__ void __launch_bounds__(AW_NT, 2)
             ms[hr] = mn == -INFINITY ? 0.0f : mn;
             d1[hr] *= al[hr], d2[hr] *= al[hr];
         }
-        // the weights w replace S; n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys
-        // 16 kk .. 16 kk + 15
-        uint32_t P[BN / 16][4];
 #pragma unroll
         for (int t = 0; t < BN / 8; t++) {
 #pragma unroll
@@ -211,7 +201,9 @@ __global__ void __launch_bounds__(AW_NT, 2)
             P[t / 2][(t & 1) * 2 + 0] = pack_bf16(S[4 * t], S[4 * t + 1]);
             P[t / 2][(t & 1) * 2 + 1] = pack_bf16(S[4 * t + 2], S[4 * t + 3]);
         }
-        // once a row's maximum settles, al = 1: skip the rescale when the whole warp has it
+    };
+    // once a row's maximum settles, al = 1: the rescale is skipped when the whole warp has it
+    auto rescale = [&](const float *al) {
         if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
             for (int i = 0; i < 64; i++) {
@@ -220,33 +212,120 @@ __global__ void __launch_bounds__(AW_NT, 2)
                 if constexpr (PLX) O2[i] *= a;
             }
         }
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
-        wgmma_commit();
-        if constexpr (PLX) {
-            wgmma_wait<1>(); // U (committed before O1's products)
-            wgmma_fence_regs<NS>(U);
-            uint32_t PU[BN / 16][4];
-#pragma unroll
-            for (int t = 0; t < BN / 8; t++) {
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    U[4 * t + c] *= S[4 * t + c];
-                    d2[c >> 1] += U[4 * t + c];
-                }
-                PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
-                PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
+    };
+    // the tiles this warpgroup's rows see keys of: ja <= j < jb
+    const int ja = (wkfirst - kfirst) / BN;
+    const int jb = wnq > 0 && wplast >= kfirst ? (wplast - kfirst) / BN + 1 : 0;
+    auto stage_desc = [&](uint64_t d0, int j) {
+        return d0 + (uint64_t)((j % ST) * 2 * C::KBYTES >> 4);
+    };
+
+    if constexpr (PIPE) {
+        // Softmax with the next tile's scores on the tensor cores while this tile's weights are
+        // computed: per tile j (tiles j and j + 1 in shared memory, j + 2 on its way)
+        //   S' = Q K_{j+1}^T and O1 += P_j V_j issued; S' awaited; its weights P_{j+1}; O1
+        //   awaited and rescaled to the new maximum.
+        static_assert(!PLX && ST == 3, "the pipelined loop: softmax, three stages");
+        float S[NS], al[2];
+        uint32_t P[BN / 16][4];
+        for (int j = 0; j < ntiles; j++) {
+            const int k0 = kfirst + j * BN;
+            cp_async_wait<0>();
+            fence_proxy_async();
+            __syncthreads(); // tiles j, j + 1 in; the stage of tile j - 1 is free
+            if (j + 2 < ntiles) issue(k0 + 2 * BN, (j + 2) % ST);
+            cp_async_commit();
+            if (j < ja || j >= jb) continue;
+            if (j == ja) { // the warpgroup's first tile: its scores and weights first
+                wgmma_fence();
+                scores(S, dQ, stage_desc(dK0, j));
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs<NS>(S);
+                weigh(S, k0, P, al);
             }
+            const bool next = j + 1 < jb;
+            const uint64_t dV = stage_desc(dV0, j);
+            wgmma_fence();
+            if (next) {
+                scores(S, dQ, stage_desc(dK0, j + 1));
+                wgmma_commit();
+            }
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
+            wgmma_commit();
+            uint32_t Pn[BN / 16][4];
+            if (next) {
+                wgmma_wait<1>();
+                wgmma_fence_regs<NS>(S);
+                weigh(S, k0 + BN, Pn, al);
+            }
+            wgmma_wait<0>(); // P and V_j stay untouched until O1's products are done
+            wgmma_fence_regs<64>(O1);
+            if (next) {
+                rescale(al);
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+                    for (int x = 0; x < 4; x++) P[kk][x] = Pn[kk][x];
+            }
+        }
+    } else {
+        for (int j = 0; j < ntiles; j++) {
+            const int k0 = kfirst + j * BN;
+            cp_async_wait<ST - 2>();
+            fence_proxy_async();
+            __syncthreads(); // tile j in its stage for everyone; the stage of tile j - 1 is free
+            if (j + ST - 1 < ntiles) issue(k0 + (ST - 1) * BN, (j + ST - 1) % ST);
+            cp_async_commit();
+            if (j < ja || j >= jb) continue; // no key of the tile for these rows
+            const uint64_t dK = stage_desc(dK0, j), dV = stage_desc(dV0, j);
+
+            // Two product groups: S = Q K^T, then U = R K^T. The softmax of S runs while U is on
+            // the tensor cores, and U's weights (w u) while O1 += P V is.
+            float S[NS], U[PLX ? NS : 1], al[2];
+            wgmma_fence();
+            scores(S, dQ, dK);
+            wgmma_commit();
+            if constexpr (PLX) {
+                scores(U, dR, dK);
+                wgmma_commit();
+                wgmma_wait<1>();
+            } else {
+                wgmma_wait<0>();
+            }
+            wgmma_fence_regs<NS>(S);
+            uint32_t P[BN / 16][4];
+            weigh(S, k0, P, al);
+            rescale(al);
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
-                wgmma_rs_n128_tb(O2, PU[kk], dV + (kk * 2048 >> 4));
+            for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O1, P[kk], dV + (kk * 2048 >> 4));
             wgmma_commit();
+            if constexpr (PLX) {
+                wgmma_wait<1>(); // U (committed before O1's products)
+                wgmma_fence_regs<NS>(U);
+                uint32_t PU[BN / 16][4];
+#pragma unroll
+                for (int t = 0; t < BN / 8; t++) {
+#pragma unroll
+                    for (int c = 0; c < 4; c++) {
+                        U[4 * t + c] *= S[4 * t + c];
+                        d2[c >> 1] += U[4 * t + c];
+                    }
+                    PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
+                    PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
+                }
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++)
+                    wgmma_rs_n128_tb(O2, PU[kk], dV + (kk * 2048 >> 4));
+                wgmma_commit();
+            }
+            wgmma_wait<0>(); // P, PU and the stage stay untouched until the products are done
+            wgmma_fence_regs<64>(O1);
+            if constexpr (PLX) wgmma_fence_regs<64>(O2);
         }
-        wgmma_wait<0>(); // P, PU and the stage stay untouched until the products are done
-        wgmma_fence_regs<64>(O1);
-        if constexpr (PLX) wgmma_fence_regs<64>(O2);
     }
     cp_async_wait<0>();
 
@@ -254,7 +333,7 @@ __global__ void __launch_bounds__(AW_NT, 2)
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int row = r_lo + 8 * hr;
-        orow[hr] = row < q0 + nq ? o + ((size_t)b * Tq + row) * qrow + (size_t)h * AW_D : NULL;
+        orow[hr] = row < wq0 + wnq ? o + ((size_t)b * Tq + row) * qrow + (size_t)h * AW_D : NULL;
     }
     attn_store_rows<PLX, 16>(d1, d2, O1, O2, orow, tig);
 #else
@@ -274,30 +353,79 @@ extern "C" int attn_wgmma_usable(void) {
         !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-        major == 9 && minor == 0 && cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true>) == cudaSuccess;
+        major == 9 && minor == 0 &&
+        cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true, 1, 2, 2, false>) == cudaSuccess;
     cudaGetLastError(); // a missing image is an answer, not an error to carry
     return usable;
 }
 
-template <bool PLX>
+template <bool PLX, int NWG, int ST, int MINB, bool PIPE>
 static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale, const void *q,
                      const void *r, const void *k, const void *v, float *o, cudaStream_t st,
                      err *e) {
-    const int smem = aw_cfg<PLX>::SMEM;
-    CUDA_TRY(cudaFuncSetAttribute(attn_fwd_wgmma<PLX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  smem),
+    const int smem = aw_cfg<PLX, NWG, ST>::SMEM;
+    auto kernel = attn_fwd_wgmma<PLX, NWG, ST, MINB, PIPE>;
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (wgmma)");
-    attn_fwd_wgmma<PLX><<<dim3((Tq + AW_BQ - 1) / AW_BQ, B * H), AW_NT, smem, st>>>(
+    kernel<<<dim3((Tq + AW_BQ * NWG - 1) / (AW_BQ * NWG), B * H), 128 * NWG, smem, st>>>(
         Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
         (const bf16_t *)k, (const bf16_t *)v, o);
     CUDA_LAUNCHED("gpu attention: forward (wgmma)");
     return 0;
 }
 
+// The block shape: warpgroups a block (MIXSCOPE_ATTN_WG, 1 or 2), the K/V ring's stages
+// (MIXSCOPE_ATTN_ST, 2 or 3), blocks a multiprocessor the registers are capped for
+// (MIXSCOPE_ATTN_MINB, 1 or 2; two blocks of two warpgroups only for softmax, whose accumulators
+// fit 128 registers) and, for softmax, the pipelined loop (MIXSCOPE_ATTN_PIPE=1, three stages).
+// Read once; benchmarks compare them.
+struct aw_shape {
+    int wg, st, minb, pipe;
+};
+static aw_shape aw_shape_env(void) {
+    static aw_shape s = {0, 0, 0, 0};
+    if (!s.wg) {
+        const char *w = getenv("MIXSCOPE_ATTN_WG"), *t = getenv("MIXSCOPE_ATTN_ST"),
+                   *m = getenv("MIXSCOPE_ATTN_MINB"), *p = getenv("MIXSCOPE_ATTN_PIPE");
+        s.wg = w && atoi(w) == 2 ? 2 : 1;
+        s.st = t && atoi(t) == 3 ? 3 : 2;
+        s.minb = m ? (atoi(m) == 2 ? 2 : 1) : (s.wg == 1 ? 2 : 1);
+        s.pipe = p && atoi(p) == 1;
+    }
+    return s;
+}
+
+template <bool PLX>
+static int aw_dispatch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
+                       const void *q, const void *r, const void *k, const void *v, float *o,
+                       cudaStream_t st, err *e) {
+    const aw_shape s = aw_shape_env();
+#define AW_GO(NWG, ST, MINB, PIPE)                                                                 \
+    return aw_launch<PLX, NWG, ST, MINB, PIPE>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o,   \
+                                               st, e)
+    if constexpr (!PLX) {
+        if (s.pipe) {
+            if (s.wg == 1) AW_GO(1, 3, 2, true);
+            if (s.minb == 2) AW_GO(2, 3, 2, true);
+            AW_GO(2, 3, 1, true);
+        }
+        if (s.wg == 2 && s.minb == 2) {
+            if (s.st == 3) AW_GO(2, 3, 2, false);
+            AW_GO(2, 2, 2, false);
+        }
+    }
+    if (s.wg == 2) {
+        if (s.st == 3) AW_GO(2, 3, 1, false);
+        AW_GO(2, 2, 1, false);
+    }
+    AW_GO(1, 2, 2, false);
+#undef AW_GO
+}
+
 extern "C" int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
                                   const void *q, const void *r, const void *k, const void *v,
                                   float *o, void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
-    return r ? aw_launch<true>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
-             : aw_launch<false>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
+    return r ? aw_dispatch<true>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
+             : aw_dispatch<false>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
 }
