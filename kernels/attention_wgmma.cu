@@ -55,7 +55,7 @@ __device__ __forceinline__ float ex2(float x) {
 
 // grid (ceil(Tq / (64 NWG)), B H), 128 NWG threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128]
 // bf16; o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
-template <bool PLX, int NWG, int ST, int MINB, bool PIPE>
+template <bool PLX, int NWG, int ST, int MINB, bool PIPE, bool QREG>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attn_fwd_wgmma(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                    const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o) {
@@ -155,12 +155,27 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const uint64_t dK0 = wgmma_desc(aKV, 16, 1024),
                    dV0 = wgmma_desc(aKV + C::KBYTES, BN * 128, 1024);
 
+    // With QREG the warpgroup's Q tile moves into registers (the A fragments of its 8 k steps)
+    // at its first tile, so that S's products read only K from shared memory.
+    static_assert(!(QREG && PLX), "Q in registers: softmax only (Parallax has no registers left)");
+    uint32_t qf[QREG ? AW_D / 16 : 1][4];
+    auto load_q = [&]() {
+        if constexpr (QREG) {
+#pragma unroll
+            for (int ks = 0; ks < AW_D / 16; ks++)
+                ldmatrix_x4(qf[ks], (const bf16_t *)(sQ + sw128_chunk(64, warp * 16 + (lane & 15),
+                                                                      2 * ks + (lane >> 4))));
+        }
+    };
     // S (+)= Q K^T or U = R K^T of the tile whose K is at descriptor dK (issued, not committed)
     auto scores = [&](float *acc, uint64_t dA, uint64_t dK) {
 #pragma unroll
         for (int ks = 0; ks < AW_D / 16; ks++) {
             const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4; // Q and K alike
-            wgmma_ss_n64(acc, dA + step, dK + step, ks > 0);
+            if constexpr (QREG)
+                wgmma_rs_n64(acc, qf[ks], dK + step, ks > 0);
+            else
+                wgmma_ss_n64(acc, dA + step, dK + step, ks > 0);
         }
     };
     // The online softmax of the scores S of the tile at key k0 for rows lo (c = 0, 1) and hi
@@ -237,6 +252,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             cp_async_commit();
             if (j < ja || j >= jb) continue;
             if (j == ja) { // the warpgroup's first tile: its scores and weights first
+                load_q();
                 wgmma_fence();
                 scores(S, dQ, stage_desc(dK0, j));
                 wgmma_commit();
@@ -284,6 +300,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             // Two product groups: S = Q K^T, then U = R K^T. The softmax of S runs while U is on
             // the tensor cores, and U's weights (w u) while O1 += P V is.
             float S[NS], U[PLX ? NS : 1], al[2];
+            if (j == ja) load_q();
             wgmma_fence();
             scores(S, dQ, dK);
             wgmma_commit();
@@ -354,17 +371,17 @@ extern "C" int attn_wgmma_usable(void) {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
         major == 9 && minor == 0 &&
-        cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true, 1, 2, 2, false>) == cudaSuccess;
+        cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true, 1, 2, 2, false, false>) == cudaSuccess;
     cudaGetLastError(); // a missing image is an answer, not an error to carry
     return usable;
 }
 
-template <bool PLX, int NWG, int ST, int MINB, bool PIPE>
+template <bool PLX, int NWG, int ST, int MINB, bool PIPE, bool QREG>
 static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale, const void *q,
                      const void *r, const void *k, const void *v, float *o, cudaStream_t st,
                      err *e) {
     const int smem = aw_cfg<PLX, NWG, ST>::SMEM;
-    auto kernel = attn_fwd_wgmma<PLX, NWG, ST, MINB, PIPE>;
+    auto kernel = attn_fwd_wgmma<PLX, NWG, ST, MINB, PIPE, QREG>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (wgmma)");
     kernel<<<dim3((Tq + AW_BQ * NWG - 1) / (AW_BQ * NWG), B * H), 128 * NWG, smem, st>>>(
@@ -374,23 +391,24 @@ static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float s
     return 0;
 }
 
-// The block shape: warpgroups a block (MIXSCOPE_ATTN_WG, 1 or 2), the K/V ring's stages
-// (MIXSCOPE_ATTN_ST, 2 or 3), blocks a multiprocessor the registers are capped for
-// (MIXSCOPE_ATTN_MINB, 1 or 2; two blocks of two warpgroups only for softmax, whose accumulators
-// fit 128 registers) and, for softmax, the pipelined loop (MIXSCOPE_ATTN_PIPE=1, three stages).
-// Read once; benchmarks compare them.
+// The block shape, read once from the environment (benchmarks compare them):
+//   MIXSCOPE_ATTN_WG=2    two warpgroups a block sharing the K/V tiles, one block a
+//                         multiprocessor (default one warpgroup, two blocks);
+//   MIXSCOPE_ATTN_PIPE=1  softmax: the pipelined loop (three stages);
+//   MIXSCOPE_ATTN_QREG=1  softmax: Q in registers.
+// Measured and dropped (docs/gpu-results.md): three stages without the pipelined loop, and two
+// blocks of two warpgroups (128 registers: spills).
 struct aw_shape {
-    int wg, st, minb, pipe;
+    int wg, pipe, qreg;
 };
 static aw_shape aw_shape_env(void) {
-    static aw_shape s = {0, 0, 0, 0};
+    static aw_shape s = {0, 0, 0};
     if (!s.wg) {
-        const char *w = getenv("MIXSCOPE_ATTN_WG"), *t = getenv("MIXSCOPE_ATTN_ST"),
-                   *m = getenv("MIXSCOPE_ATTN_MINB"), *p = getenv("MIXSCOPE_ATTN_PIPE");
+        const char *w = getenv("MIXSCOPE_ATTN_WG"), *p = getenv("MIXSCOPE_ATTN_PIPE"),
+                   *q = getenv("MIXSCOPE_ATTN_QREG");
         s.wg = w && atoi(w) == 2 ? 2 : 1;
-        s.st = t && atoi(t) == 3 ? 3 : 2;
-        s.minb = m ? (atoi(m) == 2 ? 2 : 1) : (s.wg == 1 ? 2 : 1);
         s.pipe = p && atoi(p) == 1;
+        s.qreg = q && atoi(q) == 1;
     }
     return s;
 }
@@ -400,25 +418,25 @@ static int aw_dispatch(int B, int Tq, int Tk, int H, int pos0, int window, float
                        const void *q, const void *r, const void *k, const void *v, float *o,
                        cudaStream_t st, err *e) {
     const aw_shape s = aw_shape_env();
-#define AW_GO(NWG, ST, MINB, PIPE)                                                                 \
-    return aw_launch<PLX, NWG, ST, MINB, PIPE>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o,   \
-                                               st, e)
+#define AW_GO(NWG, PIPE, QREG)                                                                     \
+    return aw_launch < PLX, NWG, PIPE ? 3 : 2, 3 - NWG, PIPE,                                      \
+           QREG > (B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
     if constexpr (!PLX) {
+        if (s.qreg) {
+            if (s.pipe) {
+                if (s.wg == 2) AW_GO(2, true, true);
+                AW_GO(1, true, true);
+            }
+            if (s.wg == 2) AW_GO(2, false, true);
+            AW_GO(1, false, true);
+        }
         if (s.pipe) {
-            if (s.wg == 1) AW_GO(1, 3, 2, true);
-            if (s.minb == 2) AW_GO(2, 3, 2, true);
-            AW_GO(2, 3, 1, true);
-        }
-        if (s.wg == 2 && s.minb == 2) {
-            if (s.st == 3) AW_GO(2, 3, 2, false);
-            AW_GO(2, 2, 2, false);
+            if (s.wg == 2) AW_GO(2, true, false);
+            AW_GO(1, true, false);
         }
     }
-    if (s.wg == 2) {
-        if (s.st == 3) AW_GO(2, 3, 1, false);
-        AW_GO(2, 2, 1, false);
-    }
-    AW_GO(1, 2, 2, false);
+    if (s.wg == 2) AW_GO(2, false, false);
+    AW_GO(1, false, false);
 #undef AW_GO
 }
 
