@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "attention_rows.cuh"
 #include "attention_wgmma.cuh"
 #include "gpu_common.cuh"
@@ -38,12 +40,15 @@
 #define AW_D  128 // dk = dv
 #define AW_BQ 64  // query rows of a warpgroup
 
-template <bool PLX, int NWG, int ST> struct aw_cfg {
+// QST: Q staged in the ring's second K slot until it moves into registers (three blocks a
+// multiprocessor fit the shared memory then).
+template <bool PLX, int NWG, int ST, bool QST> struct aw_cfg {
     static constexpr int BN = 64;                   // keys of a tile
     static constexpr int NT = 128 * NWG;            // threads of a block
     static constexpr int QBYTES = AW_BQ * AW_D * 2; // a warpgroup's Q (and R) tile
     static constexpr int KBYTES = BN * AW_D * 2;    // K or V tile
-    static constexpr int SMEM = NWG * (PLX ? 2 : 1) * QBYTES + ST * 2 * KBYTES + 1024; // + align
+    static constexpr int QREGION = QST ? 0 : NWG * (PLX ? 2 : 1) * QBYTES;
+    static constexpr int SMEM = QREGION + ST * 2 * KBYTES + 1024; // + alignment
 };
 
 // 2^x on the special-function unit (flushes denormal results to 0; ex2(-inf) = 0)
@@ -60,7 +65,10 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     attn_fwd_wgmma(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                    const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o) {
 #ifdef AW_HAVE_WGMMA
-    using C = aw_cfg<PLX, NWG, ST>;
+    // three blocks a multiprocessor: Q in registers, staged in the ring (no Q region)
+    constexpr bool QST = QREG && MINB == 3;
+    static_assert(!QST || (NWG == 1 && ST == 2 && !PIPE), "Q staged: one warpgroup, two stages");
+    using C = aw_cfg<PLX, NWG, ST, QST>;
     constexpr int BN = C::BN, NS = BN / 2; // S accumulators a thread: 64 x BN / 128
     extern __shared__ unsigned char aw_raw[];
     unsigned char *base =
@@ -68,8 +76,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int tid = threadIdx.x, wg = tid / 128, wtid = tid % 128;
     const int warp = wtid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
     // this warpgroup's Q (and R) tile; the K/V ring after all of them
-    unsigned char *sQ = base + wg * C::QBYTES, *sR = sQ + NWG * C::QBYTES;
-    unsigned char *sKV = base + NWG * (PLX ? 2 : 1) * C::QBYTES;
+    unsigned char *sKV = base + C::QREGION;
+    unsigned char *sQ = QST ? sKV + 2 * C::KBYTES : base + wg * C::QBYTES;
+    unsigned char *sR = sQ + NWG * C::QBYTES;
     const uint32_t aQ = (uint32_t)__cvta_generic_to_shared(sQ),
                    aR = (uint32_t)__cvta_generic_to_shared(sR),
                    aKV = (uint32_t)__cvta_generic_to_shared(sKV);
@@ -292,6 +301,10 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             cp_async_wait<ST - 2>();
             fence_proxy_async();
             __syncthreads(); // tile j in its stage for everyone; the stage of tile j - 1 is free
+            if (QST && j == 0) { // Q leaves the slot tile 1 goes to
+                load_q();
+                __syncthreads();
+            }
             if (j + ST - 1 < ntiles) issue(k0 + (ST - 1) * BN, (j + ST - 1) % ST);
             cp_async_commit();
             if (j < ja || j >= jb) continue; // no key of the tile for these rows
@@ -300,7 +313,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             // Two product groups: S = Q K^T, then U = R K^T. The softmax of S runs while U is on
             // the tensor cores, and U's weights (w u) while O1 += P V is.
             float S[NS], U[PLX ? NS : 1], al[2];
-            if (j == ja) load_q();
+            if (!QST && j == ja) load_q();
             wgmma_fence();
             scores(S, dQ, dK);
             wgmma_commit();
@@ -380,7 +393,7 @@ template <bool PLX, int NWG, int ST, int MINB, bool PIPE, bool QREG>
 static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale, const void *q,
                      const void *r, const void *k, const void *v, float *o, cudaStream_t st,
                      err *e) {
-    const int smem = aw_cfg<PLX, NWG, ST>::SMEM;
+    const int smem = aw_cfg < PLX, NWG, ST, QREG && MINB == 3 > ::SMEM;
     auto kernel = attn_fwd_wgmma<PLX, NWG, ST, MINB, PIPE, QREG>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (wgmma)");
@@ -395,7 +408,9 @@ static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float s
 //   MIXSCOPE_ATTN_WG=2    two warpgroups a block sharing the K/V tiles, one block a
 //                         multiprocessor (default one warpgroup, two blocks);
 //   MIXSCOPE_ATTN_PIPE=1  softmax: the pipelined loop (three stages);
-//   MIXSCOPE_ATTN_QREG=1  softmax: Q in registers.
+//   MIXSCOPE_ATTN_QREG=1  softmax: Q in registers;
+//   MIXSCOPE_ATTN_QREG=3  softmax: Q in registers, staged in the K/V ring, three blocks a
+//                         multiprocessor (registers capped at 168).
 // Measured and dropped (docs/gpu-results.md): three stages without the pipelined loop, and two
 // blocks of two warpgroups (128 registers: spills).
 struct aw_shape {
@@ -408,7 +423,7 @@ static aw_shape aw_shape_env(void) {
                    *q = getenv("MIXSCOPE_ATTN_QREG");
         s.wg = w && atoi(w) == 2 ? 2 : 1;
         s.pipe = p && atoi(p) == 1;
-        s.qreg = q && atoi(q) == 1;
+        s.qreg = q ? atoi(q) : 0;
     }
     return s;
 }
@@ -418,26 +433,27 @@ static int aw_dispatch(int B, int Tq, int Tk, int H, int pos0, int window, float
                        const void *q, const void *r, const void *k, const void *v, float *o,
                        cudaStream_t st, err *e) {
     const aw_shape s = aw_shape_env();
-#define AW_GO(NWG, PIPE, QREG)                                                                     \
-    return aw_launch < PLX, NWG, PIPE ? 3 : 2, 3 - NWG, PIPE,                                      \
-           QREG > (B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
+    // go(NWG, PIPE, QREG, MINB): the instance (three stages with the pipelined loop)
+    auto go = [&](auto nwg, auto pipe, auto qreg, auto minb) {
+        constexpr int NWG = decltype(nwg)::value, MINB = decltype(minb)::value;
+        constexpr bool PIPE = decltype(pipe)::value, QREG = decltype(qreg)::value;
+        return aw_launch < PLX, NWG, PIPE ? 3 : 2, MINB, PIPE,
+               QREG > (B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
+    };
+    const std::integral_constant<int, 1> one;
+    const std::integral_constant<int, 2> two;
+    const std::integral_constant<int, 3> three;
+    const std::true_type yes;
+    const std::false_type no;
     if constexpr (!PLX) {
+        if (s.qreg == 3 && s.wg == 1 && !s.pipe) return go(one, no, yes, three);
         if (s.qreg) {
-            if (s.pipe) {
-                if (s.wg == 2) AW_GO(2, true, true);
-                AW_GO(1, true, true);
-            }
-            if (s.wg == 2) AW_GO(2, false, true);
-            AW_GO(1, false, true);
+            if (s.pipe) return s.wg == 2 ? go(two, yes, yes, one) : go(one, yes, yes, two);
+            return s.wg == 2 ? go(two, no, yes, one) : go(one, no, yes, two);
         }
-        if (s.pipe) {
-            if (s.wg == 2) AW_GO(2, true, false);
-            AW_GO(1, true, false);
-        }
+        if (s.pipe) return s.wg == 2 ? go(two, yes, no, one) : go(one, yes, no, two);
     }
-    if (s.wg == 2) AW_GO(2, false, false);
-    AW_GO(1, false, false);
-#undef AW_GO
+    return s.wg == 2 ? go(two, no, no, one) : go(one, no, no, two);
 }
 
 extern "C" int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
