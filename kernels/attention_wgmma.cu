@@ -8,12 +8,13 @@
 // attn_wgmma_usable() says so and attention.cu keeps the mma.sync kernel.
 //
 // Block: NWG warpgroups of 64 query rows each (128 threads a warpgroup), sharing the key and
-// value tiles, which stream through a ring of ST cp.async stages of 64 keys. One warpgroup a
-// block (NWG = 1) runs two blocks a multiprocessor (the Parallax accumulators O1, O2 take 128 of
-// a thread's 255 registers), so one block's softmax runs while the other's products occupy the
-// tensor cores; two (NWG = 2) halve the tiles each multiprocessor copies from L2 for the same
-// products. Per tile a warpgroup issues
-//   S = Q K^T (and U = R K^T): wgmma m64n64k16, A and B from shared memory (sw128, K-major),
+// value tiles, which stream through a ring of ST cp.async stages of 64 keys; several blocks share
+// a multiprocessor, so that one block's softmax runs while another's products occupy the tensor
+// cores. By default (aw_dispatch, measured on the H200) one warpgroup a block: softmax keeps Q in
+// registers, staged through the ring, and runs three blocks a multiprocessor; Parallax (whose
+// O1, O2 take 128 of a thread's 255 registers) two. Per tile a warpgroup issues
+//   S = Q K^T (and U = R K^T): wgmma m64n64k16, A from registers (Q) or shared memory (sw128,
+//   K-major), B = K from shared memory,
 //   the online softmax on S (exp2, scale folded with log2 e), O rescaled,
 //   O1 += P V (and O2 += (P u) V): wgmma m64n128k16, A = the weights in registers, B = V from
 //   shared memory read N-major (imm-trans-b), so V needs no transpose.
@@ -404,15 +405,19 @@ static int aw_launch(int B, int Tq, int Tk, int H, int pos0, int window, float s
     return 0;
 }
 
-// The block shape, read once from the environment (benchmarks compare them):
+// The block shape, read once from the environment (benchmarks compare them; the H200's medians
+// in docs/gpu-results.md):
+//   MIXSCOPE_ATTN_QREG=3  softmax's default: Q in registers (its products read only K from
+//                         shared memory), staged through the K/V ring, so that three blocks of
+//                         one warpgroup share a multiprocessor (registers capped at 168);
+//   MIXSCOPE_ATTN_QREG=1  softmax: Q in registers, two blocks;
+//   MIXSCOPE_ATTN_QREG=0  softmax: Q read from shared memory, two blocks (Parallax always: its
+//                         O1, O2 take 128 of its registers);
 //   MIXSCOPE_ATTN_WG=2    two warpgroups a block sharing the K/V tiles, one block a
-//                         multiprocessor (default one warpgroup, two blocks);
-//   MIXSCOPE_ATTN_PIPE=1  softmax: the pipelined loop (three stages);
-//   MIXSCOPE_ATTN_QREG=1  softmax: Q in registers;
-//   MIXSCOPE_ATTN_QREG=3  softmax: Q in registers, staged in the K/V ring, three blocks a
-//                         multiprocessor (registers capped at 168).
-// Measured and dropped (docs/gpu-results.md): three stages without the pipelined loop, and two
-// blocks of two warpgroups (128 registers: spills).
+//                         multiprocessor;
+//   MIXSCOPE_ATTN_PIPE=1  softmax: the pipelined loop (three stages).
+// Measured and dropped: three stages without the pipelined loop, and two blocks of two
+// warpgroups (128 registers: spills).
 struct aw_shape {
     int wg, pipe, qreg;
 };
@@ -423,7 +428,7 @@ static aw_shape aw_shape_env(void) {
                    *q = getenv("MIXSCOPE_ATTN_QREG");
         s.wg = w && atoi(w) == 2 ? 2 : 1;
         s.pipe = p && atoi(p) == 1;
-        s.qreg = q ? atoi(q) : 0;
+        s.qreg = q ? atoi(q) : 3;
     }
     return s;
 }
@@ -447,6 +452,7 @@ static int aw_dispatch(int B, int Tq, int Tk, int H, int pos0, int window, float
     const std::false_type no;
     if constexpr (!PLX) {
         if (s.qreg == 3 && s.wg == 1 && !s.pipe) return go(one, no, yes, three);
+        // (QREG=3 with two warpgroups or the pipelined loop: Q in registers, as QREG=1)
         if (s.qreg) {
             if (s.pipe) return s.wg == 2 ? go(two, yes, yes, one) : go(one, yes, yes, two);
             return s.wg == 2 ? go(two, no, yes, one) : go(one, no, yes, two);
