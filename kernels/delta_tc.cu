@@ -475,6 +475,16 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         const bf16_t *ws = stage_w(s), *ks = stage_k(s), *us = stage_u(s);
         const float *gk = stage_g(s);
         const size_t nc = (size_t)n * nchunks + c;
+        // U^T of the row group in the accumulators' layout, loaded now for use after the
+        // products: ldmatrix .trans of the token-major stage, matrices (tokens 16 jj .. + 7,
+        // rows rg 16 .. + 7), (the same tokens, rows + 8), then tokens 16 jj + 8 .. + 15 alike:
+        // uf[jj][0..1] are U^T's d[2 jj], uf[jj][2..3] its d[2 jj + 1] (bf16 pairs, token 2 tig
+        // in the low half)
+        uint32_t uf[TC_C / 16][4];
+#pragma unroll
+        for (int jj = 0; jj < TC_C / 16; jj++)
+            ldmatrix_x4_trans(uf[jj], us + (jj * 16 + (lane >> 4) * 8 + (lane & 7)) * L::LU +
+                                          rg * 16 + ((lane >> 3) & 1) * 8);
 
         // S^T as A fragments (bf16), also the chunk's saved state Sc [dv][DK]
         uint32_t ah[DKW / 16][4];
@@ -505,19 +515,20 @@ __global__ void __launch_bounds__(BV * 2 * KS)
             *(uint32_t *)(Sc + (size_t)(r0 + 8) * DK + col + 8) = ah[kb][3];
         }
         if (KS > 1) { // the row group's KS partial sums: each warp adds the others'
-            float *mine = red + (size_t)warp * 32 * (TC_C / 2);
+            float4 *mine = (float4 *)red + (size_t)warp * 32 * (TC_C / 8);
 #pragma unroll
             for (int j = 0; j < TC_C / 8; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) mine[(j * 4 + e) * 32 + lane] = d[j][e];
+                mine[j * 32 + lane] = make_float4(d[j][0], d[j][1], d[j][2], d[j][3]);
             asm volatile("bar.sync %0, %1;" ::"r"(1 + rg), "r"(32 * KS) : "memory");
 #pragma unroll
             for (int o = 1; o < KS; o++) {
-                const float *other = red + (size_t)(rg * KS + (kq + o) % KS) * 32 * (TC_C / 2);
+                const float4 *other =
+                    (const float4 *)red + (size_t)(rg * KS + (kq + o) % KS) * 32 * (TC_C / 8);
 #pragma unroll
-                for (int j = 0; j < TC_C / 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) d[j][e] += other[(j * 4 + e) * 32 + lane];
+                for (int j = 0; j < TC_C / 8; j++) {
+                    const float4 x = other[j * 32 + lane];
+                    d[j][0] += x.x, d[j][1] += x.y, d[j][2] += x.z, d[j][3] += x.w;
+                }
             }
         }
         // Delta^T = U^T - (W S)^T, stored for the output pass (token blocks j with j % KS == kq);
@@ -528,15 +539,17 @@ __global__ void __launch_bounds__(BV * 2 * KS)
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) {
             const int t = j * 8 + 2 * tig;
-            d[j][0] = __bfloat162float(us[t * L::LU + rl]) - d[j][0];
-            d[j][1] = __bfloat162float(us[(t + 1) * L::LU + rl]) - d[j][1];
-            d[j][2] = __bfloat162float(us[t * L::LU + rl + 8]) - d[j][2];
-            d[j][3] = __bfloat162float(us[(t + 1) * L::LU + rl + 8]) - d[j][3];
+            const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
+            d[j][0] = __uint_as_float(ulo << 16) - d[j][0];
+            d[j][1] = __uint_as_float(ulo & 0xffff0000u) - d[j][1];
+            d[j][2] = __uint_as_float(uhi << 16) - d[j][2];
+            d[j][3] = __uint_as_float(uhi & 0xffff0000u) - d[j][3];
             if (j % KS == kq) {
                 *(uint32_t *)(Dt + (size_t)r0 * TC_C + t) = pack_bf16(d[j][0], d[j][1]);
                 *(uint32_t *)(Dt + (size_t)(r0 + 8) * TC_C + t) = pack_bf16(d[j][2], d[j][3]);
             }
-            const float k0 = gk[TC_C + t], k1 = gk[TC_C + t + 1];
+            const float2 kk = *(const float2 *)(gk + TC_C + t);
+            const float k0 = kk.x, k1 = kk.y;
             const uint32_t lo = pack_bf16(d[j][0] * k0, d[j][1] * k1);
             const uint32_t hi = pack_bf16(d[j][2] * k0, d[j][3] * k1);
             ad[j >> 1][(j & 1) * 2] = lo, ad[j >> 1][(j & 1) * 2 + 1] = hi;
