@@ -59,6 +59,26 @@ __device__ __forceinline__ float ex2(float x) {
     return y;
 }
 
+// The 16 values a thread holds of row half hr of a 64-key tile (x[4 t + 2 hr + e], t < 8, e < 2),
+// combined by op pairwise: four dependent steps instead of fifteen (the row maxima and sums are
+// on every tile's critical path, and a scheduler has two or three warps to hide them with).
+template <typename F> __device__ __forceinline__ float aw_row_tree(const float *x, int hr, F op) {
+    float a[8];
+#pragma unroll
+    for (int t = 0; t < 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
+#pragma unroll
+    for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+        for (int t = 0; t < w; t++) a[t] = op(a[t], a[t + w]);
+    return a[0];
+}
+__device__ __forceinline__ float aw_max(float a, float b) {
+    return fmaxf(a, b);
+}
+__device__ __forceinline__ float aw_add(float a, float b) {
+    return a + b;
+}
+
 // grid (ceil(Tq / (64 NWG)), B H), 128 NWG threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128]
 // bf16; o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX, int NWG, int ST, int MINB, bool PIPE, bool QREG>
@@ -203,9 +223,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                     if (!attn_visible(key, p, Tk, window)) S[4 * t + c] = -INFINITY;
                 }
         }
-        float mt[2] = {-INFINITY, -INFINITY}, ms[2];
-#pragma unroll
-        for (int i = 0; i < NS; i++) mt[(i >> 1) & 1] = fmaxf(mt[(i >> 1) & 1], S[i]);
+        static_assert(NS == 32, "aw_row_tree: 16 values a row half");
+        float mt[2] = {aw_row_tree(S, 0, aw_max), aw_row_tree(S, 1, aw_max)}, ms[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
@@ -219,13 +238,12 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
         for (int t = 0; t < BN / 8; t++) {
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
+            for (int c = 0; c < 4; c++)
                 S[4 * t + c] = ex2(fmaf(S[4 * t + c], scale_l2, -ms[c >> 1]));
-                d1[c >> 1] += S[4 * t + c];
-            }
             P[t / 2][(t & 1) * 2 + 0] = pack_bf16(S[4 * t], S[4 * t + 1]);
             P[t / 2][(t & 1) * 2 + 1] = pack_bf16(S[4 * t + 2], S[4 * t + 3]);
         }
+        d1[0] += aw_row_tree(S, 0, aw_add), d1[1] += aw_row_tree(S, 1, aw_add);
     };
     // once a row's maximum settles, al = 1: the rescale is skipped when the whole warp has it
     auto rescale = [&](const float *al) {
@@ -340,13 +358,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 #pragma unroll
                 for (int t = 0; t < BN / 8; t++) {
 #pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        U[4 * t + c] *= S[4 * t + c];
-                        d2[c >> 1] += U[4 * t + c];
-                    }
+                    for (int c = 0; c < 4; c++) U[4 * t + c] *= S[4 * t + c];
                     PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
                     PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
                 }
+                d2[0] += aw_row_tree(U, 0, aw_add), d2[1] += aw_row_tree(U, 1, aw_add);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
