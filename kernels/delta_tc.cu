@@ -28,24 +28,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "delta_state_wgmma.cuh"
 #include "delta_tc.cuh"
+#include "delta_tc_shared.cuh"
 #include "gpu_common.cuh"
 #include "mma.cuh"
 
-#define TC_C  64 // chunk
 #define TC_BV 32 // value columns of a state-pass block (two row groups of 16)
-
-// The per-(head, chunk) arrays of the scratch, in order: W [C][dk], U [C][dv], P [C][C],
-// Sc [dv][dk], Dt [dv][C] (bf16), then GK [2C] (fp32: gamma, ks).
-struct tc_scratch {
-    bf16_t *W, *U, *P, *Sc, *Dt;
-    float *GK;
-    // ready[n][c] = 1 once prep wrote chunk c of head n; done[n][slice] = chunks of head n whose Sc
-    // and Dt the state pass has written (both zeroed by the launch). They let the three kernels
-    // overlap: the state pass starts on the chunks prep has finished, the output pass on the
-    // chunks the state pass has.
-    int *ready, *done;
-};
 
 static size_t tc_bf16_per_chunk(int dk, int dv) {
     return (size_t)TC_C * dk + (size_t)TC_C * dv + (size_t)TC_C * TC_C + (size_t)dv * dk +
@@ -74,34 +63,6 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
     s.ready = (int *)(s.GK + NC * 2 * TC_C);
     s.done = s.ready + NC;
     return s;
-}
-
-// Flags between kernels that run at the same time. The writer: __syncthreads, then one thread's
-// release store (a release is cumulative over the block's writes that the barrier ordered before
-// it; the pattern of CUTLASS's semaphore). The reader: an acquire load, or, in the state pass's
-// hot loop, relaxed loads (an acquire costs an L1 invalidation each there): its reads of the
-// published data are cp.async.cg copies, which go to L2, the point of coherence, and are issued
-// only after the flag was seen. A wait that outlasts ~10 s traps (the launch fails with an error)
-// rather than hanging.
-__device__ __forceinline__ int ld_acquire(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ int ld_relaxed(const int *p) {
-    int v;
-    asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_release(int *p, int v) {
-    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void wait_at_least(const int *p, int v) {
-    unsigned spins = 0;
-    while (ld_acquire(p) < v) {
-        __nanosleep(128);
-        if (++spins > (1u << 26)) __trap();
-    }
 }
 
 // ---------------------------------------------------------------- prepare
@@ -727,7 +688,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
     const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
-    const int nslices = DV / TC_BV;
+    // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
+    const bool wg = DK == 128 && delta_state_wgmma_usable();
+    const int nslices = DV / (wg ? DSW_BV : TC_BV);
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
@@ -757,6 +720,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
+        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, k, s, state, st, e);
 #define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);

@@ -1194,6 +1194,7 @@ int main(void) {
         test_mixer(m, 64, 2, 128, 64, 64);
         test_mixer(m, 129, 3, 64, 128, 64);
         test_mixer(m, 1000, 2, 128, 128, 64);
+        test_mixer(m, 2500, 3, 128, 128, 64); /* dk = 128: the wgmma state pass on sm_90 */
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
      * blocks and tiles, many blocks; a pre-filled cache and sliding windows */

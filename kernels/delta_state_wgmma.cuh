@@ -1,0 +1,20 @@
+// delta_state_wgmma.cuh: delta_tc.cu's way into the sm_90a state pass of delta_state_wgmma.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "../core/err.h"
+#include "delta_tc_shared.cuh"
+
+// value rows of a wgmma state-pass block: one warpgroup of 64 rows (the output pass waits on
+// dv / DSW_BV slices of a head then)
+#define DSW_BV 64
+
+// 1 when the wgmma state pass can run here (an sm_90 GPU, a build with the sm_90a image, and
+// MIXSCOPE_DELTA_WGMMA not 0); asked once per process.
+int delta_state_wgmma_usable(void);
+// The state pass of delta_tc.cu for dk = 128 and dv in {64, 128} (st: ring stages, 3 or 4):
+// grid (dv / DSW_BV, N); reads W, U, GK of the scratch and k, writes Sc, Dt and the done flags,
+// and carries state [N][128][dv] (fp32) from the first chunk to past the last.
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, const bf16_t *k,
+                             tc_scratch sc, float *state, cudaStream_t stream, err *e);
