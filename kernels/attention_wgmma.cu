@@ -71,15 +71,16 @@ __device__ __forceinline__ float aw_row_reduce(const float *x, int hr, F op) {
 #pragma unroll
         for (int i = 1; i < 16; i++) a = op(a, x[4 * (i >> 1) + 2 * hr + (i & 1)]);
         return a;
+    } else {
+        float a[8];
+#pragma unroll
+        for (int t = 0; t < 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
+#pragma unroll
+        for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+            for (int t = 0; t < w; t++) a[t] = op(a[t], a[t + w]);
+        return a[0];
     }
-    float a[8];
-#pragma unroll
-    for (int t = 0; t < 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
-#pragma unroll
-    for (int w = 4; w >= 1; w >>= 1)
-#pragma unroll
-        for (int t = 0; t < w; t++) a[t] = op(a[t], a[t + w]);
-    return a[0];
 }
 __device__ __forceinline__ float aw_max(float a, float b) {
     return fmaxf(a, b);
