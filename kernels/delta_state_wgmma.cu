@@ -31,11 +31,26 @@
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
+// After the ring, each warp's staging of its 16 rows of Sc [16][128 + 8] and Dt [16][64 + 8]
+// (bf16; stmatrix in, then 16-byte coalesced copies out: 48 four-byte stores a thread a chunk
+// had filled the store queue, ncu's top stall).
 template <int ST> struct dsw_smem {
     static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
-    static constexpr int BYTES = STAGE * ST + 1024; // + the alignment of the first stage
+    static constexpr int LS = DSW_DK + 8, LD = TC_C + 8, WSTAGE = 16 * (LS + LD) * 2;
+    static constexpr int BYTES = STAGE * ST + 4 * WSTAGE + 1024; // + the first stage's alignment
 };
+
+__device__ __forceinline__ float2 lds_f2(uint32_t a) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float lds_f(uint32_t a) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
+    return v;
+}
 
 template <int ST>
 __global__ void __launch_bounds__(128, 1)
@@ -58,21 +73,29 @@ __global__ void __launch_bounds__(128, 1)
     const uint32_t woff = sw128_chunk(TC_C, lr, lc);
     const size_t kstep = (size_t)H * DSW_DK; // one token of k
     const bf16_t *kthr = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
+    int pre[8]; // ready flags of the next group of eight chunks
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        pre[i] = i < nchunks ? ld_relaxed(sc.ready + (size_t)n * nchunks + i) : 1;
     auto issue = [&](int c, int s) {
         const size_t nc = (size_t)n * nchunks + c;
-        // prep has written this chunk: checked eight chunks at a time (one round trip)
+        // prep has written this chunk: checked eight chunks at a time, on flags loaded a group
+        // ahead (pre; the round trip off the critical path), polled again only when one was 0
         if (c % 8 == 0) {
             const int *f = sc.ready + nc;
             const int m = min(8, nchunks - c);
-            unsigned spins = 0;
-            for (;;) {
-                int all = 1;
+            int all = 1;
 #pragma unroll
-                for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
-                if (all) break;
+            for (int i = 0; i < 8; i++) all &= i >= m || pre[i] != 0;
+            for (unsigned spins = 0; !all;) {
                 __nanosleep(128);
                 if (++spins > (1u << 26)) __trap();
+                all = 1;
+#pragma unroll
+                for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
             }
+#pragma unroll
+            for (int i = 0; i < 8; i++) pre[i] = c + 8 + i < nchunks ? ld_relaxed(f + 8 + i) : 1;
         }
         const bf16_t *W = sc.W + nc * TC_C * DSW_DK + lr * DSW_DK + lc * 8;
         const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
@@ -96,14 +119,20 @@ __global__ void __launch_bounds__(128, 1)
 
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
     const int r0 = bv0 + warp * 16 + gid;
+    // the warp's staging (stw, dtw) and this lane's stmatrix row in it (sts, dts): lane 8 i + j
+    // gives row j of matrix i, i.e. row (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
+    bf16_t *stw = (bf16_t *)(base + L::STAGE * ST + warp * L::WSTAGE), *dtw = stw + 16 * L::LS;
+    const int mr = ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
+    bf16_t *sts = stw + mr * L::LS + mc, *dts = dtw + mr * L::LD + mc;
     float h[64], d[32];
     const float *S = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const int c0 = 8 * j + 2 * tig;
-        h[4 * j] = S[(size_t)c0 * dv + r0], h[4 * j + 1] = S[(size_t)(c0 + 1) * dv + r0];
-        h[4 * j + 2] = S[(size_t)c0 * dv + r0 + 8],
-                  h[4 * j + 3] = S[(size_t)(c0 + 1) * dv + r0 + 8];
+        h[4 * j] = S[(size_t)c0 * dv + r0];
+        h[4 * j + 1] = S[(size_t)(c0 + 1) * dv + r0];
+        h[4 * j + 2] = S[(size_t)c0 * dv + r0 + 8];
+        h[4 * j + 3] = S[(size_t)(c0 + 1) * dv + r0 + 8];
     }
 #pragma unroll
     for (int i = 0; i < 32; i++) d[i] = 0.0f;
@@ -141,54 +170,66 @@ __global__ void __launch_bounds__(128, 1)
         wgmma_commit();
         // while the products run: U^T of the warp's rows in the accumulators' layout (ldmatrix
         // .trans of the token-major stage: uf[jj][0..1] are U^T's n8 block 2 jj, uf[jj][2..3]
-        // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), the copy of chunk
-        // c + ST - 1 into the stage chunk c - 1 used, and Sc
+        // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), ks and gamma_last, the
+        // copy of chunk c + ST - 1 into the stage chunk c - 1 used, and Sc out
         const bf16_t *us = stage_u(s);
         uint32_t uf[TC_C / 16][4];
 #pragma unroll
         for (int jj = 0; jj < TC_C / 16; jj++)
             ldmatrix_x4_trans(uf[jj], us + (jj * 16 + (lane >> 4) * 8 + (lane & 7)) * L::LU +
                                           warp * 16 + ((lane >> 3) & 1) * 8);
+        const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
+        float2 kk[TC_C / 8];
+#pragma unroll
+        for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
+        const float gl = lds_f(agk + (TC_C - 1) * 4);
         if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
         cp_async_commit();
-        bf16_t *Sc = sc.Sc + nc * dv * DSW_DK;
+        // Sc: the warp's 16 rows through its staging, out as 16-byte pieces (two rows a store)
+        bf16_t *Sc = sc.Sc + (nc * dv + bv0 + warp * 16) * DSW_DK;
 #pragma unroll
-        for (int ks = 0; ks < DSW_DK / 16; ks++) {
-            const int col = ks * 16 + 2 * tig;
-            *(uint32_t *)(Sc + (size_t)r0 * DSW_DK + col) = ah[ks][0];
-            *(uint32_t *)(Sc + (size_t)(r0 + 8) * DSW_DK + col) = ah[ks][1];
-            *(uint32_t *)(Sc + (size_t)r0 * DSW_DK + col + 8) = ah[ks][2];
-            *(uint32_t *)(Sc + (size_t)(r0 + 8) * DSW_DK + col + 8) = ah[ks][3];
+        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 16 * DSW_DK / 8 / 32; i++) {
+            const int p = lane + 32 * i, row = p / (DSW_DK / 8), col = p % (DSW_DK / 8) * 8;
+            *(uint4 *)(Sc + row * DSW_DK + col) = *(const uint4 *)(stw + row * L::LS + col);
         }
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
-        // Delta^T = U^T - D, stored; then scaled by ks as the A fragments of the update
-        const float *gk = stage_g(s);
-        bf16_t *Dt = sc.Dt + nc * dv * TC_C;
-        uint32_t ad[TC_C / 16][4];
+        // Delta^T = U^T - D, out through the staging like Sc; scaled by ks, the A fragments of
+        // the update
+        uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) {
-            const int t = j * 8 + 2 * tig;
             const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
             const float x0 = __uint_as_float(ulo << 16) - d[4 * j];
             const float x1 = __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
             const float x2 = __uint_as_float(uhi << 16) - d[4 * j + 2];
             const float x3 = __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
-            *(uint32_t *)(Dt + (size_t)r0 * TC_C + t) = pack_bf16(x0, x1);
-            *(uint32_t *)(Dt + (size_t)(r0 + 8) * TC_C + t) = pack_bf16(x2, x3);
-            const float2 kk = *(const float2 *)(gk + TC_C + t);
-            ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk.x, x1 * kk.y);
-            ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk.x, x3 * kk.y);
+            dq[j >> 1][(j & 1) * 2] = pack_bf16(x0, x1);
+            dq[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2, x3);
+            ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk[j].x, x1 * kk[j].y);
+            ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk[j].x, x3 * kk[j].y);
         }
         // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
-        const float gl = gk[TC_C - 1];
 #pragma unroll
         for (int i = 0; i < 64; i++) h[i] *= gl;
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < TC_C / 16; kk++) wgmma_rs_n128_tb(h, ad[kk], dK + (kk * 2048 >> 4));
+        for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
+        // while the update runs: Dt out
+        bf16_t *Dt = sc.Dt + (nc * dv + bv0 + warp * 16) * TC_C;
+#pragma unroll
+        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 16 * TC_C / 8 / 32; i++) {
+            const int p = lane + 32 * i, row = p / (TC_C / 8), col = p % (TC_C / 8) * 8;
+            *(uint4 *)(Dt + row * TC_C + col) = *(const uint4 *)(dtw + row * L::LD + col);
+        }
         wgmma_wait<0>(); // h is read next; ad and the stage stay untouched until then
         wgmma_fence_regs<64>(h);
     }
