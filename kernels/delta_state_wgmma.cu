@@ -2,17 +2,20 @@
 // warpgroup products, for dk = 128. Built for sm_90a alone (the Makefile's *_wgmma rule); on other
 // GPUs delta_state_wgmma_usable() says no and delta_tc.cu keeps its mma.sync state pass.
 //
-// Per head n and value slice of 64 rows (one warpgroup, 128 threads; grid (dv / 64, N)), chunks in
-// order, with S^T [64 value rows x 128 keys] in the registers as a wgmma m64n128 accumulator:
-//   Sc = S^T (bf16, the A fragments of the first product, stored for the output pass)
+// Per head n and value slice of 64 rows (grid (dv / 64, N)), chunks in order, a block of two
+// warpgroups. The consumer holds S^T [64 value rows x 128 keys] in its registers as a wgmma
+// m64n128 accumulator and runs, per chunk:
+//   Sc = S^T (bf16, the A fragments of the first product, staged for the output pass)
 //   D = S^T W^T                 m64n64k16 x 8: A = Sc from registers, B = W [C][128] K-major
-//   Delta^T = U^T - D           stored as Dt (bf16) for the output pass
+//   Delta^T = U^T - D           staged as Dt (bf16) for the output pass
 //   S^T <- gamma_last S^T + (Delta^T diag(ks)) K
 //                               m64n128k16 x 4: A = Delta^T diag(ks) from registers, B = K
 //                               [C][128] read N-major (imm-trans-b), so K needs no transpose
 // the same arithmetic as delta_tc_state (bf16 operands, fp32 accumulators), in two products a
-// chunk instead of 64 mma.sync a warp. W, K (sw128 tiles) and U, GK (padded rows) stream through a
-// ring of ST cp.async stages; the flags with prepare and output are delta_tc.cu's.
+// chunk instead of 64 mma.sync a warp. The producer streams W, K (sw128 tiles) and U, GK (padded
+// rows) through a ring of ST cp.async stages and copies Sc and Dt out of two staging buffers;
+// named barriers hand stages and buffers between the two. The flags with prepare and output are
+// delta_tc.cu's.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -31,14 +34,14 @@
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
-// After the ring, each warp's staging of its 16 rows of Sc [16][128 + 8] and Dt [16][64 + 8]
-// (bf16; stmatrix in, then 16-byte coalesced copies out: 48 four-byte stores a thread a chunk
-// had filled the store queue, ncu's top stall).
+// After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
+// consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
 template <int ST> struct dsw_smem {
     static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
-    static constexpr int LS = DSW_DK + 8, LD = TC_C + 8, WSTAGE = 16 * (LS + LD) * 2;
-    static constexpr int BYTES = STAGE * ST + 4 * WSTAGE + 1024; // + the first stage's alignment
+    static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
+    static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
+    static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
 };
 
 __device__ __forceinline__ float2 lds_f2(uint32_t a) {
@@ -51,79 +54,149 @@ __device__ __forceinline__ float lds_f(uint32_t a) {
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
     return v;
 }
+// Named barriers between the two warpgroups (256 threads: one side arrives, the other syncs), and
+// among the producer's 128 threads.
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+// ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; producer
+#define DSW_FULL(s)   (1 + (s))
+#define DSW_EMPTY(s)  (5 + (s))
+#define DSW_SFULL(b)  (9 + (b))
+#define DSW_SEMPTY(b) (11 + (b))
+#define DSW_PROD      13
 
+// Block: two warpgroups. The consumer (warps 0-3) holds S^T and runs the products and Delta; the
+// producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
+// Sc and Dt out of the staging and publishes the done flags, so that the consumer's instruction
+// stream is the chain alone (one warpgroup doing both issued an instruction every 3.4 cycles, ncu
+// at 8c7c1f4, most of them addresses and copies).
 template <int ST>
-__global__ void __launch_bounds__(128, 1)
+__global__ void __launch_bounds__(256, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                       float *state) {
 #ifdef DSW_HAVE_WGMMA
+    static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
     typedef dsw_smem<ST> L;
     extern __shared__ unsigned char dsw_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)dsw_raw + 1023) & ~(uintptr_t)1023);
     const uint32_t abase = (uint32_t)__cvta_generic_to_shared(base);
     const int n = blockIdx.y, nsl = gridDim.x, bv0 = blockIdx.x * DSW_BV, b = n / H, hh = n % H;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
+    const int tid = threadIdx.x % 128, warp = tid >> 5, lane = tid & 31, gid = lane >> 2,
+              tig = lane & 3;
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
     auto stage_g = [&](int s) { return (float *)(stage_w(s) + 2 * L::TILE + L::UB); };
+    auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
+    auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
-    // Copies: W and K, chunk lc (of 16) of rows lr + 8 i (rows 8 apart share their swizzle, so
-    // the shared offsets step by 1024 bytes); U, piece uc of rows ur + 16 j; GK, 32 threads.
-    const int lc = tid % 16, lr = tid / 16, ur = tid / 8, uc = (tid % 8) * 8;
-    const uint32_t woff = sw128_chunk(TC_C, lr, lc);
-    const size_t kstep = (size_t)H * DSW_DK; // one token of k
-    const bf16_t *kthr = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
-    int pre[8]; // ready flags of the next group of eight chunks
+    if (threadIdx.x >= 128) { // ---------------------------------------------- producer
+        // Copies: W and K, chunk lc (of 16) of rows lr + 8 i (rows 8 apart share their swizzle,
+        // so the shared offsets step by 1024 bytes); U, piece uc of rows ur + 16 j; GK, 32 threads.
+        const int lc = tid % 16, lr = tid / 16, ur = tid / 8, uc = (tid % 8) * 8;
+        const uint32_t woff = sw128_chunk(TC_C, lr, lc);
+        const size_t kstep = (size_t)H * DSW_DK; // one token of k
+        const bf16_t *kthr = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
+        int pre[8]; // ready flags of the next group of eight chunks
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        pre[i] = i < nchunks ? ld_relaxed(sc.ready + (size_t)n * nchunks + i) : 1;
-    auto issue = [&](int c, int s) {
-        const size_t nc = (size_t)n * nchunks + c;
-        // prep has written this chunk: checked eight chunks at a time, on flags loaded a group
-        // ahead (pre; the round trip off the critical path), polled again only when one was 0
-        if (c % 8 == 0) {
-            const int *f = sc.ready + nc;
-            const int m = min(8, nchunks - c);
-            int all = 1;
+        for (int i = 0; i < 8; i++)
+            pre[i] = i < nchunks ? ld_relaxed(sc.ready + (size_t)n * nchunks + i) : 1;
+        auto issue = [&](int c, int s) {
+            const size_t nc = (size_t)n * nchunks + c;
+            // prep has written this chunk: checked eight chunks at a time, on flags loaded a
+            // group ahead (pre), polled again only when one was 0
+            if (c % 8 == 0) {
+                const int *f = sc.ready + nc;
+                const int m = min(8, nchunks - c);
+                int all = 1;
 #pragma unroll
-            for (int i = 0; i < 8; i++) all &= i >= m || pre[i] != 0;
-            for (unsigned spins = 0; !all;) {
-                __nanosleep(128);
-                if (++spins > (1u << 26)) __trap();
-                all = 1;
+                for (int i = 0; i < 8; i++) all &= i >= m || pre[i] != 0;
+                for (unsigned spins = 0; !all;) {
+                    __nanosleep(128);
+                    if (++spins > (1u << 26)) __trap();
+                    all = 1;
 #pragma unroll
-                for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
+                    for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
+                }
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    pre[i] = c + 8 + i < nchunks ? ld_relaxed(f + 8 + i) : 1;
+            }
+            const bf16_t *W = sc.W + nc * TC_C * DSW_DK + lr * DSW_DK + lc * 8;
+            const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
+            const bf16_t *U = sc.U + nc * TC_C * dv + (size_t)ur * dv + bv0 + uc;
+            unsigned char *ws = stage_w(s) + woff, *ks = ws + L::TILE;
+            bf16_t *us = stage_u(s) + ur * L::LU + uc;
+            const bool whole = (c + 1) * TC_C <= T;
+#pragma unroll
+            for (int i = 0; i < TC_C / 8; i++) {
+                cp_async16(ws + 1024 * i, W + 8 * i * DSW_DK);
+                if (whole || c * TC_C + lr + 8 * i < T)
+                    cp_async16(ks + 1024 * i, K + (size_t)8 * i * kstep);
+                else // rows past T: zero (0 x garbage could be NaN)
+                    *(uint4 *)(ks + 1024 * i) = make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int i = 0; i < 8; i++) pre[i] = c + 8 + i < nchunks ? ld_relaxed(f + 8 + i) : 1;
-        }
-        const bf16_t *W = sc.W + nc * TC_C * DSW_DK + lr * DSW_DK + lc * 8;
-        const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
-        const bf16_t *U = sc.U + nc * TC_C * dv + (size_t)ur * dv + bv0 + uc;
-        unsigned char *ws = stage_w(s) + woff, *ks = ws + L::TILE;
-        bf16_t *us = stage_u(s) + ur * L::LU + uc;
-        const bool whole = (c + 1) * TC_C <= T;
+            for (int j = 0; j < TC_C / 16; j++)
+                cp_async16(us + 16 * j * L::LU, U + (size_t)16 * j * dv);
+            if (tid < 2 * TC_C / 4)
+                cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
+        };
+        // chunk m's Sc and Dt from staging buffer m % 2 to the scratch; every 8 chunks (and at
+        // the last) the done flag (the producer's barrier orders its threads' stores before)
+        auto store_out = [&](int m) {
+            const int bb = m & 1;
+            bar_sync(DSW_SFULL(bb), 256);
+            const size_t nc = (size_t)n * nchunks + m;
+            bf16_t *Sc = sc.Sc + (nc * dv + bv0) * DSW_DK, *Dt = sc.Dt + (nc * dv + bv0) * TC_C;
+            const bf16_t *ss = sbuf_s(bb), *sd = sbuf_d(bb);
 #pragma unroll
-        for (int i = 0; i < TC_C / 8; i++) {
-            cp_async16(ws + 1024 * i, W + 8 * i * DSW_DK);
-            if (whole || c * TC_C + lr + 8 * i < T)
-                cp_async16(ks + 1024 * i, K + (size_t)8 * i * kstep);
-            else // rows past T: zero (0 x garbage could be NaN)
-                *(uint4 *)(ks + 1024 * i) = make_uint4(0, 0, 0, 0);
-        }
+            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++) {
+                const int p = tid + 128 * i, row = p / (DSW_DK / 8), col = p % (DSW_DK / 8) * 8;
+                *(uint4 *)(Sc + row * DSW_DK + col) = *(const uint4 *)(ss + row * L::LS + col);
+            }
 #pragma unroll
-        for (int j = 0; j < TC_C / 16; j++)
-            cp_async16(us + 16 * j * L::LU, U + (size_t)16 * j * dv);
-        if (tid < 2 * TC_C / 4) cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
-    };
+            for (int i = 0; i < DSW_BV * TC_C / 8 / 128; i++) {
+                const int p = tid + 128 * i, row = p / (TC_C / 8), col = p % (TC_C / 8) * 8;
+                *(uint4 *)(Dt + row * TC_C + col) = *(const uint4 *)(sd + row * L::LD + col);
+            }
+            if (m + 2 < nchunks) bar_arrive(DSW_SEMPTY(bb), 256);
+            if ((m + 1) % 8 == 0 || m + 1 == nchunks) {
+                bar_sync(DSW_PROD, 128);
+                if (tid == 0) st_release(sc.done + n * nsl + blockIdx.x, m + 1);
+            }
+        };
+#pragma unroll
+        for (int s = 0; s < ST - 1; s++) {
+            if (s < nchunks) issue(s, s);
+            cp_async_commit();
+        }
+        for (int j = 0; j < nchunks; j++) {
+            cp_async_wait<ST - 2>(); // chunk j is in
+            fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
+            bar_arrive(DSW_FULL(j % ST), 256);
+            if (j >= 1) store_out(j - 1);
+            const int jn = j + ST - 1; // into the stage chunk j - 1 used, once the consumer is done
+            if (jn < nchunks) {
+                if (jn >= ST) bar_sync(DSW_EMPTY(jn % ST), 256);
+                issue(jn, jn % ST);
+            }
+            cp_async_commit();
+        }
+        store_out(nchunks - 1);
+        cp_async_wait<0>();
+        return;
+    }
 
+    // ------------------------------------------------------------------------- consumer
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
     const int r0 = bv0 + warp * 16 + gid;
-    // the warp's staging (stw, dtw) and this lane's stmatrix row in it (sts, dts): lane 8 i + j
-    // gives row j of matrix i, i.e. row (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
-    bf16_t *stw = (bf16_t *)(base + L::STAGE * ST + warp * L::WSTAGE), *dtw = stw + 16 * L::LS;
-    const int mr = ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
-    bf16_t *sts = stw + mr * L::LS + mc, *dts = dtw + mr * L::LD + mc;
+    // this lane's stmatrix row in the staging: lane 8 i + j gives row j of matrix i, i.e. row
+    // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
+    const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
     float h[64], d[32];
     const float *S = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
@@ -136,22 +209,11 @@ __global__ void __launch_bounds__(128, 1)
     }
 #pragma unroll
     for (int i = 0; i < 32; i++) d[i] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < nchunks) issue(s, s);
-        cp_async_commit();
-    }
     for (int c = 0; c < nchunks; c++) {
-        cp_async_wait<ST - 2>();
-        fence_proxy_async(); // the stage's cp.async and zero stores, read next by wgmma
-        __syncthreads();     // stage c is in; every thread is done with chunk c - 1
-        // every 8 chunks (and at the end) publish how far Sc and Dt are written (the barrier
-        // above ordered every thread's stores of the chunks before)
-        if (tid == 0 && c > 0 && c % 8 == 0) st_release(sc.done + n * nsl + blockIdx.x, c);
-        const int s = c % ST;
+        const int s = c % ST, bb = c & 1;
+        bar_sync(DSW_FULL(s), 256); // stage s holds chunk c
         const uint32_t aw = abase + s * L::STAGE, ak = aw + L::TILE;
         const uint64_t dW = wgmma_desc(aw, 16, 1024), dK = wgmma_desc(ak, TC_C * 128, 1024);
-        const size_t nc = (size_t)n * nchunks + c;
 
         // S^T as bf16 A fragments: k16 step ks is n8 blocks 2 ks, 2 ks + 1 of the accumulator
         uint32_t ah[DSW_DK / 16][4];
@@ -170,8 +232,8 @@ __global__ void __launch_bounds__(128, 1)
         wgmma_commit();
         // while the products run: U^T of the warp's rows in the accumulators' layout (ldmatrix
         // .trans of the token-major stage: uf[jj][0..1] are U^T's n8 block 2 jj, uf[jj][2..3]
-        // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), ks and gamma_last, the
-        // copy of chunk c + ST - 1 into the stage chunk c - 1 used, and Sc out
+        // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), ks and gamma_last, and
+        // Sc into the staging (once the producer has emptied it)
         const bf16_t *us = stage_u(s);
         uint32_t uf[TC_C / 16][4];
 #pragma unroll
@@ -183,23 +245,14 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
-        if (c + ST - 1 < nchunks) issue(c + ST - 1, (c + ST - 1) % ST);
-        cp_async_commit();
-        // Sc: the warp's 16 rows through its staging, out as 16-byte pieces (two rows a store)
-        bf16_t *Sc = sc.Sc + (nc * dv + bv0 + warp * 16) * DSW_DK;
+        if (c >= 2) bar_sync(DSW_SEMPTY(bb), 256);
+        bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
 #pragma unroll
         for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
-        __syncwarp();
-#pragma unroll
-        for (int i = 0; i < 16 * DSW_DK / 8 / 32; i++) {
-            const int p = lane + 32 * i, row = p / (DSW_DK / 8), col = p % (DSW_DK / 8) * 8;
-            *(uint4 *)(Sc + row * DSW_DK + col) = *(const uint4 *)(stw + row * L::LS + col);
-        }
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
-        // Delta^T = U^T - D, out through the staging like Sc; scaled by ks, the A fragments of
-        // the update
+        // Delta^T = U^T - D into the staging; scaled by ks, the A fragments of the update
         uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) {
@@ -220,30 +273,22 @@ __global__ void __launch_bounds__(128, 1)
 #pragma unroll
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
-        // while the update runs: Dt out
-        bf16_t *Dt = sc.Dt + (nc * dv + bv0 + warp * 16) * TC_C;
 #pragma unroll
         for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
-        __syncwarp();
-#pragma unroll
-        for (int i = 0; i < 16 * TC_C / 8 / 32; i++) {
-            const int p = lane + 32 * i, row = p / (TC_C / 8), col = p % (TC_C / 8) * 8;
-            *(uint4 *)(Dt + row * TC_C + col) = *(const uint4 *)(dtw + row * L::LD + col);
-        }
-        wgmma_wait<0>(); // h is read next; ad and the stage stay untouched until then
+        bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
+        wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);
+        if (c + ST < nchunks) bar_arrive(DSW_EMPTY(s), 256);
     }
-    cp_async_wait<0>();
     float *So = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
     for (int j = 0; j < 16; j++) {
         const int c0 = 8 * j + 2 * tig;
-        So[(size_t)c0 * dv + r0] = h[4 * j], So[(size_t)(c0 + 1) * dv + r0] = h[4 * j + 1];
+        So[(size_t)c0 * dv + r0] = h[4 * j];
+        So[(size_t)(c0 + 1) * dv + r0] = h[4 * j + 1];
         So[(size_t)c0 * dv + r0 + 8] = h[4 * j + 2];
         So[(size_t)(c0 + 1) * dv + r0 + 8] = h[4 * j + 3];
     }
-    __syncthreads();
-    if (tid == 0) st_release(sc.done + n * nsl + blockIdx.x, nchunks);
 #else
     __trap(); // no wgmma in this image: delta_state_wgmma_usable() keeps launches away
 #endif
@@ -272,7 +317,7 @@ static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
     delta_state_wgmma<ST>
-        <<<dim3(dv / DSW_BV, N), 128, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
+        <<<dim3(dv / DSW_BV, N), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
 }
