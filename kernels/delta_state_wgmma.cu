@@ -54,6 +54,19 @@ __device__ __forceinline__ float lds_f(uint32_t a) {
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
     return v;
 }
+__device__ __forceinline__ uint4 lds_u4(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_zero16(uint32_t a) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+}
+__device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
 // Named barriers between the two warpgroups (256 threads: one side arrives, the other syncs), and
 // among the producer's 128 threads.
 __device__ __forceinline__ void bar_sync(int id, int n) {
@@ -94,22 +107,33 @@ __global__ void __launch_bounds__(256, 1)
     auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
     if (threadIdx.x >= 128) { // ---------------------------------------------- producer
-        // Copies: W and K, chunk lc (of 16) of rows lr + 8 i (rows 8 apart share their swizzle,
-        // so the shared offsets step by 1024 bytes); U, piece uc of rows ur + 16 j; GK, 32 threads.
-        const int lc = tid % 16, lr = tid / 16, ur = tid / 8, uc = (tid % 8) * 8;
-        const uint32_t woff = sw128_chunk(TC_C, lr, lc);
-        const size_t kstep = (size_t)H * DSW_DK; // one token of k
-        const bf16_t *kthr = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
+        // Every address below is a per-thread base, set once, plus a chunk's stride and constant
+        // offsets (ncu at 0ca8b73: index arithmetic redone per copy made this side 408
+        // instructions a warp a chunk, and the consumer waited on it half the time). Copies in:
+        // W and K, 16-byte chunk lc of rows lr + 8 i (rows 8 apart share their swizzle, so the
+        // shared offsets step by 1024 bytes); U, piece uc of rows ur + 16 j; GK, 32 threads.
+        // Copies out: Sc rows lr + 8 i, Dt rows ur + 16 j, the same pieces.
+        const unsigned ut = tid, lc = ut % 16, lr = ut / 16, ur = ut / 8, uc = ut % 8 * 8;
+        const size_t kstep = (size_t)H * DSW_DK, nc0 = (size_t)n * nchunks; // kstep: a token of k
+        const bf16_t *Wt = sc.W + nc0 * TC_C * DSW_DK + lr * DSW_DK + lc * 8;
+        const bf16_t *Kt = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
+        const bf16_t *Ut = sc.U + nc0 * TC_C * dv + (size_t)ur * dv + bv0 + uc;
+        const float *Gt = sc.GK + nc0 * 2 * TC_C + ut * 4;
+        bf16_t *St = sc.Sc + (nc0 * dv + bv0 + lr) * DSW_DK + lc * 8;
+        bf16_t *Dtt = sc.Dt + (nc0 * dv + bv0 + ur) * TC_C + uc;
+        const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc), // stage 0's pieces
+            sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2,
+                       sgs = abase + 2 * L::TILE + L::UB + ut * 16;
+        const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
+                       sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
         int pre[8]; // ready flags of the next group of eight chunks
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            pre[i] = i < nchunks ? ld_relaxed(sc.ready + (size_t)n * nchunks + i) : 1;
+        for (int i = 0; i < 8; i++) pre[i] = i < nchunks ? ld_relaxed(sc.ready + nc0 + i) : 1;
         auto issue = [&](int c, int s) {
-            const size_t nc = (size_t)n * nchunks + c;
             // prep has written this chunk: checked eight chunks at a time, on flags loaded a
             // group ahead (pre), polled again only when one was 0
             if (c % 8 == 0) {
-                const int *f = sc.ready + nc;
+                const int *f = sc.ready + nc0 + c;
                 const int m = min(8, nchunks - c);
                 int all = 1;
 #pragma unroll
@@ -125,48 +149,47 @@ __global__ void __launch_bounds__(256, 1)
                 for (int i = 0; i < 8; i++)
                     pre[i] = c + 8 + i < nchunks ? ld_relaxed(f + 8 + i) : 1;
             }
-            const bf16_t *W = sc.W + nc * TC_C * DSW_DK + lr * DSW_DK + lc * 8;
-            const bf16_t *K = kthr + (size_t)c * TC_C * kstep;
-            const bf16_t *U = sc.U + nc * TC_C * dv + (size_t)ur * dv + bv0 + uc;
-            unsigned char *ws = stage_w(s) + woff, *ks = ws + L::TILE;
-            bf16_t *us = stage_u(s) + ur * L::LU + uc;
-            const bool whole = (c + 1) * TC_C <= T;
+            const bf16_t *W = Wt + (size_t)c * (TC_C * DSW_DK), *K = Kt + (size_t)c * TC_C * kstep;
+            const bf16_t *U = Ut + (size_t)c * TC_C * dv;
+            const uint32_t ws = sws + s * L::STAGE, ks = ws + L::TILE, us = sus + s * L::STAGE;
+            const int left = T - c * TC_C - (int)lr; // rows lr + 8 i < left are in the sequence
 #pragma unroll
             for (int i = 0; i < TC_C / 8; i++) {
-                cp_async16(ws + 1024 * i, W + 8 * i * DSW_DK);
-                if (whole || c * TC_C + lr + 8 * i < T)
-                    cp_async16(ks + 1024 * i, K + (size_t)8 * i * kstep);
+                cp_async16_s(ws + 1024 * i, W + 8 * i * DSW_DK);
+                if (8 * i < left)
+                    cp_async16_s(ks + 1024 * i, K + 8 * i * kstep);
                 else // rows past T: zero (0 x garbage could be NaN)
-                    *(uint4 *)(ks + 1024 * i) = make_uint4(0, 0, 0, 0);
+                    sts_zero16(ks + 1024 * i);
             }
 #pragma unroll
             for (int j = 0; j < TC_C / 16; j++)
-                cp_async16(us + 16 * j * L::LU, U + (size_t)16 * j * dv);
-            if (tid < 2 * TC_C / 4)
-                cp_async16(stage_g(s) + tid * 4, sc.GK + nc * 2 * TC_C + tid * 4);
+                cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
+            if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
         };
-        // chunk m's Sc and Dt from staging buffer m % 2 to the scratch; every 8 chunks (and at
-        // the last) the done flag (the producer's barrier orders its threads' stores before)
+        // chunk m's Sc and Dt from staging buffer m % 2 to the scratch (all twelve pieces read,
+        // then written); every 8 chunks (and at the last) the done flag (the producer's barrier
+        // orders its threads' stores before)
         auto store_out = [&](int m) {
             const int bb = m & 1;
             bar_sync(DSW_SFULL(bb), 256);
-            const size_t nc = (size_t)n * nchunks + m;
-            bf16_t *Sc = sc.Sc + (nc * dv + bv0) * DSW_DK, *Dt = sc.Dt + (nc * dv + bv0) * TC_C;
-            const bf16_t *ss = sbuf_s(bb), *sd = sbuf_d(bb);
+            uint4 vs[DSW_BV * DSW_DK / 8 / 128], vd[DSW_BV * TC_C / 8 / 128];
 #pragma unroll
-            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++) {
-                const int p = tid + 128 * i, row = p / (DSW_DK / 8), col = p % (DSW_DK / 8) * 8;
-                *(uint4 *)(Sc + row * DSW_DK + col) = *(const uint4 *)(ss + row * L::LS + col);
-            }
+            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++)
+                vs[i] = lds_u4(sso + bb * L::SBUF + 8 * i * L::LS * 2);
 #pragma unroll
-            for (int i = 0; i < DSW_BV * TC_C / 8 / 128; i++) {
-                const int p = tid + 128 * i, row = p / (TC_C / 8), col = p % (TC_C / 8) * 8;
-                *(uint4 *)(Dt + row * TC_C + col) = *(const uint4 *)(sd + row * L::LD + col);
-            }
+            for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
+                vd[j] = lds_u4(sdo + bb * L::SBUF + 16 * j * L::LD * 2);
             if (m + 2 < nchunks) bar_arrive(DSW_SEMPTY(bb), 256);
+            bf16_t *Sc = St + (size_t)m * dv * DSW_DK, *Dt = Dtt + (size_t)m * dv * TC_C;
+#pragma unroll
+            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++)
+                *(uint4 *)(Sc + 8 * i * DSW_DK) = vs[i];
+#pragma unroll
+            for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
+                *(uint4 *)(Dt + 16 * j * TC_C) = vd[j];
             if ((m + 1) % 8 == 0 || m + 1 == nchunks) {
                 bar_sync(DSW_PROD, 128);
-                if (tid == 0) st_release(sc.done + n * nsl + blockIdx.x, m + 1);
+                if (ut == 0) st_release(sc.done + n * nsl + blockIdx.x, m + 1);
             }
         };
 #pragma unroll
