@@ -181,8 +181,7 @@ __global__ void __launch_bounds__(256, 1)
         };
         // (warp 4) chunk m's Sc and Dt from staging buffer m % 2 to the scratch, one bulk copy
         // each by lane 0; then chunk m - 1's buffer is free once its copies have read it, and
-        // every 8 chunks the done flag covers the chunks whose copies are complete (the output
-        // pass follows a few chunks further behind)
+        // every 8 chunks the done flag covers the chunks whose copies are complete
         const bool storer = warp == 0;
         auto store_out = [&](int m) {
             const int bb = m & 1;
@@ -192,14 +191,12 @@ __global__ void __launch_bounds__(256, 1)
                 bulk_store(Dtt + (size_t)m * dv * TC_C, asb + bb * L::SBUF + L::SCB,
                            DSW_BV * TC_C * 2);
                 bulk_commit();
-                bulk_wait_read<1>(); // chunk m - 1's buffer has been read
-                if (m >= 8 && m % 8 == 0) {
-                    // the copies of chunks before m - 3 are written: four chunks old, they are
-                    // done (waiting on the newest stalled this warp, and with it the ring, a
-                    // microsecond every eight chunks: 2.61 ms against 2.36 at 128K)
-                    bulk_wait<4>();
+                if (m > 0 && m % 8 == 0) {
+                    bulk_wait<1>();      // chunks before m are written
                     fence_proxy_async(); // the async proxy's writes, before the release
-                    st_release(sc.done + n * nsl + blockIdx.x, m - 3);
+                    st_release(sc.done + n * nsl + blockIdx.x, m);
+                } else {
+                    bulk_wait_read<1>();
                 }
             }
             __syncwarp();
