@@ -13,7 +13,7 @@
 //                               [C][128] read N-major (imm-trans-b), so K needs no transpose
 // the same arithmetic as delta_tc_state (bf16 operands, fp32 accumulators), in two products a
 // chunk instead of 64 mma.sync a warp. The producer streams W, K (sw128 tiles) and U, GK (padded
-// rows) through a ring of ST cp.async stages and bulk-copies Sc and Dt out of two staging buffers;
+// rows) through a ring of ST cp.async stages and copies Sc and Dt out of two staging buffers;
 // named barriers hand stages and buffers between the two. The flags with prepare and output are
 // delta_tc.cu's.
 #include <cuda_bf16.h>
@@ -34,13 +34,13 @@
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
-// After the ring, two staging buffers, each Sc [64][128] and Dt [64][64] (bf16) as the scratch
-// holds them: a row's 16-byte pieces swizzled (piece x at x ^ (row % 8)), so that the consumer's
-// stmatrix rows hit distinct banks and each is one bulk copy out (delta_tc_out unswizzles).
+// After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
+// consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
 template <int ST> struct dsw_smem {
     static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
-    static constexpr int SCB = DSW_BV * DSW_DK * 2, SBUF = SCB + DSW_BV * TC_C * 2;
+    static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
+    static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
     static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
 };
 
@@ -64,22 +64,6 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 __device__ __forceinline__ void sts_zero16(uint32_t a) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
 }
-// Shared to global in one asynchronous copy (bytes a multiple of 16), completed by bulk groups.
-__device__ __forceinline__ void bulk_store(void *gmem, uint32_t src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem),
-                 "r"(src), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// all but the newest N bulk groups: complete (their writes done) / their shared reads done
-template <int N> __device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-template <int N> __device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
 }
@@ -91,13 +75,12 @@ __device__ __forceinline__ void bar_sync(int id, int n) {
 __device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
-// ids: 0 is __syncthreads'; ring stage s full / empty (both warpgroups); staging buffer b full /
-// empty (the consumer and the producer's first warp, which stores)
+// ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; producer
 #define DSW_FULL(s)   (1 + (s))
 #define DSW_EMPTY(s)  (5 + (s))
 #define DSW_SFULL(b)  (9 + (b))
 #define DSW_SEMPTY(b) (11 + (b))
-#define DSW_SBAR      (128 + 32)
+#define DSW_PROD      13
 
 // Block: two warpgroups. The consumer (warps 0-3) holds S^T and runs the products and Delta; the
 // producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
@@ -120,7 +103,8 @@ __global__ void __launch_bounds__(256, 1)
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
     auto stage_g = [&](int s) { return (float *)(stage_w(s) + 2 * L::TILE + L::UB); };
-    const uint32_t asb = abase + L::STAGE * ST; // staging buffer 0 (Sc, then Dt)
+    auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
+    auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
     if (threadIdx.x >= 128) { // ---------------------------------------------- producer
         // Every address below is a per-thread base, set once, plus a chunk's stride and constant
@@ -135,10 +119,13 @@ __global__ void __launch_bounds__(256, 1)
         const bf16_t *Kt = k + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
         const bf16_t *Ut = sc.U + nc0 * TC_C * dv + (size_t)ur * dv + bv0 + uc;
         const float *Gt = sc.GK + nc0 * 2 * TC_C + ut * 4;
-        bf16_t *St = sc.Sc + (nc0 * dv + bv0) * DSW_DK, *Dtt = sc.Dt + (nc0 * dv + bv0) * TC_C;
+        bf16_t *St = sc.Sc + (nc0 * dv + bv0 + lr) * DSW_DK + lc * 8;
+        bf16_t *Dtt = sc.Dt + (nc0 * dv + bv0 + ur) * TC_C + uc;
         const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc), // stage 0's pieces
             sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2,
                        sgs = abase + 2 * L::TILE + L::UB + ut * 16;
+        const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
+                       sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
         int pre[8]; // ready flags of the next group of eight chunks
 #pragma unroll
         for (int i = 0; i < 8; i++) pre[i] = i < nchunks ? ld_relaxed(sc.ready + nc0 + i) : 1;
@@ -179,28 +166,31 @@ __global__ void __launch_bounds__(256, 1)
                 cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
             if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
         };
-        // (warp 4) chunk m's Sc and Dt from staging buffer m % 2 to the scratch, one bulk copy
-        // each by lane 0; then chunk m - 1's buffer is free once its copies have read it, and
-        // every 8 chunks the done flag covers the chunks whose copies are complete
-        const bool storer = warp == 0;
+        // chunk m's Sc and Dt from staging buffer m % 2 to the scratch (all twelve pieces read,
+        // then written); every 8 chunks (and at the last) the done flag (the producer's barrier
+        // orders its threads' stores before)
         auto store_out = [&](int m) {
             const int bb = m & 1;
-            bar_sync(DSW_SFULL(bb), DSW_SBAR);
-            if (lane == 0) {
-                bulk_store(St + (size_t)m * dv * DSW_DK, asb + bb * L::SBUF, L::SCB);
-                bulk_store(Dtt + (size_t)m * dv * TC_C, asb + bb * L::SBUF + L::SCB,
-                           DSW_BV * TC_C * 2);
-                bulk_commit();
-                if (m > 0 && m % 8 == 0) {
-                    bulk_wait<1>();      // chunks before m are written
-                    fence_proxy_async(); // the async proxy's writes, before the release
-                    st_release(sc.done + n * nsl + blockIdx.x, m);
-                } else {
-                    bulk_wait_read<1>();
-                }
+            bar_sync(DSW_SFULL(bb), 256);
+            uint4 vs[DSW_BV * DSW_DK / 8 / 128], vd[DSW_BV * TC_C / 8 / 128];
+#pragma unroll
+            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++)
+                vs[i] = lds_u4(sso + bb * L::SBUF + 8 * i * L::LS * 2);
+#pragma unroll
+            for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
+                vd[j] = lds_u4(sdo + bb * L::SBUF + 16 * j * L::LD * 2);
+            if (m + 2 < nchunks) bar_arrive(DSW_SEMPTY(bb), 256);
+            bf16_t *Sc = St + (size_t)m * dv * DSW_DK, *Dt = Dtt + (size_t)m * dv * TC_C;
+#pragma unroll
+            for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++)
+                *(uint4 *)(Sc + 8 * i * DSW_DK) = vs[i];
+#pragma unroll
+            for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
+                *(uint4 *)(Dt + 16 * j * TC_C) = vd[j];
+            if ((m + 1) % 8 == 0 || m + 1 == nchunks) {
+                bar_sync(DSW_PROD, 128);
+                if (ut == 0) st_release(sc.done + n * nsl + blockIdx.x, m + 1);
             }
-            __syncwarp();
-            if (m >= 1 && m + 1 < nchunks) bar_arrive(DSW_SEMPTY((m - 1) & 1), DSW_SBAR);
         };
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
@@ -211,7 +201,7 @@ __global__ void __launch_bounds__(256, 1)
             cp_async_wait<ST - 2>(); // chunk j is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(j % ST), 256);
-            if (storer && j >= 1) store_out(j - 1);
+            if (j >= 1) store_out(j - 1);
             const int jn = j + ST - 1; // into the stage chunk j - 1 used, once the consumer is done
             if (jn < nchunks) {
                 if (jn >= ST) bar_sync(DSW_EMPTY(jn % ST), 256);
@@ -219,14 +209,7 @@ __global__ void __launch_bounds__(256, 1)
             }
             cp_async_commit();
         }
-        if (storer) {
-            store_out(nchunks - 1);
-            if (lane == 0) {
-                bulk_wait<0>();
-                fence_proxy_async();
-                st_release(sc.done + n * nsl + blockIdx.x, nchunks);
-            }
-        }
+        store_out(nchunks - 1);
         cp_async_wait<0>();
         return;
     }
@@ -236,9 +219,7 @@ __global__ void __launch_bounds__(256, 1)
     const int r0 = bv0 + warp * 16 + gid;
     // this lane's stmatrix row in the staging: lane 8 i + j gives row j of matrix i, i.e. row
     // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
-    // (byte offsets; piece x of row mr sits at x ^ (mr % 8) = x ^ (lane % 8))
-    const uint32_t mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mx = lane >> 4,
-                   msw = lane & 7;
+    const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
     float h[64], d[32];
     const float *S = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
@@ -287,12 +268,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
-        if (c >= 2) bar_sync(DSW_SEMPTY(bb), DSW_SBAR);
-        const uint32_t sts = asb + bb * L::SBUF + mr * (DSW_DK * 2),
-                       dts = sts - mr * (DSW_DK * 2) + L::SCB + mr * (TC_C * 2);
+        if (c >= 2) bar_sync(DSW_SEMPTY(bb), 256);
+        bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
 #pragma unroll
-        for (int ks = 0; ks < DSW_DK / 16; ks++)
-            stmatrix_x4_s(sts + (((2 * ks + mx) ^ msw) << 4), ah[ks]);
+        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
@@ -318,10 +297,9 @@ __global__ void __launch_bounds__(256, 1)
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
 #pragma unroll
-        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4_s(dts + (((2 * q + mx) ^ msw) << 4), dq[q]);
-        fence_proxy_async();                 // the staging, read next by the bulk copies
-        bar_arrive(DSW_SFULL(bb), DSW_SBAR); // the staging holds chunk c's Sc and Dt
-        wgmma_wait<0>(); // h is read next; ad and the stage untouched until then
+        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
+        bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
+        wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);
         if (c + ST < nchunks) bar_arrive(DSW_EMPTY(s), 256);
     }

@@ -547,7 +547,7 @@ template <int DK, int DV> struct out_smem {
 
 template <int DK, int DV>
 __global__ void __launch_bounds__(128)
-    delta_tc_out(int T, int H, int nchunks, int nslices, int swz, float scale, const bf16_t *q,
+    delta_tc_out(int T, int H, int nchunks, int nslices, float scale, const bf16_t *q,
                  tc_scratch sc, float *o) {
     typedef out_smem<DK, DV> L;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -570,20 +570,17 @@ __global__ void __launch_bounds__(128)
         else
             *(uint4 *)(Qs + r * L::LK + col) = make_uint4(0, 0, 0, 0);
     }
-    // Sc and Dt rows: from the wgmma state pass (swz) with their 16-byte pieces swizzled, x at
-    // x ^ (row % 8)
-    const int sm = swz ? 7 : 0;
     for (int i = tid; i < DV * DK / 8; i += 128) {
-        const int r = i / (DK / 8), x = i % (DK / 8);
-        cp_async16(Ss + r * L::LK + x * 8, Sc + r * DK + (x ^ (r & sm)) * 8);
+        const int r = i / (DK / 8), col = (i % (DK / 8)) * 8;
+        cp_async16(Ss + r * L::LK + col, Sc + r * DK + col);
     }
     for (int i = tid; i < TC_C * TC_C / 8; i += 128) {
         const int r = i / (TC_C / 8), col = (i % (TC_C / 8)) * 8;
         cp_async16(Ps + r * L::LC + col, P + r * TC_C + col);
     }
     for (int i = tid; i < DV * TC_C / 8; i += 128) {
-        const int r = i / (TC_C / 8), x = i % (TC_C / 8);
-        cp_async16(Ds + r * L::LC + x * 8, Dt + r * TC_C + (x ^ (r & sm)) * 8);
+        const int r = i / (TC_C / 8), col = (i % (TC_C / 8)) * 8;
+        cp_async16(Ds + r * L::LC + col, Dt + r * TC_C + col);
     }
     cp_async_commit();
     if (tid < TC_C) gam[tid] = sc.GK[nc * 2 * TC_C + tid];
@@ -740,7 +737,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         timer.mark(2);
     }
     delta_tc_out<DK, DV>
-        <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, wg, scale, q, s, o);
+        <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
     CUDA_LAUNCHED("gpu delta prefill: output pass");
     if (overlap) {
         CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
