@@ -86,7 +86,7 @@ __device__ __forceinline__ void bar_arrive(int id, int n) {
 // producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
 // Sc and Dt out of the staging and publishes the done flags, so that the consumer's instruction
 // stream is the chain alone (one warpgroup doing both issued an instruction every 3.4 cycles, ncu
-// at 8c7c1f4, most of them addresses and copies).
+// at 9653370, most of them addresses and copies).
 template <int ST>
 __global__ void __launch_bounds__(256, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,

@@ -6,7 +6,7 @@
 #include "../core/err.h"
 #include "delta_tc_shared.cuh"
 
-// value rows of a wgmma state-pass block: one warpgroup of 64 rows (the output pass waits on
+// value rows of a wgmma state-pass block: its consumer warpgroup's 64 (the output pass waits on
 // dv / DSW_BV slices of a head then)
 #define DSW_BV 64
 

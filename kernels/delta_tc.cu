@@ -20,8 +20,10 @@
 // two neighbouring key blocks are the A fragment of the next product, so S never leaves the
 // registers between chunks; each row group's key columns are split over KS warps. Rows past T are
 // zero (beta = 0, g = 0), so a last partial chunk needs no special case. The three kernels run
-// side by side, handing chunks over through flags in the scratch (launch_tc). Measured on the
-// H200: docs/gpu-results.md.
+// side by side, handing chunks over through flags in the scratch (launch_tc). On Hopper, for
+// dk = 128, the state pass is delta_state_wgmma.cu's instead (the same arithmetic on warpgroup
+// products, 1.3x faster end to end at 128K; MIXSCOPE_DELTA_WGMMA=0 keeps this one). Measured on
+// the H200: docs/gpu-results.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
