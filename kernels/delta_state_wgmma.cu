@@ -201,15 +201,13 @@ __global__ void __launch_bounds__(256, 1)
             cp_async_wait<ST - 2>(); // chunk j is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(j % ST), 256);
-            // the next copies in before chunk j - 1's stores out, so that they do not queue
-            // behind them
+            if (j >= 1) store_out(j - 1);
             const int jn = j + ST - 1; // into the stage chunk j - 1 used, once the consumer is done
             if (jn < nchunks) {
                 if (jn >= ST) bar_sync(DSW_EMPTY(jn % ST), 256);
                 issue(jn, jn % ST);
             }
             cp_async_commit();
-            if (j >= 1) store_out(j - 1);
         }
         store_out(nchunks - 1);
         cp_async_wait<0>();
