@@ -102,7 +102,6 @@ __global__ void __launch_bounds__(256, 1)
               tig = lane & 3;
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
-    auto stage_g = [&](int s) { return (float *)(stage_w(s) + 2 * L::TILE + L::UB); };
     auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
     auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
@@ -121,9 +120,10 @@ __global__ void __launch_bounds__(256, 1)
         const float *Gt = sc.GK + nc0 * 2 * TC_C + ut * 4;
         bf16_t *St = sc.Sc + (nc0 * dv + bv0 + lr) * DSW_DK + lc * 8;
         bf16_t *Dtt = sc.Dt + (nc0 * dv + bv0 + ur) * TC_C + uc;
-        const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc), // stage 0's pieces
-            sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2,
-                       sgs = abase + 2 * L::TILE + L::UB + ut * 16;
+        // this thread's pieces of stage 0 (W, U, GK) and of the staging (Sc, Dt)
+        const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc);
+        const uint32_t sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2;
+        const uint32_t sgs = abase + 2 * L::TILE + L::UB + ut * 16;
         const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
                        sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
         int pre[8]; // ready flags of the next group of eight chunks
