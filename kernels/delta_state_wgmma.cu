@@ -31,7 +31,6 @@
 #endif
 
 #define DSW_DK 128
-#define DSW_PF 5 // chunks between a chunk's prefetch into L2 and its copy into the ring
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
@@ -64,10 +63,6 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 }
 __device__ __forceinline__ void sts_zero16(uint32_t a) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
-}
-// bytes (a multiple of 16, 16-byte aligned) of global memory into L2, nothing waited for
-__device__ __forceinline__ void bulk_prefetch_l2(const void *gmem, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
@@ -168,25 +163,6 @@ __global__ void __launch_bounds__(256, 1)
             for (int j = 0; j < TC_C / 16; j++)
                 cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
             if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
-            // chunk c + DSW_PF into L2 (W, U, GK whole, K a row a thread), so that its copies
-            // into the ring, issued DSW_PF chunks later, do not wait on the memory behind the
-            // prepare and output passes' traffic
-            const int cp = c + DSW_PF;
-            if (cp < nchunks) {
-                const size_t np = nc0 + cp;
-                if (ut < TC_C) {
-                    if (cp * TC_C + (int)ut < T)
-                        bulk_prefetch_l2(Kt - lr * kstep - lc * 8 +
-                                             ((size_t)cp * TC_C + ut) * kstep,
-                                         DSW_DK * 2);
-                } else if (ut == TC_C) {
-                    bulk_prefetch_l2(sc.W + np * TC_C * DSW_DK, TC_C * DSW_DK * 2);
-                } else if (ut == TC_C + 1) {
-                    bulk_prefetch_l2(sc.U + np * TC_C * dv, TC_C * dv * 2);
-                } else if (ut == TC_C + 2) {
-                    bulk_prefetch_l2(sc.GK + np * 2 * TC_C, 2 * TC_C * 4);
-                }
-            }
         };
         // chunk m's Sc and Dt from staging buffer m % 2 to the scratch (all twelve pieces read,
         // then written); every 8 chunks (and at the last) the done flag (the producer's barrier
