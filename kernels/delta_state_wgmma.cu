@@ -104,6 +104,8 @@ __global__ void __launch_bounds__(256, 1)
               tig = lane & 3;
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
+    auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
+    auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
     if (threadIdx.x >= 128) { // ---------------------------------------------- producer
         // Every address below is a per-thread base, set once, plus a chunk's stride and constant
@@ -220,9 +222,6 @@ __global__ void __launch_bounds__(256, 1)
     // this lane's stmatrix row in the staging: lane 8 i + j gives row j of matrix i, i.e. row
     // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
     const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
-    // as shared byte addresses: the staging, this lane's row in its Sc and its Dt
-    const uint32_t ast = abase + L::STAGE * ST, mso = (mr * L::LS + mc) * 2,
-                   mdo = (mr * L::LD + mc) * 2;
     float h[64], d[32];
     const float *S = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
@@ -271,15 +270,10 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
-        // gamma_last S^T for the update, while the products run (64 multiplies that followed the
-        // wait on the chain before; pinned here)
-#pragma unroll
-        for (int i = 0; i < 64; i++) h[i] *= gl;
-        wgmma_fence_regs<64>(h);
         if (c >= 2) bar_sync(DSW_SEMPTY(bb), 256);
-        const uint32_t sts = ast + bb * L::SBUF, dts = sts + DSW_BV * L::LS * 2 + mdo;
+        bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
 #pragma unroll
-        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4_s(sts + mso + ks * 32, ah[ks]);
+        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
@@ -298,12 +292,14 @@ __global__ void __launch_bounds__(256, 1)
             ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk[j].x, x3 * kk[j].y);
         }
         // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
+#pragma unroll
+        for (int i = 0; i < 64; i++) h[i] *= gl;
         wgmma_fence();
 #pragma unroll
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
 #pragma unroll
-        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4_s(dts + q * 32, dq[q]);
+        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
         bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
         wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);

@@ -54,11 +54,12 @@ __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Four 8 x 8 bf16 matrices from registers to shared memory (sm_90; a: a shared address): r[i] is
-// matrix i in the mma.m16n8k16 C layout (row gid, cols 2 tig, 2 tig + 1, packed); lane 8 i + j
-// gives the address of row j of matrix i. So the A fragment of a k16 step, a[0..3], goes out as
-// rows 0-7 and 8-15 of cols 0-7, then of cols 8-15.
-__device__ __forceinline__ void stmatrix_x4_s(uint32_t a, const uint32_t *r) {
+// Four 8 x 8 bf16 matrices from registers to shared memory (sm_90): r[i] is matrix i in the
+// mma.m16n8k16 C layout (row gid, cols 2 tig, 2 tig + 1, packed); lane 8 i + j gives the address
+// of row j of matrix i. So the A fragment of a k16 step, a[0..3], goes out as rows 0-7 and 8-15
+// of cols 0-7, then of cols 8-15.
+__device__ __forceinline__ void stmatrix_x4(void *p, const uint32_t *r) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
                  "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                  : "memory");
