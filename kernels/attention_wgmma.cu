@@ -402,18 +402,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // 1 when this build has the sm_90a kernels, the device runs them and MIXSCOPE_ATTN_WGMMA is not
 // 0; asked once per process.
 extern "C" int attn_wgmma_usable(void) {
-    static int usable = -1;
-    if (usable >= 0) return usable;
-    const char *env = getenv("MIXSCOPE_ATTN_WGMMA");
-    cudaFuncAttributes fa;
-    int dev = 0, major = 0, minor = 0;
-    usable =
-        !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-        major == 9 && minor == 0 &&
-        cudaFuncGetAttributes(&fa, attn_fwd_wgmma<true, 1, 2, 2, false, false>) == cudaSuccess;
-    cudaGetLastError(); // a missing image is an answer, not an error to carry
+    static const int usable = gpu_sm90a_usable(
+        "MIXSCOPE_ATTN_WGMMA", (const void *)attn_fwd_wgmma<true, 1, 2, 2, false, false>);
     return usable;
 }
 

@@ -320,17 +320,8 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 int delta_state_wgmma_usable(void) {
-    static int usable = -1;
-    if (usable >= 0) return usable;
-    const char *env = getenv("MIXSCOPE_DELTA_WGMMA");
-    cudaFuncAttributes fa;
-    int dev = 0, major = 0, minor = 0;
-    usable =
-        !(env && !strcmp(env, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-        major == 9 && minor == 0 && cudaFuncGetAttributes(&fa, delta_state_wgmma<4>) == cudaSuccess;
-    cudaGetLastError(); // a missing image is an answer, not an error to carry
+    static const int usable =
+        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4>);
     return usable;
 }
 

@@ -4,6 +4,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../core/err.h"
 
@@ -16,6 +18,22 @@
 
 // After a launch: a bad configuration shows up in cudaGetLastError.
 #define CUDA_LAUNCHED(what) CUDA_TRY(cudaGetLastError(), (what))
+
+// 1 when an sm_90a kernel can run here: the environment variable env is not "0", the GPU is
+// compute 9.0 and this build holds kernel's sm_90a image (the *_wgmma.cu files; a missing image is
+// an answer, not an error to carry). Callers ask once per process.
+static inline int gpu_sm90a_usable(const char *env, const void *kernel) {
+    const char *v = getenv(env);
+    cudaFuncAttributes fa;
+    int dev = 0, major = 0, minor = 0;
+    const int usable =
+        !(v && !strcmp(v, "0")) && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+        major == 9 && minor == 0 && cudaFuncGetAttributes(&fa, kernel) == cudaSuccess;
+    cudaGetLastError();
+    return usable;
+}
 
 __device__ __forceinline__ float ld(const float *p) {
     return *p;
