@@ -167,6 +167,94 @@ __global__ void __launch_bounds__(TX *RG)
     }
 }
 
+// The decode step for few heads, where the row-group kernel leaves most multiprocessors idle:
+// a block of 8 warps over 4 TX columns (TX = 2: 8 columns, 256 blocks at 16 heads and dv 128).
+// Lane (ry = lane / TX, tx = lane % TX) of warp w owns the float4 at columns 4 tx .. 4 tx + 3 of
+// rows w RW + ry + r RB (RW = 32 / TX rows a warp, RB = 8 RW a block, r < MAXR). A column sum
+// is a shuffle over the RW lanes of one column group, then the 8 warps' sums in shared memory,
+// which every thread adds up itself: one barrier a sum, and a block's share of the state small
+// enough that its loads are one round trip.
+template <typename T, int TX, int MAXR>
+__global__ void __launch_bounds__(256)
+    delta_decode_warps(int dk, int dv, float scale, const T *q, const T *k, const T *v,
+                       const float *g, const float *beta, float *state, float *o) {
+    constexpr int RW = 32 / TX, RB = 8 * RW;
+    __shared__ float sk[RB * MAXR], sq[RB * MAXR];
+    __shared__ float4 red[2][8][TX];
+    const int n = blockIdx.y, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int tx = lane % TX, ry = lane / TX, j = blockIdx.x * 4 * TX + 4 * tx;
+    const bool jin = j < dv;
+    float *S = state + (size_t)n * dk * dv;
+    float4 col[MAXR];
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = w * RW + ry + r * RB;
+        col[r] = (i < dk && jin) ? *reinterpret_cast<const float4 *>(S + (size_t)i * dv + j)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    for (int i = tid; i < dk; i += 256) {
+        sk[i] = ld(k + (size_t)n * dk + i);
+        sq[i] = ld(q + (size_t)n * dk + i);
+    }
+    float vv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (jin) ld4(v + (size_t)n * dv + j, vv);
+    const float gn = g ? g[n] : 0.0f, b = beta[n];
+    __syncthreads();
+    const float alpha = g ? __expf(gn) : 1.0f;
+    float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = w * RW + ry + r * RB;
+        const float ki = i < dk ? sk[i] : 0.0f;
+        col[r].x *= alpha, col[r].y *= alpha, col[r].z *= alpha, col[r].w *= alpha;
+        p.x += ki * col[r].x, p.y += ki * col[r].y, p.z += ki * col[r].z, p.w += ki * col[r].w;
+    }
+    auto warp_sum = [&](float4 x) {
+#pragma unroll
+        for (int off = TX; off < 32; off <<= 1) {
+            x.x += __shfl_xor_sync(0xffffffffu, x.x, off);
+            x.y += __shfl_xor_sync(0xffffffffu, x.y, off);
+            x.z += __shfl_xor_sync(0xffffffffu, x.z, off);
+            x.w += __shfl_xor_sync(0xffffffffu, x.w, off);
+        }
+        return x;
+    };
+    p = warp_sum(p);
+    if (ry == 0) red[0][w][tx] = p;
+    __syncthreads();
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int y = 0; y < 8; y++) {
+        const float4 t = red[0][y][tx];
+        a.x += t.x, a.y += t.y, a.z += t.z, a.w += t.w;
+    }
+    const float e0 = vv[0] - a.x, e1 = vv[1] - a.y, e2 = vv[2] - a.z, e3 = vv[3] - a.w;
+    p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int r = 0; r < MAXR; r++) {
+        const int i = w * RW + ry + r * RB;
+        if (i < dk && jin) {
+            const float bk = b * sk[i], qi = sq[i];
+            col[r].x += bk * e0, col[r].y += bk * e1, col[r].z += bk * e2, col[r].w += bk * e3;
+            *reinterpret_cast<float4 *>(S + (size_t)i * dv + j) = col[r];
+            p.x += qi * col[r].x, p.y += qi * col[r].y, p.z += qi * col[r].z, p.w += qi * col[r].w;
+        }
+    }
+    p = warp_sum(p);
+    if (ry == 0) red[1][w][tx] = p;
+    __syncthreads();
+    if (w == 0 && ry == 0 && jin) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int y = 0; y < 8; y++) {
+            const float4 t = red[1][y][tx];
+            acc.x += t.x, acc.y += t.y, acc.z += t.z, acc.w += t.w;
+        }
+        *reinterpret_cast<float4 *>(o + (size_t)n * dv + j) =
+            make_float4(scale * acc.x, scale * acc.y, scale * acc.z, scale * acc.w);
+    }
+}
+
 // Which decode kernel: 0 the row-group kernel; 1 the float4 kernel over 128 columns a block
 // (32 x 8 threads); 2 over 64 columns (16 x 8); 3 over 64 columns in 16 row groups (16 x 16).
 // MIXSCOPE_DECODE=rows|rows4|rows4x64|rows4x64r16 forces one (benchmarks). By default the row-group
@@ -183,6 +271,9 @@ static int decode_kind(int N, int dk, int dv) {
                  : !strcmp(s, "rows4")       ? 1
                  : !strcmp(s, "rows4x64")    ? 2
                  : !strcmp(s, "rows4x64r16") ? 3
+                 : !strcmp(s, "warps2")      ? 4
+                 : !strcmp(s, "warps4")      ? 5
+                 : !strcmp(s, "warps8")      ? 6
                                              : 0;
     }
     const int ok = dv % 4 == 0 && dk <= 128;
@@ -203,6 +294,32 @@ static void launch_rows4(int N, int dk, int dv, float scale, const T *q, const T
             <<<grid, block, 0, st>>>(dk, dv, scale, q, k, v, g, beta, state, o);
 }
 
+template <typename T, int TX>
+static void launch_warps_tx(int N, int dk, int dv, float scale, const T *q, const T *k, const T *v,
+                            const float *g, const float *beta, float *state, float *o,
+                            cudaStream_t st) {
+    constexpr int RB = 8 * 32 / TX; // rows a block covers a pass
+    dim3 grid((dv + 4 * TX - 1) / (4 * TX), N);
+    if (dk <= RB)
+        delta_decode_warps<T, TX, 1>
+            <<<grid, 256, 0, st>>>(dk, dv, scale, q, k, v, g, beta, state, o);
+    else
+        delta_decode_warps<T, TX, (128 + RB - 1) / RB>
+            <<<grid, 256, 0, st>>>(dk, dv, scale, q, k, v, g, beta, state, o);
+}
+
+template <typename T>
+static void launch_warps(int TX, int N, int dk, int dv, float scale, const T *q, const T *k,
+                         const T *v, const float *g, const float *beta, float *state, float *o,
+                         cudaStream_t st) {
+    if (TX == 2)
+        launch_warps_tx<T, 2>(N, dk, dv, scale, q, k, v, g, beta, state, o, st);
+    else if (TX == 4)
+        launch_warps_tx<T, 4>(N, dk, dv, scale, q, k, v, g, beta, state, o, st);
+    else
+        launch_warps_tx<T, 8>(N, dk, dv, scale, q, k, v, g, beta, state, o, st);
+}
+
 template <typename T>
 static int launch_step(int N, int dk, int dv, float scale, const void *q, const void *k,
                        const void *v, const float *g, const float *beta, float *state, float *o,
@@ -210,7 +327,12 @@ static int launch_step(int N, int dk, int dv, float scale, const void *q, const 
     const T *tq = (const T *)q, *tk = (const T *)k, *tv = (const T *)v;
     const int kind = decode_kind(N, dk, dv);
     if (kind) {
-        if (kind == 1)
+        if (kind >= 4)
+            launch_warps<T>(kind == 4   ? 2
+                            : kind == 5 ? 4
+                                        : 8,
+                            N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);
+        else if (kind == 1)
             launch_rows4<T, STEP_RG, 32>(N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);
         else if (kind == 2)
             launch_rows4<T, STEP_RG, 16>(N, dk, dv, scale, tq, tk, tv, g, beta, state, o, st);

@@ -28,6 +28,7 @@
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "kata_feat.cuh"
+#include "kata_tc.cuh"
 
 #define KA_NT 256 // threads of every kata block
 #define KA_VS 32  // value columns of a kata_state block
@@ -620,12 +621,19 @@ extern "C" int gpu_kata_delta_step(int H, int dk, int dv, int groups, float scal
 
 // ---------------------------------------------------------------- host side
 
-// [idx (D codes) | den [B T H] | the sliced step's sums [H][KD_NACC(dv)] (gpu_kata_step_probes)]
-extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
-                                         int groups) {
+// [idx (D codes) | den [B T H] | the sliced step's sums [H][KD_NACC(dv)] (gpu_kata_step_probes) |
+// the tensor-core path's chunk prefixes (kata_tc_scratch_bytes)]
+static size_t kata_scratch_fp32(int B, int T, int H, int dk, int dv, int variant, int groups) {
     const kfeat f = kfeat_of(variant, dk, groups, 1.0f);
     return kfeat_dim(f) * sizeof(int) + 256 + (size_t)B * T * H * sizeof(float) +
            (size_t)H * KD_NACC(dv) * sizeof(float);
+}
+
+extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
+                                         int groups) {
+    const size_t base = kata_scratch_fp32(B, T, H, dk, dv, variant, groups);
+    const size_t tc = kata_tc_scratch_bytes(B, T, H, dk, dv, variant, groups);
+    return tc ? (base + 255) / 256 * 256 + tc : base;
 }
 
 static int kata_check(int variant, int dk, int groups, err *e) {
@@ -737,6 +745,14 @@ extern "C" int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant
         return err_set(e, "gpu kata: chunk %d (16, 32 or 64)", chunk);
     if (T < 1) return 0;
     cudaStream_t st = (cudaStream_t)stream;
+    if (bf16 && kata_tc_supported(T, dk, dv, variant, groups, scale)) {
+        const size_t D = kfeat_dim(kfeat_of(variant, dk, groups, scale));
+        char *base = (char *)scratch;
+        float *den = (float *)(base + (D * sizeof(int) + 255) / 256 * 256);
+        void *sc = base + (kata_scratch_fp32(B, T, H, dk, dv, variant, groups) + 255) / 256 * 256;
+        return kata_tc_chunked(B, T, H, dk, dv, variant, groups, scale, eps, q, k, v, state, o, den,
+                               sc, stream, e);
+    }
     return bf16 ? kata_run<__nv_bfloat16>(0, B, T, H, dk, dv, variant, groups, chunk, scale, eps, q,
                                           k, v, state, o, scratch, st, e)
                 : kata_run<float>(0, B, T, H, dk, dv, variant, groups, chunk, scale, eps, q, k, v,

@@ -44,6 +44,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const bf16_t *p) 
                  : "r"(a));
 }
 
+// Two 8 x 8 matrices, transposed: lanes 0..15 give the row addresses (B of one n8 block from a
+// K-major tile: rows k0 + (lane & 15), b0 then b1).
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t *r, const bf16_t *p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
+
 // Fragment addresses for a warp's lane (ld: row stride in elements):
 //   A of the 16 x 16 block at (r0, c0) of a row-major M x K tile, and B of two n8 blocks from a
 //   K-major tile ([k][n], ldmatrix_x4_trans): r[0], r[1] = b0, b1 of cols c0..c0+7,
@@ -93,6 +102,12 @@ __device__ __forceinline__ void mma_sweep(float (*acc)[4], AF afrag, BA baddr) {
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
+// The same, or 16 zero bytes when !valid (gmem must still be a mapped address).
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, bool valid) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem),
+                 "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);

@@ -1,0 +1,530 @@
+// kata_tc.cu: KATA's chunked form on tensor cores (bf16 inputs, fp32 accumulators) for the PSD
+// concat maps (m1, mg: kappa = sum_m (s q_m.k_m)^2), dk in {64, 128}, group width E a multiple of
+// 16, dv in {64, 128}. kata.cu's gpu_kata_chunked takes this path for bf16 inputs unless
+// MIXSCOPE_KATA_TC=0; tests/gpu checks it against the CPU like every other form.
+//
+// Features. psi(x) = svec(x_m x_m^T) packs each group's entries (i >= j) with weights s on the
+// diagonal and s sqrt2 below. Here the features are 8 x 8 blocks (m, I, J), J <= I, of each group's
+// x_m x_m^T: a tile of 64 features, psi_tile(x)[a 8 + b] = x_m[8 I + a] x_m[8 J + b], unweighted,
+// so that a tile needs 16 entries of x and a warp's product is a plain matrix product. A diagonal
+// block keeps both (a, b) and (b, a), each counted once with weight s^2 on the read; a block
+// below the diagonal counts twice: weight 2 s^2. The state in this basis, S_int = sum_s
+// psi_tile(k_s) [v_s | 1]^T, is the packed state divided by the packed weight (s or s sqrt2), entry
+// by entry, so it is converted on the way in and out; its last column block carries z (a column of
+// ones beside V).
+//
+// Three kernels, in order (time cut into chunks of CL tokens, CL a multiple of 128):
+//   kt_state  block (two tiles, head): S_int [128 features, dv + 8] in registers from the first
+//             token to the last, 64 tokens a step: S_int += psi_tile(K)^T [V | 1] (mma.sync,
+//             psi_tile(K) built in shared memory from the tiles' 32 key columns). At the start of
+//             each chunk the exclusive prefix goes to Sc [chunk][head][feature][dv + 8] in bf16;
+//             at the end the state goes back to the packed layout.
+//   kt_read   block (128 tokens, head): [o | den] = psi_w(Q) Sc[chunk] over every tile (psi_w: the
+//             tile's read weight folded in), o and den written.
+//   kt_local  block (64 queries, head): the keys of the query's own chunk up to itself, as a
+//             flash pass without a maximum: kappa = sum_m (s Q_m K_m^T)^2 (masked), den += its
+//             row sums, O += kappa V; then o = (o + O) / max(den + row sums, eps).
+// The chunked algebra is spec kata-parallax.md §A.7 with chunk CL: exclusive prefixes built
+// directly (never inclusive minus own), chunk-local terms exact in the products' rounding.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mixers/kata.h"
+#include "gpu.h"
+#include "gpu_common.cuh"
+#include "kata_feat.cuh"
+#include "kata_tc.cuh"
+#include "mma.cuh"
+
+#define KT_F  64  // features a tile
+#define KT_S  64  // tokens a step of kt_state
+#define KT_R  128 // tokens a block of kt_read
+#define KT_L  64  // queries a block of kt_local
+#define KT_LK 40  // kt_state's key columns a token: 32 and a pad (80-byte rows, no bank conflict)
+
+struct kt_args {
+    int B, T, H, dk, M, E, nb, ntile, CL, D; // D: the packed feature count
+    float s, eps;
+    const bf16_t *q, *k, *v; // [B, T, H, dk], [B, T, H, dv]
+    float *S, *z;            // the packed state [B H, D, dv] and [B H, D] (NULL: zero, not kept)
+    bf16_t *Sc;              // [nchunks][B H][ntile 64][dv + 8]
+    float *o, *den;          // [B, T, H, dv], [B, T, H]
+};
+
+// Tile -> (group, I, J): tiles run J = 0..I within I, I = 0..nb-1 within a group.
+struct kt_tile {
+    int m, I, J;
+};
+__device__ __forceinline__ kt_tile kt_tile_of(int tile, int nb) {
+    const int per = nb * (nb + 1) / 2;
+    kt_tile t;
+    t.m = tile / per;
+    int p = tile % per, I = 0;
+    while ((I + 1) * (I + 2) / 2 <= p) I++;
+    t.I = I, t.J = p - I * (I + 1) / 2;
+    return t;
+}
+__device__ __forceinline__ void kt_tile_next(kt_tile &t, int nb) {
+    if (++t.J > t.I) {
+        t.J = 0;
+        if (++t.I == nb) t.I = 0, t.m++;
+    }
+}
+
+// Packed index and weight of entry (i, j) of group m (either order).
+__device__ __forceinline__ int kt_packed(int m, int i, int j, int E, float s, float *w) {
+    const int ii = max(i, j), jj = min(i, j);
+    *w = ii == jj ? s : s * KA_SQRT2;
+    return m * (E * (E + 1) / 2) + (ii == jj ? ii : E + ii * (ii - 1) / 2 + jj);
+}
+
+// psi of 8 products x_i y[0..7] (y: 16 bytes of bf16), times w, as 8 bf16.
+__device__ __forceinline__ uint4 kt_psi8(float xi, uint4 y, float w) {
+    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&y);
+    uint4 r;
+    uint32_t *o = reinterpret_cast<uint32_t *>(&r);
+    const float f = w * xi;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const float2 t = __bfloat1622float2(p[u]);
+        o[u] = pack_bf16(f * t.x, f * t.y);
+    }
+    return r;
+}
+
+// ---------------------------------------------------------------- kt_state
+
+// grid (ceil(ntile / 2), B H), 256 threads: warp w holds features 16 (w % 4) .. + 16 of local tile
+// w / 4 and all dv + 8 columns (NT n8 blocks of accumulators). Shared: the key columns of two
+// stages [2][KT_S][KT_LK], [V | 1] of two stages [2][KT_S][NA], psi_tile(K) [KT_S][2 KT_F + 8].
+template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_args a) {
+    constexpr int NA = DV + 8, NT = NA / 8, LDP = 2 * KT_F + 8;
+    extern __shared__ __align__(16) unsigned char kt_sm[];
+    bf16_t *sK = (bf16_t *)kt_sm;       // [2][KT_S][KT_LK]
+    bf16_t *sV = sK + 2 * KT_S * KT_LK; // [2][KT_S][NA]
+    bf16_t *sP = sV + 2 * KT_S * NA;    // [KT_S][LDP]
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
+    const int tile0 = 2 * blockIdx.x, tl = w >> 2, fr0 = (w & 3) * 16;
+    const bool valid1 = tile0 + 1 < a.ntile, mine = tl == 0 || valid1;
+    const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
+    const kt_tile my = tl ? ti1 : ti0;
+    float acc[NT][4];
+    // the state in: S_int = packed / weight, both (a, b) and (b, a) of a diagonal block
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int fr = fr0 + g + (e >> 1) * 8, col = nt * 8 + 2 * tg + (e & 1);
+            float wgt, x = 0.0f;
+            const int r = kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
+            if (a.S && mine) {
+                if (col < DV)
+                    x = a.S[((size_t)n * a.D + r) * DV + col];
+                else if (col == DV)
+                    x = a.z[(size_t)n * a.D + r];
+            }
+            acc[nt][e] = x / wgt;
+        }
+    const size_t tokstride = (size_t)a.H;
+    const bf16_t *kb = a.k + (size_t)b * a.T * tokstride * a.dk + (size_t)h * a.dk;
+    const bf16_t *vb = a.v + (size_t)b * a.T * tokstride * DV + (size_t)h * DV;
+    // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J)
+    const kt_tile kc = (tid & 2) ? ti1 : ti0;
+    const int kcol = kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    auto issue = [&](int step, int st) {
+        const int t0 = step * KT_S;
+        {
+            const int tok = tid >> 2, t = t0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
+                             kb + (size_t)(ok ? t : 0) * tokstride * a.dk + kcol, ok);
+        }
+#pragma unroll
+        for (int u = 0; u < KT_S * DV / 8 / 256; u++) {
+            const int x = tid + 256 * u, tok = x / (DV / 8), c8 = x % (DV / 8), t = t0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(sV + (st * KT_S + tok) * NA + c8 * 8,
+                             vb + (size_t)(ok ? t : 0) * tokstride * DV + c8 * 8, ok);
+        }
+        if (tid < KT_S) { // the ones column (z), zero past T
+            uint4 one = make_uint4(0, 0, 0, 0);
+            if (t0 + tid < a.T) one.x = pack_bf16(1.0f, 0.0f);
+            *reinterpret_cast<uint4 *>(sV + (st * KT_S + tid) * NA + DV) = one;
+        }
+        cp_async_commit();
+    };
+    const int nsteps = (a.T + KT_S - 1) / KT_S;
+    issue(0, 0);
+    for (int step = 0; step < nsteps; step++) {
+        const int st = step & 1, t0 = step * KT_S;
+        cp_async_wait<0>();
+        __syncthreads(); // stage st landed; the previous step is done with sP and stage st ^ 1
+        if (step + 1 < nsteps) issue(step + 1, st ^ 1);
+        if (t0 % a.CL == 0 && mine) { // the exclusive prefix of chunk t0 / CL
+            bf16_t *Sc =
+                a.Sc + ((((size_t)(t0 / a.CL) * N + n) * a.ntile + tile0 + tl) * KT_F) * NA;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int col = nt * 8 + 2 * tg;
+                *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr0 + g) * NA + col) =
+                    pack_bf16(acc[nt][0], acc[nt][1]);
+                *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr0 + g + 8) * NA + col) =
+                    pack_bf16(acc[nt][2], acc[nt][3]);
+            }
+        }
+        // psi_tile(K): item (local tile, token, a) -> 8 products
+        const bf16_t *sKs = sK + st * KT_S * KT_LK;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int x = tid + 256 * u, l = x >> 9, tok = (x >> 3) & 63, ai = x & 7;
+            const bf16_t *row = sKs + tok * KT_LK + l * 16;
+            const uint4 y = *reinterpret_cast<const uint4 *>(row + 8);
+            *reinterpret_cast<uint4 *>(sP + tok * LDP + l * KT_F + ai * 8) =
+                kt_psi8(__bfloat162float(row[ai]), y, 1.0f);
+        }
+        __syncthreads();
+        const bf16_t *sVs = sV + st * KT_S * NA;
+        const int q4 = lane >> 3, r8 = lane & 7;
+#pragma unroll
+        for (int kk = 0; kk < KT_S / 16; kk++) {
+            uint32_t af[4], bfr[4];
+            ldmatrix_x4_trans(af, sP + (kk * 16 + (q4 >> 1) * 8 + r8) * LDP + tl * KT_F + fr0 +
+                                      (q4 & 1) * 8);
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                ldmatrix_x4_trans(bfr, frag_a(sVs, NA, kk * 16, np * 16, lane));
+                mma_bf16(acc[2 * np], af, bfr[0], bfr[1]);
+                mma_bf16(acc[2 * np + 1], af, bfr[2], bfr[3]);
+            }
+            if (NT & 1) {
+                ldmatrix_x2_trans(bfr, sVs + (size_t)(kk * 16 + (lane & 15)) * NA + (NT - 1) * 8);
+                mma_bf16(acc[NT - 1], af, bfr[0], bfr[1]);
+            }
+        }
+    }
+    if (!a.S || !mine) return;
+        // the state out, packed: one of (a, b), (b, a) of a diagonal block
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int fr = fr0 + g + (e >> 1) * 8, col = nt * 8 + 2 * tg + (e & 1);
+            const int ai = fr / 8, bi = fr % 8;
+            if ((my.I == my.J && ai < bi) || col > DV) continue;
+            float wgt;
+            const int r = kt_packed(my.m, 8 * my.I + ai, 8 * my.J + bi, a.E, a.s, &wgt);
+            if (col < DV)
+                a.S[((size_t)n * a.D + r) * DV + col] = acc[nt][e] * wgt;
+            else
+                a.z[(size_t)n * a.D + r] = acc[nt][e] * wgt;
+        }
+}
+
+// ---------------------------------------------------------------- kt_read
+
+// grid (ceil(T / KT_R), B H), 256 threads: warp w reads tokens 16 w .. + 16 of the block into all
+// dv + 8 columns. Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles [2][KT_F][NA].
+template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_args a) {
+    constexpr int NA = DV + 8, NT = NA / 8, LDP = KT_F + 8;
+    extern __shared__ __align__(16) unsigned char kt_sm[];
+    const int ldq = a.dk + 8;
+    bf16_t *sQ = (bf16_t *)kt_sm; // [KT_R][ldq]
+    bf16_t *sP = sQ + KT_R * ldq; // [KT_R][LDP]
+    bf16_t *sS = sP + KT_R * LDP; // [2][KT_F][NA]
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H, t0 = blockIdx.x * KT_R;
+    const bf16_t *Sc = a.Sc + (((size_t)(t0 / a.CL) * N + n) * a.ntile) * KT_F * NA;
+    const size_t tokq = (size_t)a.H * a.dk;
+    const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * a.dk;
+    for (int x = tid; x < KT_R * (a.dk / 8); x += 256) {
+        const int tok = x / (a.dk / 8), c8 = x % (a.dk / 8), t = t0 + tok;
+        const bool ok = t < a.T;
+        cp_async16_zfill(sQ + tok * ldq + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8, ok);
+    }
+    auto issue = [&](int tile, int st) {
+        const bf16_t *src = Sc + (size_t)tile * KT_F * NA;
+        bf16_t *dst = sS + st * KT_F * NA;
+        for (int x = tid; x < KT_F * NA / 8; x += 256) cp_async16(dst + x * 8, src + x * 8);
+        cp_async_commit();
+    };
+    issue(0, 0);
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    kt_tile ti = kt_tile_of(0, a.nb);
+    const float s2 = a.s * a.s;
+    for (int tile = 0; tile < a.ntile; tile++, kt_tile_next(ti, a.nb)) {
+        const int st = tile & 1;
+        cp_async_wait<0>();
+        __syncthreads(); // Sc tile (and Q) landed; the previous tile is done with sP and st ^ 1
+        if (tile + 1 < a.ntile) issue(tile + 1, st ^ 1);
+        const float wgt = ti.I == ti.J ? s2 : 2.0f * s2;
+        const int ci = ti.m * a.E + 8 * ti.I, cj = ti.m * a.E + 8 * ti.J;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int x = tid + 256 * u, tok = x >> 3, ai = x & 7;
+            const bf16_t *row = sQ + tok * ldq;
+            const uint4 y = *reinterpret_cast<const uint4 *>(row + cj);
+            *reinterpret_cast<uint4 *>(sP + tok * LDP + ai * 8) =
+                kt_psi8(__bfloat162float(row[ci + ai]), y, wgt);
+        }
+        __syncthreads();
+        const bf16_t *sSs = sS + st * KT_F * NA;
+#pragma unroll
+        for (int kk = 0; kk < KT_F / 16; kk++) {
+            uint32_t af[4], bfr[4];
+            ldmatrix_x4(af, frag_a(sP, LDP, w * 16, kk * 16, lane));
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                ldmatrix_x4_trans(bfr, frag_a(sSs, NA, kk * 16, np * 16, lane));
+                mma_bf16(acc[2 * np], af, bfr[0], bfr[1]);
+                mma_bf16(acc[2 * np + 1], af, bfr[2], bfr[3]);
+            }
+            if (NT & 1) {
+                ldmatrix_x2_trans(bfr, sSs + (size_t)(kk * 16 + (lane & 15)) * NA + (NT - 1) * 8);
+                mma_bf16(acc[NT - 1], af, bfr[0], bfr[1]);
+            }
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int t = t0 + w * 16 + g + 8 * half;
+        if (t >= a.T) continue;
+        const size_t row = ((size_t)b * a.T + t) * a.H + h;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const int col = nt * 8 + 2 * tg;
+            if (col < DV)
+                *reinterpret_cast<float2 *>(a.o + row * DV + col) =
+                    make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+            else if (col == DV)
+                a.den[row] = acc[nt][2 * half];
+        }
+    }
+}
+
+// ---------------------------------------------------------------- kt_local
+
+// grid (ceil(T / KT_L), B H), 128 threads: warp w owns queries 16 w .. + 16 of the block. The keys
+// of the block's chunk from its first token to the block's last, 64 at a time (two stages).
+// Shared: Q [KT_L][DK + 8] (then in registers), K [2][64][DK + 8], V [2][64][DV + 8].
+template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel(kt_args a) {
+    constexpr int LDK = DK + 8, LDV = DV + 8, NO = DV / 8;
+    extern __shared__ __align__(16) unsigned char kt_sm[];
+    bf16_t *sQ = (bf16_t *)kt_sm;   // [KT_L][LDK]
+    bf16_t *sK = sQ + KT_L * LDK;   // [2][64][LDK]
+    bf16_t *sV = sK + 2 * 64 * LDK; // [2][64][LDV]
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, q0 = blockIdx.x * KT_L;
+    const size_t tokk = (size_t)a.H * DK, tokv = (size_t)a.H * DV;
+    const bf16_t *qb = a.q + (size_t)b * a.T * tokk + (size_t)h * DK;
+    const bf16_t *kb = a.k + (size_t)b * a.T * tokk + (size_t)h * DK;
+    const bf16_t *vb = a.v + (size_t)b * a.T * tokv + (size_t)h * DV;
+    for (int x = tid; x < KT_L * DK / 8; x += 128) {
+        const int tok = x / (DK / 8), c8 = x % (DK / 8), t = q0 + tok;
+        const bool ok = t < a.T;
+        cp_async16_zfill(sQ + tok * LDK + c8 * 8, qb + (size_t)(ok ? t : q0) * tokk + c8 * 8, ok);
+    }
+    const int kfirst = q0 / a.CL * a.CL;
+    auto issue = [&](int k0, int st) {
+        for (int x = tid; x < 64 * DK / 8; x += 128) {
+            const int tok = x / (DK / 8), c8 = x % (DK / 8), t = k0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(sK + (st * 64 + tok) * LDK + c8 * 8,
+                             kb + (size_t)(ok ? t : k0) * tokk + c8 * 8, ok);
+        }
+        for (int x = tid; x < 64 * DV / 8; x += 128) {
+            const int tok = x / (DV / 8), c8 = x % (DV / 8), t = k0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(sV + (st * 64 + tok) * LDV + c8 * 8,
+                             vb + (size_t)(ok ? t : k0) * tokv + c8 * 8, ok);
+        }
+        cp_async_commit();
+    };
+    issue(kfirst, 0);
+    uint32_t qf[DK / 16][4];
+    float accO[NO][4], dsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int nt = 0; nt < NO; nt++) accO[nt][0] = accO[nt][1] = accO[nt][2] = accO[nt][3] = 0.0f;
+    for (int k0 = kfirst, it = 0; k0 <= q0; k0 += 64, it++) {
+        const int st = it & 1;
+        cp_async_wait<0>();
+        __syncthreads(); // K, V (and Q) landed; the previous tile is done with stage st ^ 1
+        if (it == 0)
+#pragma unroll
+            for (int kk = 0; kk < DK / 16; kk++)
+                ldmatrix_x4(qf[kk], frag_a(sQ, LDK, w * 16, kk * 16, lane));
+        if (k0 + 64 <= q0) issue(k0 + 64, st ^ 1);
+        const bf16_t *sKs = sK + st * 64 * LDK, *sVs = sV + st * 64 * LDV;
+        float kap[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) kap[nt][0] = kap[nt][1] = kap[nt][2] = kap[nt][3] = 0.0f;
+        for (int m = 0; m < a.M; m++) {
+            float sc[8][4];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+            const int kb0 = m * a.E / 16, kb1 = kb0 + a.E / 16;
+#pragma unroll
+            for (int kk = 0; kk < DK / 16; kk++) {
+                if (kk < kb0 || kk >= kb1) continue;
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bfr[4];
+                    ldmatrix_x4(bfr, frag_b_nk(sKs, LDK, np * 16, kk * 16, lane));
+                    mma_bf16(sc[2 * np], qf[kk], bfr[0], bfr[1]);
+                    mma_bf16(sc[2 * np + 1], qf[kk], bfr[2], bfr[3]);
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float c = a.s * sc[nt][e];
+                    kap[nt][e] += c * c;
+                }
+        }
+        if (k0 == q0) // the diagonal tile: keys after the query count nothing
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (nt * 8 + 2 * tg + (e & 1) > w * 16 + g + (e >> 1) * 8) kap[nt][e] = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            dsum[0] += kap[nt][0] + kap[nt][1];
+            dsum[1] += kap[nt][2] + kap[nt][3];
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const uint32_t pa[4] = {pack_bf16(kap[2 * kk][0], kap[2 * kk][1]),
+                                    pack_bf16(kap[2 * kk][2], kap[2 * kk][3]),
+                                    pack_bf16(kap[2 * kk + 1][0], kap[2 * kk + 1][1]),
+                                    pack_bf16(kap[2 * kk + 1][2], kap[2 * kk + 1][3])};
+#pragma unroll
+            for (int np = 0; np < NO / 2; np++) {
+                uint32_t bfr[4];
+                ldmatrix_x4_trans(bfr, frag_a(sVs, LDV, kk * 16, np * 16, lane));
+                mma_bf16(accO[2 * np], pa, bfr[0], bfr[1]);
+                mma_bf16(accO[2 * np + 1], pa, bfr[2], bfr[3]);
+            }
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float d = dsum[half];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        const int t = q0 + w * 16 + g + 8 * half;
+        if (t >= a.T) continue;
+        const size_t row = ((size_t)b * a.T + t) * a.H + h;
+        const float inv = 1.0f / fmaxf(a.den[row] + d, a.eps);
+#pragma unroll
+        for (int nt = 0; nt < NO; nt++) {
+            float2 *p = reinterpret_cast<float2 *>(a.o + row * DV + nt * 8 + 2 * tg);
+            const float2 x = *p;
+            *p =
+                make_float2((x.x + accO[nt][2 * half]) * inv, (x.y + accO[nt][2 * half + 1]) * inv);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- host side
+
+// The chunk length: MIXSCOPE_KATA_CL (a benchmark knob, a multiple of 128 from 256), else 2048.
+static int kt_chunk(void) {
+    static int cl = 0;
+    if (!cl) {
+        const char *s = getenv("MIXSCOPE_KATA_CL");
+        const int v = s ? atoi(s) : 0;
+        cl = v >= 256 && v % 128 == 0 ? v : 2048;
+    }
+    return cl;
+}
+
+static int kt_groups(int variant, int dk, int groups) {
+    const kata_fmap m = kata_variant_fmap(variant, dk, groups, 1.0f);
+    return m.kind == KATA_FEAT_PSD_CONCAT ? m.groups : 0;
+}
+
+extern "C" int kata_tc_supported(int T, int dk, int dv, int variant, int groups, float scale) {
+    const char *s = getenv("MIXSCOPE_KATA_TC");
+    if (s && !strcmp(s, "0")) return 0;
+    if (variant == KATA_DELTA || T < KT_S || !(scale > 0.0f)) return 0;
+    const int M = kt_groups(variant, dk, groups);
+    return M > 0 && (dk == 64 || dk == 128) && dk % M == 0 && (dk / M) % 16 == 0 &&
+           (dv == 64 || dv == 128);
+}
+
+static int kt_ntile(int dk, int M) {
+    const int nb = dk / M / 8;
+    return M * nb * (nb + 1) / 2;
+}
+
+extern "C" size_t kata_tc_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
+                                        int groups) {
+    if (!kata_tc_supported(T, dk, dv, variant, groups, 1.0f)) return 0;
+    const int M = kt_groups(variant, dk, groups), CL = kt_chunk();
+    const size_t nC = (size_t)(T + CL - 1) / CL;
+    return nC * B * H * kt_ntile(dk, M) * KT_F * (dv + 8) * sizeof(bf16_t) + 256;
+}
+
+template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st, err *e) {
+    const int N = a.B * a.H;
+    const size_t sm1 = (2 * KT_S * KT_LK + 2 * KT_S * (DV + 8) + KT_S * (2 * KT_F + 8)) * 2;
+    const size_t sm2 = (KT_R * (DK + 8) + KT_R * (KT_F + 8) + 2 * KT_F * (DV + 8)) * 2;
+    const size_t sm3 = (KT_L * (DK + 8) + 2 * 64 * (DK + 8) + 2 * 64 * (DV + 8)) * 2;
+    CUDA_TRY(cudaFuncSetAttribute(kt_state_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)sm1),
+             "gpu kata tc: shared memory");
+    CUDA_TRY(cudaFuncSetAttribute(kt_read_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)sm2),
+             "gpu kata tc: shared memory");
+    CUDA_TRY(cudaFuncSetAttribute(kt_local_kernel<DK, DV>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3),
+             "gpu kata tc: shared memory");
+    static const int profile = getenv("MIXSCOPE_KATA_PROFILE") != NULL;
+    gpu_pass_timer<3> timer(profile, st);
+    timer.mark(0);
+    kt_state_kernel<DV><<<dim3((a.ntile + 1) / 2, N), 256, sm1, st>>>(a);
+    CUDA_LAUNCHED("gpu kata tc: state pass");
+    timer.mark(1);
+    kt_read_kernel<DV><<<dim3((a.T + KT_R - 1) / KT_R, N), 256, sm2, st>>>(a);
+    CUDA_LAUNCHED("gpu kata tc: read pass");
+    timer.mark(2);
+    kt_local_kernel<DK, DV><<<dim3((a.T + KT_L - 1) / KT_L, N), 128, sm3, st>>>(a);
+    CUDA_LAUNCHED("gpu kata tc: local pass");
+    if (profile) {
+        float ms[3] = {0, 0, 0};
+        timer.mark(3);
+        timer.add(ms);
+        fprintf(stderr, "kata tc T=%d chunk %d: state %.3f ms, read %.3f ms, local %.3f ms\n", a.T,
+                a.CL, ms[0], ms[1], ms[2]);
+    }
+    return 0;
+}
+
+extern "C" int kata_tc_chunked(int B, int T, int H, int dk, int dv, int variant, int groups,
+                               float scale, float eps, const void *q, const void *k, const void *v,
+                               float *state, float *o, float *den, void *sc, void *stream, err *e) {
+    if (!kata_tc_supported(T, dk, dv, variant, groups, scale))
+        return err_set(e, "gpu kata tc: dk=%d dv=%d variant %d not supported", dk, dv, variant);
+    kt_args a;
+    a.B = B, a.T = T, a.H = H, a.dk = dk;
+    a.M = kt_groups(variant, dk, groups), a.E = dk / a.M, a.nb = a.E / 8;
+    a.ntile = kt_ntile(dk, a.M), a.CL = kt_chunk();
+    a.D = (int)kfeat_dim(kfeat_of(variant, dk, groups, scale));
+    a.s = scale, a.eps = eps;
+    a.q = (const bf16_t *)q, a.k = (const bf16_t *)k, a.v = (const bf16_t *)v;
+    a.S = state, a.z = state ? state + (size_t)B * H * a.D * dv : NULL;
+    a.Sc = (bf16_t *)sc, a.o = o, a.den = den;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (dk == 64 && dv == 64) return kt_launch<64, 64>(a, st, e);
+    if (dk == 64 && dv == 128) return kt_launch<64, 128>(a, st, e);
+    if (dk == 128 && dv == 64) return kt_launch<128, 64>(a, st, e);
+    return kt_launch<128, 128>(a, st, e);
+}
