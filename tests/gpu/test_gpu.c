@@ -11,7 +11,8 @@
  * relative), every
  * core and family probe (|gpu - cpu| < 1e-3 |cpu| or < 1e-5), states (< 1e-4), the head's argmax,
  * probability and nll, a download followed by CPU stepping and an upload followed by GPU stepping.
- * MIXSCOPE_GPU_ONLY=model runs only those cases. */
+ * MIXSCOPE_GPU_ONLY=model runs only those cases; MIXSCOPE_GPU_ONLY=<mixer> (kata, gdn, ...) only that
+ * mixer's. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -161,6 +162,12 @@ static double kata_o_hat_double(const mixer_ops *m, const mixer_cfg *c, const fl
 /* The mixer configured with `spec` ("variant=delta groups=2"; NULL: its defaults) and the given
  * chunk, on T tokens from a reachable non-zero state: every GPU mode and precision against the
  * CPU's prefill, then the step's probes against the CPU's. */
+/* MIXSCOPE_GPU_ONLY=<mixer>: that mixer's cases alone (NULL: every case) */
+static const char *only_mixer;
+static int wanted(const char *name) {
+    return !only_mixer || !strcmp(only_mixer, name);
+}
+
 static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, int dk, int dv,
                             int chunk) {
     opts o = {0};
@@ -1158,11 +1165,15 @@ int main(void) {
         printf("gpu: %d passed, %d failed\n", passed, failed);
         return failed ? 1 : 0;
     }
-    test_linear(1, 256, 64);
-    test_linear(77, 1024, 256);
-    test_linear(300, 64, 4096);
+    only_mixer = only;
+    if (!only) {
+        test_linear(1, 256, 64);
+        test_linear(77, 1024, 256);
+        test_linear(300, 64, 4096);
+    }
     for (int i = 0; i < mixer_count; i++) {
         const mixer_ops *m = mixer_all[i];
+        if (m && !wanted(m->name)) continue;
         if (!m || !gpu_mixer_supported(m, GPU_PREFILL)) {
             if (m) printf("%-44s no GPU kernels yet\n", m->name);
             continue;
@@ -1175,7 +1186,7 @@ int main(void) {
     /* KATA's other variants, DeltaKATA's chunked prefill among them (one chunk, partial chunks,
      * many chunks, each chunk length, groups, the 128-wide heads the bench runs) */
     const mixer_ops *kata = mixer_find("kata");
-    if (kata) {
+    if (kata && wanted("kata")) {
         test_mixer_opts(kata, "variant=delta", 1, 2, 16, 24, 64);
         test_mixer_opts(kata, "variant=delta", 200, 2, 16, 24, 64);
         test_mixer_opts(kata, "variant=delta", 65, 3, 16, 24, 16);
@@ -1196,7 +1207,7 @@ int main(void) {
     const char *delta[] = {"gdn", "deltanet", "kaczmarz"};
     for (int i = 0; i < 3; i++) {
         const mixer_ops *m = mixer_find(delta[i]);
-        if (!m) continue;
+        if (!m || !wanted(delta[i])) continue;
         test_mixer(m, 1, 2, 64, 64, 64);
         test_mixer(m, 64, 2, 128, 64, 64);
         test_mixer(m, 129, 3, 64, 128, 64);
@@ -1208,7 +1219,7 @@ int main(void) {
     const char *attn[] = {"softmax", "parallax"};
     for (int i = 0; i < 2; i++) {
         const mixer_ops *m = mixer_find(attn[i]);
-        if (!m) continue;
+        if (!m || !wanted(attn[i])) continue;
         test_mixer(m, 1, 2, 128, 128, 64);
         test_mixer(m, 129, 3, 128, 128, 64);
         test_mixer(m, 1000, 2, 128, 128, 64);
@@ -1220,12 +1231,17 @@ int main(void) {
     /* the forward's raw entry point: batches, queries after a cache, windows (d = 128: wgmma on
      * sm_90; d = 64: mma.sync) */
     for (int plx = 0; plx <= 1; plx++) {
+        if (!wanted(plx ? "parallax" : "softmax")) continue;
         test_attn_batch(plx, 2, 150, 230, 2, 128, 80, 0);
         test_attn_batch(plx, 3, 97, 97, 2, 128, 0, 33);
         test_attn_batch(plx, 2, 150, 230, 2, 64, 80, 61);
     }
     const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
                            "mamba2",         "transformer", "parallax"};
+    if (only) {
+        printf("gpu: %d passed, %d failed\n", passed, failed);
+        return failed ? 1 : 0;
+    }
     const char *refs = getenv("MIXSCOPE_REFS") ? getenv("MIXSCOPE_REFS") : "../shared/refs";
     char probe[600];
     snprintf(probe, sizeof probe, "%s/gla/config.json", refs);
