@@ -256,13 +256,18 @@ __global__ void __launch_bounds__(256)
 }
 
 // Which decode kernel: 0 the row-group kernel; 1 the float4 kernel over 128 columns a block
-// (32 x 8 threads); 2 over 64 columns (16 x 8); 3 over 64 columns in 16 row groups (16 x 16).
-// MIXSCOPE_DECODE=rows|rows4|rows4x64|rows4x64r16 forces one (benchmarks). By default the row-group
-// kernel for few heads and the 64-column float4 kernel in 16 row groups once there are 256 of its
-// blocks: H200, H 16, d 128, each step a graph replay, us at B = 1 / 8 / 64 (docs/gpu-results.md,
-// with every load issued before the first barrier): rows 2.82 / 5.60 / 47.6, rows4 4.19 / 6.05 /
-// 37.1, rows4x64 3.92 / 5.86 / 40.7, rows4x64r16 3.32 / 5.45 / 36.7. (Before the loads of v, g
-// and beta moved up, rows4 took 47.6 us at B = 64: a second memory latency in every block.)
+// (32 x 8 threads); 2 over 64 columns (16 x 8); 3 over 64 columns in 16 row groups (16 x 16);
+// 4, 5, 6 the warp-sum kernel over 8, 16, 32 columns. MIXSCOPE_DECODE=rows|rows4|rows4x64|
+// rows4x64r16|warps2|warps4|warps8 forces one (benchmarks). By default the 16-column warp-sum
+// kernel while its blocks fit two a multiprocessor, the 64-column float4 kernel in 16 row groups
+// once there are 256 of its blocks, the row-group kernel between. H200, H 16, d 128, each step a
+// graph replay, us at B = 1 / 8 / 64 (docs/gpu-results.md, with every load issued before the first
+// barrier): rows 2.82 / 5.60 / 47.6, rows4 4.19 / 6.05 / 37.1, rows4x64 3.92 / 5.86 / 40.7,
+// rows4x64r16 3.32 / 5.45 / 36.7; at b7a0b88, two rounds: rows 2.88, 2.84 (the kernel alone
+// 2.06, 2.07) / 5.49, 5.55 / 36.8, 36.8 (rows4x64r16 at B = 8 and 64), warps2 3.33, 3.42 /
+// 9.52, 9.89 / 59.7, 60.0, warps4 2.84, 2.69 (1.92, 1.91) / 6.54, 6.49 / 42.4, 42.3, warps8
+// 2.87, 3.08 / 5.34, 5.51 / 42.6, 42.9. (Before the loads of v, g and beta moved up, rows4 took
+// 47.6 us at B = 64: a second memory latency in every block.)
 static int decode_kind(int N, int dk, int dv) {
     static int forced = -2;
     if (forced == -2) {
@@ -278,6 +283,7 @@ static int decode_kind(int N, int dk, int dv) {
     }
     const int ok = dv % 4 == 0 && dk <= 128;
     if (forced >= 0) return ok ? forced : 0;
+    if (ok && N * ((dv + 15) / 16) <= 264) return 5;
     return ok && N * ((dv + 63) / 64) >= 256 ? 3 : 0;
 }
 
