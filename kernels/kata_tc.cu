@@ -96,65 +96,108 @@ __device__ __forceinline__ uint4 kt_psi8(float xi, uint4 y, float w) {
     return r;
 }
 
+// Columns, shared by kt_state and kt_read: NA = dv + 8 are kept ([V | 1 | 0 x 7]; Sc's rows); a
+// warp takes NW n8 blocks, half of NP = 16 NW >= NA, the columns past NA zero in shared memory,
+// whose rows hold LDV = NP + 8 (an odd number of 16-byte units: ldmatrix's eight rows fall in
+// distinct banks). Two m16 blocks a warp: each B fragment feeds two products.
+template <int DV> struct kt_cols {
+    static constexpr int NA = DV + 8, NW = (NA / 8 + 1) / 2, NP = 16 * NW, LDV = NP + 8;
+};
+
+// acc[m][j] += A_m B_j over one k16 block: A_m (m < 2) in registers, B_j the n8 block of columns
+// c0 + 8 j of a K-major shared tile (row stride LDV) at rows k0 .. k0 + 15.
+template <int NW, int LDV>
+__device__ __forceinline__ void kt_mma_k16(float (&acc)[2][NW][4], const uint32_t (&af)[2][4],
+                                           const bf16_t *base, int k0, int c0, int lane) {
+#pragma unroll
+    for (int j = 0; j + 1 < NW; j += 2) {
+        uint32_t bfr[4];
+        ldmatrix_x4_trans(bfr, frag_a(base, LDV, k0, c0 + 8 * j, lane));
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            mma_bf16(acc[m][j], af[m], bfr[0], bfr[1]);
+            mma_bf16(acc[m][j + 1], af[m], bfr[2], bfr[3]);
+        }
+    }
+    if (NW & 1) {
+        uint32_t bfr[2];
+        ldmatrix_x2_trans(bfr, base + (size_t)(k0 + (lane & 15)) * LDV + c0 + 8 * (NW - 1));
+#pragma unroll
+        for (int m = 0; m < 2; m++) mma_bf16(acc[m][NW - 1], af[m], bfr[0], bfr[1]);
+    }
+}
+
+// Zero columns NA .. NP - 1 of `rows` shared rows (stride LDV), never written by the copies.
+template <int NA, int NP, int LDV>
+__device__ __forceinline__ void kt_zero_pad(bf16_t *base, int rows, int tid, int nthreads) {
+    for (int x = tid; x < rows * (NP - NA); x += nthreads)
+        base[(x / (NP - NA)) * LDV + NA + x % (NP - NA)] = __float2bfloat16(0.0f);
+}
+
 // ---------------------------------------------------------------- kt_state
 
-// grid (ceil(ntile / 2), B H), 256 threads: warp w holds features 16 (w % 4) .. + 16 of local tile
-// w / 4 and all dv + 8 columns (NT n8 blocks of accumulators). Shared: the key columns of two
-// stages [2][KT_S][KT_LK], [V | 1] of two stages [2][KT_S][NA], psi_tile(K) [KT_S][2 KT_F + 8].
+// grid (ceil(ntile / 2), B H), 256 threads: warp w holds features 32 ((w / 2) % 2) .. + 32 of
+// local tile w / 4 and half of the columns (w % 2). Shared: the key columns of two stages
+// [2][KT_S][KT_LK], [V | 1] of two stages [2][KT_S][LDV], psi_tile(K) [KT_S][2 KT_F + 8].
 template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_args a) {
-    constexpr int NA = DV + 8, NT = NA / 8, LDP = 2 * KT_F + 8;
+    using CC = kt_cols<DV>;
+    constexpr int NA = CC::NA, NW = CC::NW, NP = CC::NP, LDV = CC::LDV, LDP = 2 * KT_F + 8;
     extern __shared__ __align__(16) unsigned char kt_sm[];
     bf16_t *sK = (bf16_t *)kt_sm;       // [2][KT_S][KT_LK]
-    bf16_t *sV = sK + 2 * KT_S * KT_LK; // [2][KT_S][NA]
-    bf16_t *sP = sV + 2 * KT_S * NA;    // [KT_S][LDP]
+    bf16_t *sV = sK + 2 * KT_S * KT_LK; // [2][KT_S][LDV]
+    bf16_t *sP = sV + 2 * KT_S * LDV;   // [KT_S][LDP]
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
-    const int tile0 = 2 * blockIdx.x, tl = w >> 2, fr0 = (w & 3) * 16;
+    const int tile0 = 2 * blockIdx.x, tl = w >> 2, fr0 = ((w >> 1) & 1) * 32, c0 = (w & 1) * NW * 8;
     const bool valid1 = tile0 + 1 < a.ntile, mine = tl == 0 || valid1;
     const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
     const kt_tile my = tl ? ti1 : ti0;
-    float acc[NT][4];
+    float acc[2][NW][4];
     // the state in: S_int = packed / weight, both (a, b) and (b, a) of a diagonal block
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int fr = fr0 + g + (e >> 1) * 8, col = nt * 8 + 2 * tg + (e & 1);
-            float wgt, x = 0.0f;
-            const int r = kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
-            if (a.S && mine) {
-                if (col < DV)
-                    x = a.S[((size_t)n * a.D + r) * DV + col];
-                else if (col == DV)
-                    x = a.z[(size_t)n * a.D + r];
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int fr = fr0 + 16 * m + g + (e >> 1) * 8, col = c0 + 8 * j + 2 * tg + (e & 1);
+                float wgt, x = 0.0f;
+                const int r = kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
+                if (a.S && mine) {
+                    if (col < DV)
+                        x = a.S[((size_t)n * a.D + r) * DV + col];
+                    else if (col == DV)
+                        x = a.z[(size_t)n * a.D + r];
+                }
+                acc[m][j][e] = x / wgt;
             }
-            acc[nt][e] = x / wgt;
-        }
-    const size_t tokstride = (size_t)a.H;
-    const bf16_t *kb = a.k + (size_t)b * a.T * tokstride * a.dk + (size_t)h * a.dk;
-    const bf16_t *vb = a.v + (size_t)b * a.T * tokstride * DV + (size_t)h * DV;
-    // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J)
+    kt_zero_pad<NA, NP, LDV>(sV, 2 * KT_S, tid, 256);
+    // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J),
+    // and its value chunks (tokens tid / (DV / 8) + 256 u / (DV / 8), 8 columns): offsets from the
+    // row of token 0 of sequence b, head h (the kernel's arguments live in constant memory)
     const kt_tile kc = (tid & 2) ? ti1 : ti0;
-    const int kcol = kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    const size_t koff =
+        ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    const size_t voff = ((size_t)b * a.T * a.H + h) * DV + (tid % (DV / 8)) * 8;
     auto issue = [&](int step, int st) {
         const int t0 = step * KT_S;
         {
             const int tok = tid >> 2, t = t0 + tok;
             const bool ok = t < a.T;
             cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
-                             kb + (size_t)(ok ? t : 0) * tokstride * a.dk + kcol, ok);
+                             a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
         }
 #pragma unroll
         for (int u = 0; u < KT_S * DV / 8 / 256; u++) {
-            const int x = tid + 256 * u, tok = x / (DV / 8), c8 = x % (DV / 8), t = t0 + tok;
+            const int tok = (tid + 256 * u) / (DV / 8), t = t0 + tok;
             const bool ok = t < a.T;
-            cp_async16_zfill(sV + (st * KT_S + tok) * NA + c8 * 8,
-                             vb + (size_t)(ok ? t : 0) * tokstride * DV + c8 * 8, ok);
+            cp_async16_zfill(sV + (st * KT_S + tok) * LDV + (tid % (DV / 8)) * 8,
+                             a.v + voff + (size_t)(ok ? t : 0) * a.H * DV, ok);
         }
         if (tid < KT_S) { // the ones column (z), zero past T
             uint4 one = make_uint4(0, 0, 0, 0);
             if (t0 + tid < a.T) one.x = pack_bf16(1.0f, 0.0f);
-            *reinterpret_cast<uint4 *>(sV + (st * KT_S + tid) * NA + DV) = one;
+            *reinterpret_cast<uint4 *>(sV + (st * KT_S + tid) * LDV + DV) = one;
         }
         cp_async_commit();
     };
@@ -169,13 +212,16 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
             bf16_t *Sc =
                 a.Sc + ((((size_t)(t0 / a.CL) * N + n) * a.ntile + tile0 + tl) * KT_F) * NA;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int col = nt * 8 + 2 * tg;
-                *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr0 + g) * NA + col) =
-                    pack_bf16(acc[nt][0], acc[nt][1]);
-                *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr0 + g + 8) * NA + col) =
-                    pack_bf16(acc[nt][2], acc[nt][3]);
-            }
+            for (int m = 0; m < 2; m++)
+#pragma unroll
+                for (int j = 0; j < NW; j++) {
+                    const int col = c0 + 8 * j + 2 * tg, fr = fr0 + 16 * m + g;
+                    if (col >= NA) continue;
+                    *reinterpret_cast<uint32_t *>(Sc + (size_t)fr * NA + col) =
+                        pack_bf16(acc[m][j][0], acc[m][j][1]);
+                    *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr + 8) * NA + col) =
+                        pack_bf16(acc[m][j][2], acc[m][j][3]);
+                }
         }
         // psi_tile(K): item (local tile, token, a) -> 8 products
         const bf16_t *sKs = sK + st * KT_S * KT_LK;
@@ -188,59 +234,60 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
                 kt_psi8(__bfloat162float(row[ai]), y, 1.0f);
         }
         __syncthreads();
-        const bf16_t *sVs = sV + st * KT_S * NA;
+        const bf16_t *sVs = sV + st * KT_S * LDV;
         const int q4 = lane >> 3, r8 = lane & 7;
 #pragma unroll
         for (int kk = 0; kk < KT_S / 16; kk++) {
-            uint32_t af[4], bfr[4];
-            ldmatrix_x4_trans(af, sP + (kk * 16 + (q4 >> 1) * 8 + r8) * LDP + tl * KT_F + fr0 +
-                                      (q4 & 1) * 8);
+            uint32_t af[2][4];
 #pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                ldmatrix_x4_trans(bfr, frag_a(sVs, NA, kk * 16, np * 16, lane));
-                mma_bf16(acc[2 * np], af, bfr[0], bfr[1]);
-                mma_bf16(acc[2 * np + 1], af, bfr[2], bfr[3]);
-            }
-            if (NT & 1) {
-                ldmatrix_x2_trans(bfr, sVs + (size_t)(kk * 16 + (lane & 15)) * NA + (NT - 1) * 8);
-                mma_bf16(acc[NT - 1], af, bfr[0], bfr[1]);
-            }
+            for (int m = 0; m < 2; m++)
+                ldmatrix_x4_trans(af[m], sP + (kk * 16 + (q4 >> 1) * 8 + r8) * LDP + tl * KT_F +
+                                             fr0 + 16 * m + (q4 & 1) * 8);
+            kt_mma_k16<NW, LDV>(acc, af, sVs, kk * 16, c0, lane);
         }
     }
     if (!a.S || !mine) return;
-        // the state out, packed: one of (a, b), (b, a) of a diagonal block
+    // the state out, packed: one of (a, b), (b, a) of a diagonal block (the tile found again:
+    // nothing of it stays live through the loop)
+    const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++)
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int fr = fr0 + g + (e >> 1) * 8, col = nt * 8 + 2 * tg + (e & 1);
-            const int ai = fr / 8, bi = fr % 8;
-            if ((my.I == my.J && ai < bi) || col > DV) continue;
-            float wgt;
-            const int r = kt_packed(my.m, 8 * my.I + ai, 8 * my.J + bi, a.E, a.s, &wgt);
-            if (col < DV)
-                a.S[((size_t)n * a.D + r) * DV + col] = acc[nt][e] * wgt;
-            else
-                a.z[(size_t)n * a.D + r] = acc[nt][e] * wgt;
-        }
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int fr = fr0 + 16 * m + g + (e >> 1) * 8, col = c0 + 8 * j + 2 * tg + (e & 1);
+                const int ai = fr / 8, bi = fr % 8;
+                if ((mo.I == mo.J && ai < bi) || col > DV) continue;
+                float wgt;
+                const int r = kt_packed(mo.m, 8 * mo.I + ai, 8 * mo.J + bi, a.E, a.s, &wgt);
+                if (col < DV)
+                    a.S[((size_t)n * a.D + r) * DV + col] = acc[m][j][e] * wgt;
+                else
+                    a.z[(size_t)n * a.D + r] = acc[m][j][e] * wgt;
+            }
 }
 
 // ---------------------------------------------------------------- kt_read
 
-// grid (ceil(T / KT_R), B H), 256 threads: warp w reads tokens 16 w .. + 16 of the block into all
-// dv + 8 columns. Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles [2][KT_F][NA].
+// grid (ceil(T / KT_R), B H), 256 threads: warp w reads tokens 32 (w / 2) .. + 32 of the block
+// into half of the columns (w % 2). Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles
+// [2][KT_F][LDV].
 template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_args a) {
-    constexpr int NA = DV + 8, NT = NA / 8, LDP = KT_F + 8;
+    using CC = kt_cols<DV>;
+    constexpr int NA = CC::NA, NW = CC::NW, NP = CC::NP, LDV = CC::LDV, LDP = KT_F + 8;
     extern __shared__ __align__(16) unsigned char kt_sm[];
     const int ldq = a.dk + 8;
     bf16_t *sQ = (bf16_t *)kt_sm; // [KT_R][ldq]
     bf16_t *sP = sQ + KT_R * ldq; // [KT_R][LDP]
-    bf16_t *sS = sP + KT_R * LDP; // [2][KT_F][NA]
+    bf16_t *sS = sP + KT_R * LDP; // [2][KT_F][LDV]
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H, t0 = blockIdx.x * KT_R;
+    const int tq = (w >> 1) * 32, c0 = (w & 1) * NW * 8;
     const bf16_t *Sc = a.Sc + (((size_t)(t0 / a.CL) * N + n) * a.ntile) * KT_F * NA;
     const size_t tokq = (size_t)a.H * a.dk;
     const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * a.dk;
+    kt_zero_pad<NA, NP, LDV>(sS, 2 * KT_F, tid, 256);
     for (int x = tid; x < KT_R * (a.dk / 8); x += 256) {
         const int tok = x / (a.dk / 8), c8 = x % (a.dk / 8), t = t0 + tok;
         const bool ok = t < a.T;
@@ -248,14 +295,20 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_ar
     }
     auto issue = [&](int tile, int st) {
         const bf16_t *src = Sc + (size_t)tile * KT_F * NA;
-        bf16_t *dst = sS + st * KT_F * NA;
-        for (int x = tid; x < KT_F * NA / 8; x += 256) cp_async16(dst + x * 8, src + x * 8);
+        bf16_t *dst = sS + st * KT_F * LDV;
+        for (int x = tid; x < KT_F * (NA / 8); x += 256) {
+            const int row = x / (NA / 8), c8 = x % (NA / 8);
+            cp_async16(dst + row * LDV + c8 * 8, src + row * NA + c8 * 8);
+        }
         cp_async_commit();
     };
     issue(0, 0);
-    float acc[NT][4];
+    float acc[2][NW][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; nt++) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+            acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
     kt_tile ti = kt_tile_of(0, a.nb);
     const float s2 = a.s * a.s;
     for (int tile = 0; tile < a.ntile; tile++, kt_tile_next(ti, a.nb)) {
@@ -274,38 +327,33 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_ar
                 kt_psi8(__bfloat162float(row[ci + ai]), y, wgt);
         }
         __syncthreads();
-        const bf16_t *sSs = sS + st * KT_F * NA;
+        const bf16_t *sSs = sS + st * KT_F * LDV;
 #pragma unroll
         for (int kk = 0; kk < KT_F / 16; kk++) {
-            uint32_t af[4], bfr[4];
-            ldmatrix_x4(af, frag_a(sP, LDP, w * 16, kk * 16, lane));
+            uint32_t af[2][4];
 #pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                ldmatrix_x4_trans(bfr, frag_a(sSs, NA, kk * 16, np * 16, lane));
-                mma_bf16(acc[2 * np], af, bfr[0], bfr[1]);
-                mma_bf16(acc[2 * np + 1], af, bfr[2], bfr[3]);
-            }
-            if (NT & 1) {
-                ldmatrix_x2_trans(bfr, sSs + (size_t)(kk * 16 + (lane & 15)) * NA + (NT - 1) * 8);
-                mma_bf16(acc[NT - 1], af, bfr[0], bfr[1]);
-            }
+            for (int m = 0; m < 2; m++)
+                ldmatrix_x4(af[m], frag_a(sP, LDP, tq + 16 * m, kk * 16, lane));
+            kt_mma_k16<NW, LDV>(acc, af, sSs, kk * 16, c0, lane);
         }
     }
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int t = t0 + w * 16 + g + 8 * half;
-        if (t >= a.T) continue;
-        const size_t row = ((size_t)b * a.T + t) * a.H + h;
+    for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            const int col = nt * 8 + 2 * tg;
-            if (col < DV)
-                *reinterpret_cast<float2 *>(a.o + row * DV + col) =
-                    make_float2(acc[nt][2 * half], acc[nt][2 * half + 1]);
-            else if (col == DV)
-                a.den[row] = acc[nt][2 * half];
+        for (int half = 0; half < 2; half++) {
+            const int t = t0 + tq + 16 * m + g + 8 * half;
+            if (t >= a.T) continue;
+            const size_t row = ((size_t)b * a.T + t) * a.H + h;
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                const int col = c0 + 8 * j + 2 * tg;
+                if (col < DV)
+                    *reinterpret_cast<float2 *>(a.o + row * DV + col) =
+                        make_float2(acc[m][j][2 * half], acc[m][j][2 * half + 1]);
+                else if (col == DV)
+                    a.den[row] = acc[m][j][2 * half];
+            }
         }
-    }
 }
 
 // ---------------------------------------------------------------- kt_local
@@ -475,8 +523,9 @@ extern "C" size_t kata_tc_scratch_bytes(int B, int T, int H, int dk, int dv, int
 
 template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st, err *e) {
     const int N = a.B * a.H;
-    const size_t sm1 = (2 * KT_S * KT_LK + 2 * KT_S * (DV + 8) + KT_S * (2 * KT_F + 8)) * 2;
-    const size_t sm2 = (KT_R * (DK + 8) + KT_R * (KT_F + 8) + 2 * KT_F * (DV + 8)) * 2;
+    constexpr int LDV = kt_cols<DV>::LDV;
+    const size_t sm1 = (2 * KT_S * KT_LK + 2 * KT_S * LDV + KT_S * (2 * KT_F + 8)) * 2;
+    const size_t sm2 = (KT_R * (DK + 8) + KT_R * (KT_F + 8) + 2 * KT_F * LDV) * 2;
     const size_t sm3 = (KT_L * (DK + 8) + 2 * 64 * (DK + 8) + 2 * 64 * (DV + 8)) * 2;
     CUDA_TRY(cudaFuncSetAttribute(kt_state_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)sm1),
