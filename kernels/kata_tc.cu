@@ -105,23 +105,24 @@ template <int DV> struct kt_cols {
 };
 
 // acc[m][j] += A_m B_j over one k16 block: A_m (m < 2) in registers, B_j the n8 block of columns
-// c0 + 8 j of a K-major shared tile (row stride LDV) at rows k0 .. k0 + 15.
-template <int NW, int LDV>
+// 8 j past the lane's column of a K-major shared tile: b is the lane's ldmatrix address (row
+// k0 + (lane & 15), column c0 + 8 (lane >> 4)), every other load an immediate offset from it.
+template <int NW>
 __device__ __forceinline__ void kt_mma_k16(float (&acc)[2][NW][4], const uint32_t (&af)[2][4],
-                                           const bf16_t *base, int k0, int c0, int lane) {
+                                           unsigned b) {
 #pragma unroll
     for (int j = 0; j + 1 < NW; j += 2) {
         uint32_t bfr[4];
-        ldmatrix_x4_trans(bfr, frag_a(base, LDV, k0, c0 + 8 * j, lane));
+        ldsm_x4_trans(bfr, b + 16 * j);
 #pragma unroll
         for (int m = 0; m < 2; m++) {
             mma_bf16(acc[m][j], af[m], bfr[0], bfr[1]);
             mma_bf16(acc[m][j + 1], af[m], bfr[2], bfr[3]);
         }
     }
-    if (NW & 1) {
+    if (NW & 1) { // lanes 0..15 give the rows: column c0 + 8 (NW - 1)
         uint32_t bfr[2];
-        ldmatrix_x2_trans(bfr, base + (size_t)(k0 + (lane & 15)) * LDV + c0 + 8 * (NW - 1));
+        ldsm_x2_trans(bfr, b + 16 * (NW - 1));
 #pragma unroll
         for (int m = 0; m < 2; m++) mma_bf16(acc[m][NW - 1], af[m], bfr[0], bfr[1]);
     }
@@ -201,6 +202,15 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
         }
         cp_async_commit();
     };
+    // per-lane bases: psi's source (key row of token tid / 8, entry a = tid % 8) and destination,
+    // the A fragments' ldmatrix address (psi^T: row (q4 / 2) 8 + r8 of a k16 block, features
+    // fr0 + (q4 % 2) 8 of the warp's tile) and the B fragments' (V: row lane % 16, column
+    // c0 + 8 (lane / 16))
+    const int q4 = lane >> 3, r8 = lane & 7;
+    const bf16_t *kp = sK + (tid >> 3) * KT_LK + (tid & 7);
+    bf16_t *pp = sP + (tid >> 3) * LDP + (tid & 7) * 8;
+    const unsigned av = smem_u32(sP + ((q4 >> 1) * 8 + r8) * LDP + tl * KT_F + fr0 + (q4 & 1) * 8);
+    const unsigned bv = smem_u32(sV + (lane & 15) * LDV + c0 + (lane >> 4) * 8);
     const int nsteps = (a.T + KT_S - 1) / KT_S;
     issue(0, 0);
     for (int step = 0; step < nsteps; step++) {
@@ -223,27 +233,24 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
                         pack_bf16(acc[m][j][2], acc[m][j][3]);
                 }
         }
-        // psi_tile(K): item (local tile, token, a) -> 8 products
-        const bf16_t *sKs = sK + st * KT_S * KT_LK;
+        // psi_tile(K): items (local tile u / 2, token tid / 8 + 32 (u % 2), a = tid % 8) -> 8
+        // products each
+        const bf16_t *sKs = kp + st * KT_S * KT_LK;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int x = tid + 256 * u, l = x >> 9, tok = (x >> 3) & 63, ai = x & 7;
-            const bf16_t *row = sKs + tok * KT_LK + l * 16;
-            const uint4 y = *reinterpret_cast<const uint4 *>(row + 8);
-            *reinterpret_cast<uint4 *>(sP + tok * LDP + l * KT_F + ai * 8) =
-                kt_psi8(__bfloat162float(row[ai]), y, 1.0f);
+            const bf16_t *row = sKs + (u & 1) * 32 * KT_LK + (u >> 1) * 16;
+            const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (tid & 7));
+            *reinterpret_cast<uint4 *>(pp + (u & 1) * 32 * LDP + (u >> 1) * KT_F) =
+                kt_psi8(__bfloat162float(row[0]), y, 1.0f);
         }
         __syncthreads();
-        const bf16_t *sVs = sV + st * KT_S * LDV;
-        const int q4 = lane >> 3, r8 = lane & 7;
+        const unsigned bst = bv + st * KT_S * LDV * 2;
 #pragma unroll
         for (int kk = 0; kk < KT_S / 16; kk++) {
             uint32_t af[2][4];
 #pragma unroll
-            for (int m = 0; m < 2; m++)
-                ldmatrix_x4_trans(af[m], sP + (kk * 16 + (q4 >> 1) * 8 + r8) * LDP + tl * KT_F +
-                                             fr0 + 16 * m + (q4 & 1) * 8);
-            kt_mma_k16<NW, LDV>(acc, af, sVs, kk * 16, c0, lane);
+            for (int m = 0; m < 2; m++) ldsm_x4_trans(af[m], av + kk * 16 * LDP * 2 + m * 32);
+            kt_mma_k16<NW>(acc, af, bst + kk * 16 * LDV * 2);
         }
     }
     if (!a.S || !mine) return;
@@ -273,11 +280,11 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
 // grid (ceil(T / KT_R), B H), 256 threads: warp w reads tokens 32 (w / 2) .. + 32 of the block
 // into half of the columns (w % 2). Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles
 // [2][KT_F][LDV].
-template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_args a) {
+template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_args a) {
     using CC = kt_cols<DV>;
     constexpr int NA = CC::NA, NW = CC::NW, NP = CC::NP, LDV = CC::LDV, LDP = KT_F + 8;
+    constexpr int ldq = DK + 8;
     extern __shared__ __align__(16) unsigned char kt_sm[];
-    const int ldq = a.dk + 8;
     bf16_t *sQ = (bf16_t *)kt_sm; // [KT_R][ldq]
     bf16_t *sP = sQ + KT_R * ldq; // [KT_R][LDP]
     bf16_t *sS = sP + KT_R * LDP; // [2][KT_F][LDV]
@@ -288,8 +295,8 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_ar
     const size_t tokq = (size_t)a.H * a.dk;
     const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * a.dk;
     kt_zero_pad<NA, NP, LDV>(sS, 2 * KT_F, tid, 256);
-    for (int x = tid; x < KT_R * (a.dk / 8); x += 256) {
-        const int tok = x / (a.dk / 8), c8 = x % (a.dk / 8), t = t0 + tok;
+    for (int x = tid; x < KT_R * (DK / 8); x += 256) {
+        const int tok = x / (DK / 8), c8 = x % (DK / 8), t = t0 + tok;
         const bool ok = t < a.T;
         cp_async16_zfill(sQ + tok * ldq + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8, ok);
     }
@@ -311,30 +318,35 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_ar
             acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
     kt_tile ti = kt_tile_of(0, a.nb);
     const float s2 = a.s * a.s;
+    // per-lane bases: psi's items (token tid / 8 + 32 u, entry a = tid % 8), the A fragments'
+    // ldmatrix address (row tq + lane % 16, column 8 (lane / 16)) and the B fragments' (Sc: row
+    // lane % 16, column c0 + 8 (lane / 16))
+    const bf16_t *qp = sQ + (tid >> 3) * ldq;
+    bf16_t *pp = sP + (tid >> 3) * LDP + (tid & 7) * 8;
+    const unsigned av = smem_u32(sP + (tq + (lane & 15)) * LDP + (lane >> 4) * 8);
+    const unsigned bv = smem_u32(sS + (lane & 15) * LDV + c0 + (lane >> 4) * 8);
     for (int tile = 0; tile < a.ntile; tile++, kt_tile_next(ti, a.nb)) {
         const int st = tile & 1;
         cp_async_wait<0>();
         __syncthreads(); // Sc tile (and Q) landed; the previous tile is done with sP and st ^ 1
         if (tile + 1 < a.ntile) issue(tile + 1, st ^ 1);
         const float wgt = ti.I == ti.J ? s2 : 2.0f * s2;
-        const int ci = ti.m * a.E + 8 * ti.I, cj = ti.m * a.E + 8 * ti.J;
+        const int ci = ti.m * a.E + 8 * ti.I + (tid & 7), cj = ti.m * a.E + 8 * ti.J;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int x = tid + 256 * u, tok = x >> 3, ai = x & 7;
-            const bf16_t *row = sQ + tok * ldq;
+            const bf16_t *row = qp + u * 32 * ldq;
             const uint4 y = *reinterpret_cast<const uint4 *>(row + cj);
-            *reinterpret_cast<uint4 *>(sP + tok * LDP + ai * 8) =
-                kt_psi8(__bfloat162float(row[ci + ai]), y, wgt);
+            *reinterpret_cast<uint4 *>(pp + u * 32 * LDP) =
+                kt_psi8(__bfloat162float(row[ci]), y, wgt);
         }
         __syncthreads();
-        const bf16_t *sSs = sS + st * KT_F * LDV;
+        const unsigned bst = bv + st * KT_F * LDV * 2;
 #pragma unroll
         for (int kk = 0; kk < KT_F / 16; kk++) {
             uint32_t af[2][4];
 #pragma unroll
-            for (int m = 0; m < 2; m++)
-                ldmatrix_x4(af[m], frag_a(sP, LDP, tq + 16 * m, kk * 16, lane));
-            kt_mma_k16<NW, LDV>(acc, af, sSs, kk * 16, c0, lane);
+            for (int m = 0; m < 2; m++) ldsm_x4(af[m], av + m * 16 * LDP * 2 + kk * 32);
+            kt_mma_k16<NW>(acc, af, bst + kk * 16 * LDV * 2);
         }
     }
 #pragma unroll
@@ -530,8 +542,8 @@ template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st
     CUDA_TRY(cudaFuncSetAttribute(kt_state_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)sm1),
              "gpu kata tc: shared memory");
-    CUDA_TRY(cudaFuncSetAttribute(kt_read_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)sm2),
+    CUDA_TRY(cudaFuncSetAttribute(kt_read_kernel<DK, DV>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2),
              "gpu kata tc: shared memory");
     CUDA_TRY(cudaFuncSetAttribute(kt_local_kernel<DK, DV>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm3),
@@ -542,7 +554,7 @@ template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st
     kt_state_kernel<DV><<<dim3((a.ntile + 1) / 2, N), 256, sm1, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc: state pass");
     timer.mark(1);
-    kt_read_kernel<DV><<<dim3((a.T + KT_R - 1) / KT_R, N), 256, sm2, st>>>(a);
+    kt_read_kernel<DK, DV><<<dim3((a.T + KT_R - 1) / KT_R, N), 256, sm2, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc: read pass");
     timer.mark(2);
     kt_local_kernel<DK, DV><<<dim3((a.T + KT_L - 1) / KT_L, N), 128, sm3, st>>>(a);

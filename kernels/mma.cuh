@@ -53,6 +53,27 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t *r, const bf16_t *p) 
                  : "r"(a));
 }
 
+// The same loads from a shared-window address (__cvta_generic_to_shared once, offsets added as
+// immediates: no address arithmetic a load in unrolled loops).
+__device__ __forceinline__ unsigned smem_u32(const void *p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, unsigned a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, unsigned a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x2_trans(uint32_t *r, unsigned a) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(a));
+}
+
 // Fragment addresses for a warp's lane (ld: row stride in elements):
 //   A of the 16 x 16 block at (r0, c0) of a row-major M x K tile, and B of two n8 blocks from a
 //   K-major tile ([k][n], ldmatrix_x4_trans): r[0], r[1] = b0, b1 of cols c0..c0+7,
