@@ -407,6 +407,9 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
         cp_async_commit();
     };
     issue(kfirst, 0);
+    // per-lane ldmatrix addresses: K as B of two key blocks (frag_b_nk), V as B (frag_a)
+    const unsigned bk = smem_u32(sK + ((lane >> 4) * 8 + (lane & 7)) * LDK + ((lane >> 3) & 1) * 8);
+    const unsigned bvv = smem_u32(sV + (lane & 15) * LDV + (lane >> 4) * 8);
     uint32_t qf[DK / 16][4];
     float accO[NO][4], dsum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -420,7 +423,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
             for (int kk = 0; kk < DK / 16; kk++)
                 ldmatrix_x4(qf[kk], frag_a(sQ, LDK, w * 16, kk * 16, lane));
         if (k0 + 64 <= q0) issue(k0 + 64, st ^ 1);
-        const bf16_t *sKs = sK + st * 64 * LDK, *sVs = sV + st * 64 * LDV;
+        const unsigned bks = bk + st * 64 * LDK * 2, bvs = bvv + st * 64 * LDV * 2;
         float kap[8][4];
 #pragma unroll
         for (int nt = 0; nt < 8; nt++) kap[nt][0] = kap[nt][1] = kap[nt][2] = kap[nt][3] = 0.0f;
@@ -435,7 +438,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
 #pragma unroll
                 for (int np = 0; np < 4; np++) {
                     uint32_t bfr[4];
-                    ldmatrix_x4(bfr, frag_b_nk(sKs, LDK, np * 16, kk * 16, lane));
+                    ldsm_x4(bfr, bks + np * 16 * LDK * 2 + kk * 32);
                     mma_bf16(sc[2 * np], qf[kk], bfr[0], bfr[1]);
                     mma_bf16(sc[2 * np + 1], qf[kk], bfr[2], bfr[3]);
                 }
@@ -468,7 +471,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
 #pragma unroll
             for (int np = 0; np < NO / 2; np++) {
                 uint32_t bfr[4];
-                ldmatrix_x4_trans(bfr, frag_a(sVs, LDV, kk * 16, np * 16, lane));
+                ldsm_x4_trans(bfr, bvs + kk * 16 * LDV * 2 + np * 32);
                 mma_bf16(accO[2 * np], pa, bfr[0], bfr[1]);
                 mma_bf16(accO[2 * np + 1], pa, bfr[2], bfr[3]);
             }
