@@ -9,18 +9,20 @@
 // so that a tile needs 16 entries of x and a warp's product is a plain matrix product. A diagonal
 // block keeps both (a, b) and (b, a), each counted once with weight s^2 on the read; a block
 // below the diagonal counts twice: weight 2 s^2. The state in this basis, S_int = sum_s
-// psi_tile(k_s) [v_s | 1]^T, is the packed state divided by the packed weight (s or s sqrt2), entry
-// by entry, so it is converted on the way in and out; its last column block carries z (a column of
-// ones beside V).
+// psi_tile(k_s) v_s^T and z_int = sum_s psi_tile(k_s), is the packed state divided by the packed
+// weight (s or s sqrt2), entry by entry, so it is converted on the way in and out. z and the
+// read's denominators run on the CUDA cores in fp32 beside the products (from the feature map's
+// fp32 values, as it is built).
 //
 // Three kernels, in order (time cut into chunks of CL tokens, CL a multiple of 128):
-//   kt_state  block (two tiles, head): S_int [128 features, dv + 8] in registers from the first
-//             token to the last, 64 tokens a step: S_int += psi_tile(K)^T [V | 1] (mma.sync,
-//             psi_tile(K) built in shared memory from the tiles' 32 key columns). At the start of
-//             each chunk the exclusive prefix goes to Sc [chunk][head][feature][dv + 8] in bf16;
-//             at the end the state goes back to the packed layout.
-//   kt_read   block (128 tokens, head): [o | den] = psi_w(Q) Sc[chunk] over every tile (psi_w: the
-//             tile's read weight folded in), o and den written.
+//   kt_state  block (two tiles, head): S_int [128 features, dv] in registers from the first token
+//             to the last, 64 tokens a step: S_int += psi_tile(K)^T V (mma.sync, psi_tile(K)
+//             built in shared memory from the tiles' 32 key columns), z_int in per-thread shares.
+//             At the start of each chunk the exclusive prefixes go to Sc [chunk][head][feature][dv]
+//             (bf16) and Zc [chunk][head][feature] (fp32); at the end the state goes back to the
+//             packed layout.
+//   kt_read   block (128 tokens, head): o = psi_w(Q) Sc[chunk], den = psi_w(Q) Zc[chunk] over
+//             every tile (psi_w: the tile's read weight folded in), both written.
 //   kt_local  block (64 queries, head): the keys of the query's own chunk up to itself, as a
 //             flash pass without a maximum: kappa = sum_m (s Q_m K_m^T)^2 (masked), den += its
 //             row sums, O += kappa V; then o = (o + O) / max(den + row sums, eps).
@@ -51,7 +53,8 @@ struct kt_args {
     float s, eps;
     const bf16_t *q, *k, *v; // [B, T, H, dk], [B, T, H, dv]
     float *S, *z;            // the packed state [B H, D, dv] and [B H, D] (NULL: zero, not kept)
-    bf16_t *Sc;              // [nchunks][B H][ntile 64][dv + 8]
+    bf16_t *Sc;              // [nchunks][B H][ntile 64][dv]: S_int at each chunk's start
+    float *Zc;               // [nchunks][B H][ntile 64]: z_int at each chunk's start
     float *o, *den;          // [B, T, H, dv], [B, T, H]
 };
 
@@ -82,27 +85,25 @@ __device__ __forceinline__ int kt_packed(int m, int i, int j, int E, float s, fl
     return m * (E * (E + 1) / 2) + (ii == jj ? ii : E + ii * (ii - 1) / 2 + jj);
 }
 
-// psi of 8 products x_i y[0..7] (y: 16 bytes of bf16), times w, as 8 bf16.
-__device__ __forceinline__ uint4 kt_psi8(float xi, uint4 y, float w) {
-    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&y);
+// psi of 8 products p[b] = w x_i y[b] (y: 16 bytes of bf16) in fp32, and as 8 bf16.
+__device__ __forceinline__ uint4 kt_psi8(float xi, uint4 y, float w, float (&p)[8]) {
+    const __nv_bfloat162 *yy = reinterpret_cast<const __nv_bfloat162 *>(&y);
     uint4 r;
     uint32_t *o = reinterpret_cast<uint32_t *>(&r);
     const float f = w * xi;
 #pragma unroll
     for (int u = 0; u < 4; u++) {
-        const float2 t = __bfloat1622float2(p[u]);
-        o[u] = pack_bf16(f * t.x, f * t.y);
+        const float2 t = __bfloat1622float2(yy[u]);
+        p[2 * u] = f * t.x, p[2 * u + 1] = f * t.y;
+        o[u] = pack_bf16(p[2 * u], p[2 * u + 1]);
     }
     return r;
 }
 
-// Columns, shared by kt_state and kt_read: NA = dv + 8 are kept ([V | 1 | 0 x 7]; Sc's rows); a
-// warp takes NW n8 blocks, half of NP = 16 NW >= NA, the columns past NA zero in shared memory,
-// whose rows hold LDV = NP + 8 (an odd number of 16-byte units: ldmatrix's eight rows fall in
-// distinct banks). Two m16 blocks a warp: each B fragment feeds two products.
-template <int DV> struct kt_cols {
-    static constexpr int NA = DV + 8, NW = (NA / 8 + 1) / 2, NP = 16 * NW, LDV = NP + 8;
-};
+// A warp takes NW = dv / 16 n8 blocks of value columns (half of them), in shared rows of
+// LDV = dv + 8 (an odd number of 16-byte units: ldmatrix's eight rows fall in distinct banks), and
+// two m16 blocks: each B fragment feeds two products. z rides beside on the CUDA cores, in fp32.
+template <int DV> struct kt_cols { static constexpr int NW = DV / 16, LDV = DV + 8; };
 
 // acc[m][j] += A_m B_j over one k16 block: A_m (m < 2) in registers, B_j the n8 block of columns
 // 8 j past the lane's column of a K-major shared tile: b is the lane's ldmatrix address (row
@@ -111,7 +112,7 @@ template <int NW>
 __device__ __forceinline__ void kt_mma_k16(float (&acc)[2][NW][4], const uint32_t (&af)[2][4],
                                            unsigned b) {
 #pragma unroll
-    for (int j = 0; j + 1 < NW; j += 2) {
+    for (int j = 0; j < NW; j += 2) {
         uint32_t bfr[4];
         ldsm_x4_trans(bfr, b + 16 * j);
 #pragma unroll
@@ -120,59 +121,86 @@ __device__ __forceinline__ void kt_mma_k16(float (&acc)[2][NW][4], const uint32_
             mma_bf16(acc[m][j + 1], af[m], bfr[2], bfr[3]);
         }
     }
-    if (NW & 1) { // lanes 0..15 give the rows: column c0 + 8 (NW - 1)
-        uint32_t bfr[2];
-        ldsm_x2_trans(bfr, b + 16 * (NW - 1));
-#pragma unroll
-        for (int m = 0; m < 2; m++) mma_bf16(acc[m][NW - 1], af[m], bfr[0], bfr[1]);
-    }
 }
 
-// Zero columns NA .. NP - 1 of `rows` shared rows (stride LDV), never written by the copies.
-template <int NA, int NP, int LDV>
-__device__ __forceinline__ void kt_zero_pad(bf16_t *base, int rows, int tid, int nthreads) {
-    for (int x = tid; x < rows * (NP - NA); x += nthreads)
-        base[(x / (NP - NA)) * LDV + NA + x % (NP - NA)] = __float2bfloat16(0.0f);
+// z's sums over a block, at a chunk's start and at the end: thread tid holds zp[l][b], its
+// tokens' share of feature 8 (tid % 8) + b of local tile l. The 32 threads of one tid % 8 add up
+// (shuffles over lanes 8 apart, then the 8 warps through red [8][2][64]); thread x < 128 returns
+// feature x % 64 of tile x / 64. Two barriers: call it from every thread.
+__device__ __forceinline__ float kt_z_sum(const float (&zp)[2][8], float *red, int tid) {
+    float r[2][8];
+#pragma unroll
+    for (int l = 0; l < 2; l++)
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            float x = zp[l][b];
+            x += __shfl_xor_sync(0xffffffffu, x, 8);
+            x += __shfl_xor_sync(0xffffffffu, x, 16);
+            r[l][b] = x;
+        }
+    const int lane = tid & 31, w = tid >> 5;
+    if (lane < 8)
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+#pragma unroll
+            for (int b = 0; b < 8; b++) red[(w * 2 + l) * KT_F + lane * 8 + b] = r[l][b];
+    __syncthreads();
+    float z = 0.0f;
+    if (tid < 2 * KT_F)
+#pragma unroll
+        for (int y = 0; y < 8; y++) z += red[y * 2 * KT_F + tid];
+    __syncthreads(); // red is free again
+    return z;
 }
 
 // ---------------------------------------------------------------- kt_state
 
 // grid (ceil(ntile / 2), B H), 256 threads: warp w holds features 32 ((w / 2) % 2) .. + 32 of
-// local tile w / 4 and half of the columns (w % 2). Shared: the key columns of two stages
-// [2][KT_S][KT_LK], [V | 1] of two stages [2][KT_S][LDV], psi_tile(K) [KT_S][2 KT_F + 8].
+// local tile w / 4 and half of the value columns (w % 2); z (psi's column sums) in each thread's
+// share (kt_z_sum). Shared: the key columns of two stages [2][KT_S][KT_LK], V of two stages
+// [2][KT_S][LDV], psi_tile(K) [KT_S][2 KT_F + 8], z's sums [8][2][KT_F] (fp32).
 template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_args a) {
     using CC = kt_cols<DV>;
-    constexpr int NA = CC::NA, NW = CC::NW, NP = CC::NP, LDV = CC::LDV, LDP = 2 * KT_F + 8;
+    constexpr int NW = CC::NW, LDV = CC::LDV, LDP = 2 * KT_F + 8;
     extern __shared__ __align__(16) unsigned char kt_sm[];
     bf16_t *sK = (bf16_t *)kt_sm;       // [2][KT_S][KT_LK]
     bf16_t *sV = sK + 2 * KT_S * KT_LK; // [2][KT_S][LDV]
     bf16_t *sP = sV + 2 * KT_S * LDV;   // [KT_S][LDP]
+    float *sRed = (float *)(sP + KT_S * LDP);
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
     const int tile0 = 2 * blockIdx.x, tl = w >> 2, fr0 = ((w >> 1) & 1) * 32, c0 = (w & 1) * NW * 8;
     const bool valid1 = tile0 + 1 < a.ntile, mine = tl == 0 || valid1;
     const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
-    const kt_tile my = tl ? ti1 : ti0;
-    float acc[2][NW][4];
-    // the state in: S_int = packed / weight, both (a, b) and (b, a) of a diagonal block
+    float acc[2][NW][4], zp[2][8];
+    {
+        // the state in: S_int = packed / weight, both (a, b) and (b, a) of a diagonal block; z's
+        // into the shares of threads 0..7
+        const kt_tile my = tl ? ti1 : ti0;
 #pragma unroll
-    for (int m = 0; m < 2; m++)
+        for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int j = 0; j < NW; j++)
+            for (int j = 0; j < NW; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int fr = fr0 + 16 * m + g + (e >> 1) * 8, col = c0 + 8 * j + 2 * tg + (e & 1);
-                float wgt, x = 0.0f;
-                const int r = kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
-                if (a.S && mine) {
-                    if (col < DV)
-                        x = a.S[((size_t)n * a.D + r) * DV + col];
-                    else if (col == DV)
-                        x = a.z[(size_t)n * a.D + r];
+                for (int e = 0; e < 4; e++) {
+                    const int fr = fr0 + 16 * m + g + (e >> 1) * 8;
+                    const int col = c0 + 8 * j + 2 * tg + (e & 1);
+                    float wgt;
+                    const int r =
+                        kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
+                    acc[m][j][e] = a.S && mine ? a.S[((size_t)n * a.D + r) * DV + col] / wgt : 0.0f;
                 }
-                acc[m][j][e] = x / wgt;
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) {
+                const kt_tile t = l ? ti1 : ti0;
+                float wgt;
+                const int r = kt_packed(t.m, 8 * t.I + (tid & 7), 8 * t.J + bb, a.E, a.s, &wgt);
+                zp[l][bb] =
+                    a.S && tid < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
             }
-    kt_zero_pad<NA, NP, LDV>(sV, 2 * KT_S, tid, 256);
+    }
     // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J),
     // and its value chunks (tokens tid / (DV / 8) + 256 u / (DV / 8), 8 columns): offsets from the
     // row of token 0 of sequence b, head h (the kernel's arguments live in constant memory)
@@ -195,11 +223,6 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
             cp_async16_zfill(sV + (st * KT_S + tok) * LDV + (tid % (DV / 8)) * 8,
                              a.v + voff + (size_t)(ok ? t : 0) * a.H * DV, ok);
         }
-        if (tid < KT_S) { // the ones column (z), zero past T
-            uint4 one = make_uint4(0, 0, 0, 0);
-            if (t0 + tid < a.T) one.x = pack_bf16(1.0f, 0.0f);
-            *reinterpret_cast<uint4 *>(sV + (st * KT_S + tid) * LDV + DV) = one;
-        }
         cp_async_commit();
     };
     // per-lane bases: psi's source (key row of token tid / 8, entry a = tid % 8) and destination,
@@ -218,30 +241,37 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
         cp_async_wait<0>();
         __syncthreads(); // stage st landed; the previous step is done with sP and stage st ^ 1
         if (step + 1 < nsteps) issue(step + 1, st ^ 1);
-        if (t0 % a.CL == 0 && mine) { // the exclusive prefix of chunk t0 / CL
-            bf16_t *Sc =
-                a.Sc + ((((size_t)(t0 / a.CL) * N + n) * a.ntile + tile0 + tl) * KT_F) * NA;
+        if (t0 % a.CL == 0) { // the exclusive prefix of chunk t0 / CL (every thread: kt_z_sum)
+            const size_t c = (size_t)(t0 / a.CL) * N + n;
+            const float z = kt_z_sum(zp, sRed, tid);
+            if (tid < 2 * KT_F && (tid < KT_F || valid1))
+                a.Zc[(c * a.ntile + tile0) * KT_F + tid] = z;
+            if (mine) {
+                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + tl) * KT_F) * DV;
 #pragma unroll
-            for (int m = 0; m < 2; m++)
+                for (int m = 0; m < 2; m++)
 #pragma unroll
-                for (int j = 0; j < NW; j++) {
-                    const int col = c0 + 8 * j + 2 * tg, fr = fr0 + 16 * m + g;
-                    if (col >= NA) continue;
-                    *reinterpret_cast<uint32_t *>(Sc + (size_t)fr * NA + col) =
-                        pack_bf16(acc[m][j][0], acc[m][j][1]);
-                    *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr + 8) * NA + col) =
-                        pack_bf16(acc[m][j][2], acc[m][j][3]);
-                }
+                    for (int j = 0; j < NW; j++) {
+                        const int col = c0 + 8 * j + 2 * tg, fr = fr0 + 16 * m + g;
+                        *reinterpret_cast<uint32_t *>(Sc + (size_t)fr * DV + col) =
+                            pack_bf16(acc[m][j][0], acc[m][j][1]);
+                        *reinterpret_cast<uint32_t *>(Sc + (size_t)(fr + 8) * DV + col) =
+                            pack_bf16(acc[m][j][2], acc[m][j][3]);
+                    }
+            }
         }
         // psi_tile(K): items (local tile u / 2, token tid / 8 + 32 (u % 2), a = tid % 8) -> 8
-        // products each
+        // products each, their fp32 values added to z's shares
         const bf16_t *sKs = kp + st * KT_S * KT_LK;
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const bf16_t *row = sKs + (u & 1) * 32 * KT_LK + (u >> 1) * 16;
             const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (tid & 7));
+            float p[8];
             *reinterpret_cast<uint4 *>(pp + (u & 1) * 32 * LDP + (u >> 1) * KT_F) =
-                kt_psi8(__bfloat162float(row[0]), y, 1.0f);
+                kt_psi8(__bfloat162float(row[0]), y, 1.0f, p);
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) zp[u >> 1][bb] += p[bb];
         }
         __syncthreads();
         const unsigned bst = bv + st * KT_S * LDV * 2;
@@ -253,9 +283,20 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
             kt_mma_k16<NW>(acc, af, bst + kk * 16 * LDV * 2);
         }
     }
-    if (!a.S || !mine) return;
-    // the state out, packed: one of (a, b), (b, a) of a diagonal block (the tile found again:
-    // nothing of it stays live through the loop)
+    const float zf = kt_z_sum(zp, sRed, tid);
+    if (!a.S) return;
+    // the state out, packed: one of (a, b), (b, a) of a diagonal block (the tiles found again:
+    // nothing of them stays live through the loop)
+    if (tid < 2 * KT_F && (tid < KT_F || valid1)) {
+        const kt_tile t = kt_tile_of(tile0 + tid / KT_F, a.nb);
+        const int ai = (tid % KT_F) / 8, bi = tid % 8;
+        if (t.I != t.J || ai >= bi) {
+            float wgt;
+            const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
+            a.z[(size_t)n * a.D + r] = zf * wgt;
+        }
+    }
+    if (!mine) return;
     const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
 #pragma unroll
     for (int m = 0; m < 2; m++)
@@ -265,52 +306,55 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
             for (int e = 0; e < 4; e++) {
                 const int fr = fr0 + 16 * m + g + (e >> 1) * 8, col = c0 + 8 * j + 2 * tg + (e & 1);
                 const int ai = fr / 8, bi = fr % 8;
-                if ((mo.I == mo.J && ai < bi) || col > DV) continue;
+                if (mo.I == mo.J && ai < bi) continue;
                 float wgt;
                 const int r = kt_packed(mo.m, 8 * mo.I + ai, 8 * mo.J + bi, a.E, a.s, &wgt);
-                if (col < DV)
-                    a.S[((size_t)n * a.D + r) * DV + col] = acc[m][j][e] * wgt;
-                else
-                    a.z[(size_t)n * a.D + r] = acc[m][j][e] * wgt;
+                a.S[((size_t)n * a.D + r) * DV + col] = acc[m][j][e] * wgt;
             }
 }
 
 // ---------------------------------------------------------------- kt_read
 
 // grid (ceil(T / KT_R), B H), 256 threads: warp w reads tokens 32 (w / 2) .. + 32 of the block
-// into half of the columns (w % 2). Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles
-// [2][KT_F][LDV].
+// into half of the value columns (w % 2); den on the CUDA cores: thread tid's share for tokens
+// tid / 8 + 32 u (u < 4), entries 8 (tid % 8) .. + 8 of each tile, added up over the 8 threads of a
+// token at the end. Shared: Q [KT_R][dk + 8], psi_w(Q) [KT_R][KT_F + 8], Sc tiles [2][KT_F][LDV],
+// Zc tiles [2][KT_F] (fp32).
 template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kernel(kt_args a) {
     using CC = kt_cols<DV>;
-    constexpr int NA = CC::NA, NW = CC::NW, NP = CC::NP, LDV = CC::LDV, LDP = KT_F + 8;
+    constexpr int NW = CC::NW, LDV = CC::LDV, LDP = KT_F + 8;
     constexpr int ldq = DK + 8;
     extern __shared__ __align__(16) unsigned char kt_sm[];
-    bf16_t *sQ = (bf16_t *)kt_sm; // [KT_R][ldq]
-    bf16_t *sP = sQ + KT_R * ldq; // [KT_R][LDP]
-    bf16_t *sS = sP + KT_R * LDP; // [2][KT_F][LDV]
+    bf16_t *sQ = (bf16_t *)kt_sm;               // [KT_R][ldq]
+    bf16_t *sP = sQ + KT_R * ldq;               // [KT_R][LDP]
+    bf16_t *sS = sP + KT_R * LDP;               // [2][KT_F][LDV]
+    float *sZ = (float *)(sS + 2 * KT_F * LDV); // [2][KT_F]
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tg = lane & 3;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H, t0 = blockIdx.x * KT_R;
     const int tq = (w >> 1) * 32, c0 = (w & 1) * NW * 8;
-    const bf16_t *Sc = a.Sc + (((size_t)(t0 / a.CL) * N + n) * a.ntile) * KT_F * NA;
+    const size_t cn = (size_t)(t0 / a.CL) * N + n;
+    const bf16_t *Sc = a.Sc + cn * a.ntile * KT_F * DV;
+    const float *Zc = a.Zc + cn * a.ntile * KT_F;
     const size_t tokq = (size_t)a.H * a.dk;
     const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * a.dk;
-    kt_zero_pad<NA, NP, LDV>(sS, 2 * KT_F, tid, 256);
     for (int x = tid; x < KT_R * (DK / 8); x += 256) {
         const int tok = x / (DK / 8), c8 = x % (DK / 8), t = t0 + tok;
         const bool ok = t < a.T;
         cp_async16_zfill(sQ + tok * ldq + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8, ok);
     }
     auto issue = [&](int tile, int st) {
-        const bf16_t *src = Sc + (size_t)tile * KT_F * NA;
+        const bf16_t *src = Sc + (size_t)tile * KT_F * DV;
         bf16_t *dst = sS + st * KT_F * LDV;
-        for (int x = tid; x < KT_F * (NA / 8); x += 256) {
-            const int row = x / (NA / 8), c8 = x % (NA / 8);
-            cp_async16(dst + row * LDV + c8 * 8, src + row * NA + c8 * 8);
+        for (int x = tid; x < KT_F * (DV / 8); x += 256) {
+            const int row = x / (DV / 8), c8 = x % (DV / 8);
+            cp_async16(dst + row * LDV + c8 * 8, src + row * DV + c8 * 8);
         }
+        if (tid < KT_F / 4)
+            cp_async16(sZ + st * KT_F + 4 * tid, Zc + (size_t)tile * KT_F + 4 * tid);
         cp_async_commit();
     };
     issue(0, 0);
-    float acc[2][NW][4];
+    float acc[2][NW][4], dp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
@@ -332,12 +376,18 @@ template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kern
         if (tile + 1 < a.ntile) issue(tile + 1, st ^ 1);
         const float wgt = ti.I == ti.J ? s2 : 2.0f * s2;
         const int ci = ti.m * a.E + 8 * ti.I + (tid & 7), cj = ti.m * a.E + 8 * ti.J;
+        const float4 z0 = *reinterpret_cast<const float4 *>(sZ + st * KT_F + (tid & 7) * 8);
+        const float4 z1 = *reinterpret_cast<const float4 *>(sZ + st * KT_F + (tid & 7) * 8 + 4);
+        const float zz[8] = {z0.x, z0.y, z0.z, z0.w, z1.x, z1.y, z1.z, z1.w};
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const bf16_t *row = qp + u * 32 * ldq;
             const uint4 y = *reinterpret_cast<const uint4 *>(row + cj);
+            float p[8];
             *reinterpret_cast<uint4 *>(pp + u * 32 * LDP) =
-                kt_psi8(__bfloat162float(row[ci]), y, wgt);
+                kt_psi8(__bfloat162float(row[ci]), y, wgt, p);
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) dp[u] += p[bb] * zz[bb];
         }
         __syncthreads();
         const unsigned bst = bv + st * KT_F * LDV * 2;
@@ -350,6 +400,15 @@ template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kern
         }
     }
 #pragma unroll
+    for (int u = 0; u < 4; u++) { // den: the 8 threads of a token are 8 consecutive lanes
+        float d = dp[u];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        d += __shfl_xor_sync(0xffffffffu, d, 4);
+        const int t = t0 + (tid >> 3) + 32 * u;
+        if ((tid & 7) == 0 && t < a.T) a.den[((size_t)b * a.T + t) * a.H + h] = d;
+    }
+#pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -357,14 +416,9 @@ template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kern
             if (t >= a.T) continue;
             const size_t row = ((size_t)b * a.T + t) * a.H + h;
 #pragma unroll
-            for (int j = 0; j < NW; j++) {
-                const int col = c0 + 8 * j + 2 * tg;
-                if (col < DV)
-                    *reinterpret_cast<float2 *>(a.o + row * DV + col) =
-                        make_float2(acc[m][j][2 * half], acc[m][j][2 * half + 1]);
-                else if (col == DV)
-                    a.den[row] = acc[m][j][2 * half];
-            }
+            for (int j = 0; j < NW; j++)
+                *reinterpret_cast<float2 *>(a.o + row * DV + c0 + 8 * j + 2 * tg) =
+                    make_float2(acc[m][j][2 * half], acc[m][j][2 * half + 1]);
         }
 }
 
@@ -533,14 +587,16 @@ extern "C" size_t kata_tc_scratch_bytes(int B, int T, int H, int dk, int dv, int
     if (!kata_tc_supported(T, dk, dv, variant, groups, 1.0f)) return 0;
     const int M = kt_groups(variant, dk, groups), CL = kt_chunk();
     const size_t nC = (size_t)(T + CL - 1) / CL;
-    return nC * B * H * kt_ntile(dk, M) * KT_F * (dv + 8) * sizeof(bf16_t) + 256;
+    const size_t feats = nC * B * H * kt_ntile(dk, M) * KT_F;
+    return feats * dv * sizeof(bf16_t) + feats * sizeof(float) + 512;
 }
 
 template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st, err *e) {
     const int N = a.B * a.H;
     constexpr int LDV = kt_cols<DV>::LDV;
-    const size_t sm1 = (2 * KT_S * KT_LK + 2 * KT_S * LDV + KT_S * (2 * KT_F + 8)) * 2;
-    const size_t sm2 = (KT_R * (DK + 8) + KT_R * (KT_F + 8) + 2 * KT_F * LDV) * 2;
+    const size_t sm1 =
+        (2 * KT_S * KT_LK + 2 * KT_S * LDV + KT_S * (2 * KT_F + 8)) * 2 + 8 * 2 * KT_F * 4;
+    const size_t sm2 = (KT_R * (DK + 8) + KT_R * (KT_F + 8) + 2 * KT_F * LDV) * 2 + 2 * KT_F * 4;
     const size_t sm3 = (KT_L * (DK + 8) + 2 * 64 * (DK + 8) + 2 * 64 * (DV + 8)) * 2;
     CUDA_TRY(cudaFuncSetAttribute(kt_state_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)sm1),
@@ -585,7 +641,9 @@ extern "C" int kata_tc_chunked(int B, int T, int H, int dk, int dv, int variant,
     a.s = scale, a.eps = eps;
     a.q = (const bf16_t *)q, a.k = (const bf16_t *)k, a.v = (const bf16_t *)v;
     a.S = state, a.z = state ? state + (size_t)B * H * a.D * dv : NULL;
+    const size_t feats = (size_t)((T + a.CL - 1) / a.CL) * B * H * a.ntile * KT_F;
     a.Sc = (bf16_t *)sc, a.o = o, a.den = den;
+    a.Zc = (float *)((char *)sc + (feats * dv * sizeof(bf16_t) + 255) / 256 * 256);
     cudaStream_t st = (cudaStream_t)stream;
     if (dk == 64 && dv == 64) return kt_launch<64, 64>(a, st, e);
     if (dk == 64 && dv == 128) return kt_launch<64, 128>(a, st, e);
