@@ -465,13 +465,17 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
 
 // ---------------------------------------------------------------- host side
 
-// The chunk length: MIXSCOPE_KATA_CL (a benchmark knob, a multiple of 128 from 256), else 2048.
+// The chunk length: MIXSCOPE_KATA_CL (a benchmark knob, a multiple of 128 from 256), else 1024.
+// Longer chunks trade the prefixes' bytes for the local pass's work: m1 at 128 K tokens (H200,
+// wgmma passes, fa761de) took 31.5-31.8 ms at 1024 (state 16.7-17.1, read 11.5-11.7, local
+// 3.2), 32.6-32.9 at 2048 (15.5, 11.6, 5.6); with mma.sync 42.9 / 43.6-44.1 / 43.9-44.1 at
+// 1024 / 2048 / 512 (7030ee9).
 static int kt_chunk(void) {
     static int cl = 0;
     if (!cl) {
         const char *s = getenv("MIXSCOPE_KATA_CL");
         const int v = s ? atoi(s) : 0;
-        cl = v >= 256 && v % 128 == 0 ? v : 2048;
+        cl = v >= 256 && v % 128 == 0 ? v : 1024;
     }
     return cl;
 }

@@ -11,8 +11,8 @@
  * relative), every
  * core and family probe (|gpu - cpu| < 1e-3 |cpu| or < 1e-5), states (< 1e-4), the head's argmax,
  * probability and nll, a download followed by CPU stepping and an upload followed by GPU stepping.
- * MIXSCOPE_GPU_ONLY=model runs only those cases; MIXSCOPE_GPU_ONLY=<mixer> (kata, gdn, ...) only that
- * mixer's. */
+ * MIXSCOPE_GPU_ONLY=model runs only those cases; MIXSCOPE_GPU_ONLY=<mixer> (kata, gdn, ...) only
+ * that mixer's. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1194,7 +1194,7 @@ int main(void) {
         test_mixer_opts(kata, "variant=delta", 257, 2, 128, 128, 64);
         test_mixer_opts(kata, "variant=mg groups=2", 200, 2, 16, 24, 32);
         test_mixer_opts(kata, "variant=lorentz", 200, 2, 16, 24, 32);
-        /* the tensor-core chunked form (bf16, kata_tc.cu; chunks of 2048 tokens): many chunks
+        /* the tensor-core chunked form (bf16, kata_tc.cu; chunks of 1024 tokens): many chunks
          * with a partial last one at dk 64 (m1, and mg of two 32-wide groups), two at dk 128
          * (m1, and mg of two 64-wide groups), values 64 and 128 wide */
         test_mixer_opts(kata, "variant=m1", 4200, 2, 64, 64, 64);
