@@ -69,14 +69,8 @@ __device__ __forceinline__ void sts_zero16(uint32_t a) {
 __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
 }
-// Named barriers between the two warpgroups (256 threads: one side arrives, the other syncs), and
-// among the producer's 128 threads.
-__device__ __forceinline__ void bar_sync(int id, int n) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
-}
+// Named barriers (wgmma.cuh's bar_sync, bar_arrive) between the two warpgroups (256 threads: one
+// side arrives, the other syncs), and among the producer's 128 threads.
 // ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; producer
 #define DSW_FULL(s)   (1 + (s))
 #define DSW_EMPTY(s)  (5 + (s))

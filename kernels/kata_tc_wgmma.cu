@@ -36,26 +36,158 @@ __device__ __forceinline__ unsigned char *ktw_align(unsigned char *p) {
 
 // ---------------------------------------------------------------- the state pass
 
-// Shared: V of two stages [2][64 tokens][128] (16 KB each, two sw128 regions), psi_tile(K) of the
-// two tiles [2][64 tokens][64 features] (8 KB each), the key columns of two stages
-// [2][KT_S][KT_LK], z's sums [8][2][KT_F] (fp32); 1 KB of slack for the alignment.
-__global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
+// Warp specialised, like delta_state_wgmma.cu: warpgroups 0 and 1 (consumers) hold local tile 0's
+// and 1's S_int [64 features, 128] as m64n128 accumulators and only multiply; warpgroup 2
+// (producer) streams the keys and values in, builds psi_tile(K) of both tiles and keeps z's shares.
+// A ring of KTW_NS stages, each V [64 tokens][128] (16 KB, two sw128 regions) and psi of the two
+// tiles [2][64 tokens][64 features] (8 KB each, M-major A); the producer's key columns
+// [3][KT_S][KT_LK] and z's sums [4][2][KT_F] (fp32) after them; 1 KB of slack for the alignment.
+// Named barriers: stage s full (producer arrives, consumers sync) and empty (the reverse), 384
+// threads; the producer's own, 128.
+#define KTW_NS       3
+#define KTW_FULL(s)  (1 + (s))
+#define KTW_EMPTY(s) (1 + KTW_NS + (s))
+#define KTW_PROD     (1 + 2 * KTW_NS)
+#define KTW_STAGE    (64 * KTW_DV * 2 + 2 * 64 * KT_F * 2) // bytes
+
+// z's sums over the producer's 128 threads (thread p holds zp[l][b] for feature 8 (p % 8) + b of
+// tile l over its tokens): shuffles over lanes 8 apart, then the 4 warps through red; thread
+// p < 128 returns feature p % 64 of tile p / 64. Producer threads only.
+__device__ __forceinline__ float ktw_z_sum(const float (&zp)[2][8], float *red, int p) {
+    float r[2][8];
+#pragma unroll
+    for (int l = 0; l < 2; l++)
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            float x = zp[l][b];
+            x += __shfl_xor_sync(0xffffffffu, x, 8);
+            x += __shfl_xor_sync(0xffffffffu, x, 16);
+            r[l][b] = x;
+        }
+    const int lane = p & 31, w = p >> 5;
+    bar_sync(KTW_PROD, 128); // red free (the previous sum read it)
+    if (lane < 8)
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+#pragma unroll
+            for (int b = 0; b < 8; b++) red[(w * 2 + l) * KT_F + lane * 8 + b] = r[l][b];
+    bar_sync(KTW_PROD, 128);
+    float z = 0.0f;
+#pragma unroll
+    for (int y = 0; y < 4; y++) z += red[y * 2 * KT_F + p];
+    return z;
+}
+
+__global__ void __launch_bounds__(384, 1) kt_state_wgmma(kt_args a) {
 #ifdef KTW_HAVE_WGMMA
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
-    bf16_t *sV = (bf16_t *)base;       // [2][64][128] sw128
-    bf16_t *sP = sV + 2 * 64 * KTW_DV; // [2][64][64] sw128
-    bf16_t *sK = sP + 2 * 64 * KT_F;   // [2][KT_S][KT_LK]
-    float *sRed = (float *)(sK + 2 * KT_S * KT_LK);
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
-    const int tl = tid >> 7, fr0 = ((tid >> 5) & 3) * 16; // the warpgroup's tile, the warp's rows
+    bf16_t *sK = (bf16_t *)(base + KTW_NS * KTW_STAGE); // [3][KT_S][KT_LK]
+    float *sRed = (float *)(sK + 3 * KT_S * KT_LK);     // [4][2][KT_F]
+    const int tid = threadIdx.x, wg = tid >> 7;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
     const int tile0 = 2 * blockIdx.x;
-    const bool valid1 = tile0 + 1 < a.ntile, mine = tl == 0 || valid1;
-    const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
-    float acc[64], zp[2][8];
+    const bool valid1 = tile0 + 1 < a.ntile;
+    const int nsteps = (a.T + KT_S - 1) / KT_S;
+    if (wg == 2) {
+        // ---- producer
+        const int p = tid - 256;
+        const kt_tile ti0 = kt_tile_of(tile0, a.nb),
+                      ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
+        float zp[2][8];
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) {
+                const kt_tile t = l ? ti1 : ti0;
+                float wgt;
+                const int r = kt_packed(t.m, 8 * t.I + (p & 7), 8 * t.J + bb, a.E, a.s, &wgt);
+                zp[l][bb] =
+                    a.S && p < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
+            }
+        // key chunks: token p / 2, blocks (p % 2) 2 + u (u < 2) of (tile 0 I, tile 0 J, tile 1 I,
+        // tile 1 J), in three buffers: a thread issuing step + 1's keys may run one step ahead of
+        // another still building psi of step - 1 from its buffer, never two
+        const size_t row0 = (size_t)b * a.T * a.H + h;
+        size_t koff[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int blk = (p & 1) * 2 + u;
+            const kt_tile kc = (blk & 2) ? ti1 : ti0;
+            koff[u] = row0 * a.dk + kc.m * a.E + 8 * ((blk & 1) ? kc.J : kc.I);
+        }
+        const size_t voff = row0 * KTW_DV + (p & 15) * 8;
+        auto issue = [&](int step) {
+            const int t0 = step * KT_S, st = step % KTW_NS;
+            if (step >= KTW_NS) bar_sync(KTW_EMPTY(st), 384); // the consumers are done with it
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                const int tok = p >> 1, t = t0 + tok, blk = (p & 1) * 2 + u;
+                const bool ok = t < a.T;
+                cp_async16_zfill(sK + ((step % 3) * KT_S + tok) * KT_LK + blk * 8,
+                                 a.k + koff[u] + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) { // token p / 16 + 8 u, chunk p % 16
+                const int tok = (p >> 4) + 8 * u, t = t0 + tok;
+                const bool ok = t < a.T;
+                cp_async16_zfill(base + st * KTW_STAGE + sw128_chunk(64, tok, p & 15),
+                                 a.v + voff + (size_t)(ok ? t : 0) * a.H * KTW_DV, ok);
+            }
+            cp_async_commit();
+        };
+        const bf16_t *kp = sK + (p >> 3) * KT_LK + (p & 7);
+        issue(0);
+        for (int step = 0; step < nsteps; step++) {
+            const int t0 = step * KT_S, st = step % KTW_NS;
+            if (step + 1 < nsteps) {
+                issue(step + 1);
+                cp_async_wait<1>(); // this step's keys and values have landed
+            } else {
+                cp_async_wait<0>();
+            }
+            bar_sync(KTW_PROD, 128); // every producer thread's copies of this step are in
+            if (t0 % a.CL == 0) {    // z's exclusive prefix of chunk t0 / CL
+                const float z = ktw_z_sum(zp, sRed, p);
+                const size_t c = (size_t)(t0 / a.CL) * N + n;
+                if (p < KT_F || valid1) a.Zc[(c * a.ntile + tile0) * KT_F + p] = z;
+            }
+            // psi_tile(K): items (tile u / 4, token p / 8 + 16 (u % 4), a = p % 8)
+            const bf16_t *sKs = kp + (step % 3) * KT_S * KT_LK;
+            unsigned char *ps = base + st * KTW_STAGE + 64 * KTW_DV * 2;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int tok = (p >> 3) + 16 * (u & 3);
+                const bf16_t *row = sKs + 16 * (u & 3) * KT_LK + (u >> 2) * 16;
+                const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (p & 7));
+                float pr[8];
+                *reinterpret_cast<uint4 *>(ps + (u >> 2) * 64 * KT_F * 2 +
+                                           sw128_chunk(64, tok, p & 7)) =
+                    kt_psi8(__bfloat162float(row[0]), y, 1.0f, pr);
+#pragma unroll
+                for (int bb = 0; bb < 8; bb++) zp[u >> 2][bb] += pr[bb];
+            }
+            fence_proxy_async(); // psi and the values, for the products
+            bar_arrive(KTW_FULL(st), 384);
+        }
+        const float zf = ktw_z_sum(zp, sRed, p);
+        if (a.S && (p < KT_F || valid1)) {
+            const kt_tile t = kt_tile_of(tile0 + p / KT_F, a.nb);
+            const int ai = (p % KT_F) / 8, bi = p % 8;
+            if (t.I != t.J || ai >= bi) {
+                float wgt;
+                const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
+                a.z[(size_t)n * a.D + r] = zf * wgt;
+            }
+        }
+        return;
+    }
+    // ---- consumers: warpgroup wg holds local tile wg
+    const int lane = tid & 31, g = lane >> 2, tg = lane & 3, fr0 = ((tid >> 5) & 3) * 16;
+    const bool mine = wg == 0 || valid1;
+    float acc[64];
     {
-        const kt_tile my = tl ? ti1 : ti0;
+        const kt_tile my = kt_tile_of(mine ? tile0 + wg : tile0, a.nb);
 #pragma unroll
         for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -66,104 +198,34 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
                 acc[4 * j + e] =
                     a.S && mine ? a.S[((size_t)n * a.D + r) * KTW_DV + col] / wgt : 0.0f;
             }
-#pragma unroll
-        for (int l = 0; l < 2; l++)
-#pragma unroll
-            for (int bb = 0; bb < 8; bb++) {
-                const kt_tile t = l ? ti1 : ti0;
-                float wgt;
-                const int r = kt_packed(t.m, 8 * t.I + (tid & 7), 8 * t.J + bb, a.E, a.s, &wgt);
-                zp[l][bb] =
-                    a.S && tid < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
-            }
     }
-    const kt_tile kc = (tid & 2) ? ti1 : ti0;
-    const size_t koff =
-        ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
-    const size_t voff = ((size_t)b * a.T * a.H + h) * KTW_DV + (tid & 15) * 8;
-    auto issue = [&](int step, int st) {
-        const int t0 = step * KT_S;
-        {
-            const int tok = tid >> 2, t = t0 + tok;
-            const bool ok = t < a.T;
-            cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
-                             a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) { // token tid / 16 + 16 u, chunk tid % 16
-            const int tok = (tid >> 4) + 16 * u, t = t0 + tok;
-            const bool ok = t < a.T;
-            cp_async16_zfill(base + st * 64 * KTW_DV * 2 + sw128_chunk(64, tok, tid & 15),
-                             a.v + voff + (size_t)(ok ? t : 0) * a.H * KTW_DV, ok);
-        }
-        cp_async_commit();
-    };
-    const bf16_t *kp = sK + (tid >> 3) * KT_LK + (tid & 7);
-    const int nsteps = (a.T + KT_S - 1) / KT_S;
-    const uint64_t dA = wgmma_desc(smem_u32(sP + tl * 64 * KT_F), 64 * 128, 1024);
-    const uint64_t dV = wgmma_desc(smem_u32(sV), 64 * 128, 1024);
-    issue(0, 0);
+    const uint64_t d0 = wgmma_desc(smem_u32(base), 64 * 128, 1024);
+    const uint32_t psi_off = 64 * KTW_DV * 2 + wg * 64 * KT_F * 2;
     for (int step = 0; step < nsteps; step++) {
-        const int st = step & 1, t0 = step * KT_S;
-        cp_async_wait<0>();
-        fence_proxy_async();
-        __syncthreads(); // stage st landed and visible to the products
-        if (step + 1 < nsteps) issue(step + 1, st ^ 1);
-        if (t0 % a.CL == 0) { // the exclusive prefix of chunk t0 / CL (every thread: kt_z_sum)
+        const int t0 = step * KT_S, st = step % KTW_NS;
+        if (t0 % a.CL == 0 && mine) { // S_int's exclusive prefix of chunk t0 / CL
             const size_t c = (size_t)(t0 / a.CL) * N + n;
-            const float z = kt_z_sum(zp, sRed, tid);
-            if (tid < 2 * KT_F && (tid < KT_F || valid1))
-                a.Zc[(c * a.ntile + tile0) * KT_F + tid] = z;
-            if (mine) {
-                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + tl) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
+            bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + wg) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
 #pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * j) =
-                        pack_bf16(acc[4 * j], acc[4 * j + 1]);
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
-                        pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
-                }
+            for (int j = 0; j < 16; j++) {
+                *reinterpret_cast<uint32_t *>(Sc + 8 * j) = pack_bf16(acc[4 * j], acc[4 * j + 1]);
+                *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
+                    pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
             }
         }
-        // psi_tile(K): items (local tile u / 2, token tid / 8 + 32 (u % 2), a = tid % 8), chunk a
-        // of row token of the tile's M-major sw128 tile
-        const bf16_t *sKs = kp + st * KT_S * KT_LK;
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int tok = (tid >> 3) + 32 * (u & 1);
-            const bf16_t *row = sKs + (u & 1) * 32 * KT_LK + (u >> 1) * 16;
-            const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (tid & 7));
-            float p[8];
-            *reinterpret_cast<uint4 *>((unsigned char *)sP + (u >> 1) * 64 * KT_F * 2 +
-                                       sw128_chunk(64, tok, tid & 7)) =
-                kt_psi8(__bfloat162float(row[0]), y, 1.0f, p);
-#pragma unroll
-            for (int bb = 0; bb < 8; bb++) zp[u >> 1][bb] += p[bb];
-        }
-        fence_proxy_async();
-        __syncthreads(); // psi written, visible to the products
+        bar_sync(KTW_FULL(st), 384);
         wgmma_fence();
-        const uint64_t dB = dV + ((st * 64 * KTW_DV * 2) >> 4);
+        const uint64_t dB = d0 + ((st * KTW_STAGE) >> 4), dA = dB + (psi_off >> 4);
 #pragma unroll
         for (int kk = 0; kk < KT_S / 16; kk++)
             wgmma_ss_n128_tt(acc, dA + ((kk * 2048) >> 4), dB + ((kk * 2048) >> 4));
         wgmma_commit();
-        wgmma_wait<0>(); // acc final; sP and stage st free for the next step (the other block
-        wgmma_fence_regs<64>(acc); // of the multiprocessor runs meanwhile)
+        wgmma_wait<0>();
+        wgmma_fence_regs<64>(acc);
+        if (step + KTW_NS < nsteps) bar_arrive(KTW_EMPTY(st), 384);
     }
-    const float zf = kt_z_sum(zp, sRed, tid);
-    if (!a.S) return;
-    if (tid < 2 * KT_F && (tid < KT_F || valid1)) {
-        const kt_tile t = kt_tile_of(tile0 + tid / KT_F, a.nb);
-        const int ai = (tid % KT_F) / 8, bi = tid % 8;
-        if (t.I != t.J || ai >= bi) {
-            float wgt;
-            const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
-            a.z[(size_t)n * a.D + r] = zf * wgt;
-        }
-    }
-    if (!mine) return;
-    const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
+    if (!a.S || !mine) return;
+    const kt_tile mo = kt_tile_of(tile0 + wg, a.nb);
 #pragma unroll
     for (int j = 0; j < 16; j++)
 #pragma unroll
@@ -294,12 +356,12 @@ int kata_tc_wgmma_usable(void) {
 }
 
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
-    const size_t sm = 1024 + (2 * 64 * KTW_DV + 2 * 64 * KT_F + 2 * KT_S * KT_LK) * 2 +
-                      8 * 2 * KT_F * sizeof(float);
+    const size_t sm =
+        1024 + KTW_NS * KTW_STAGE + 3 * KT_S * KT_LK * 2 + 4 * 2 * KT_F * sizeof(float);
     CUDA_TRY(
         cudaFuncSetAttribute(kt_state_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm),
         "gpu kata tc (wgmma): shared memory");
-    kt_state_wgmma<<<dim3((a.ntile + 1) / 2, a.B * a.H), 256, sm, st>>>(a);
+    kt_state_wgmma<<<dim3((a.ntile + 1) / 2, a.B * a.H), 384, sm, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
     return 0;
 }

@@ -54,6 +54,15 @@ __device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Named barrier id (1..15; 0 is __syncthreads') over n threads (a multiple of 32): bar_sync waits
+// for all n, bar_arrive counts this warp in and goes on (producer / consumer hand-offs).
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
 // Four 8 x 8 bf16 matrices from registers to shared memory (sm_90): r[i] is matrix i in the
 // mma.m16n8k16 C layout (row gid, cols 2 tig, 2 tig + 1, packed); lane 8 i + j gives the address
 // of row j of matrix i. So the A fragment of a k16 step, a[0..3], goes out as rows 0-7 and 8-15
