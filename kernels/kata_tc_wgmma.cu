@@ -8,6 +8,9 @@
 //   kt_state_wgmma  block (two tiles, head), a warpgroup a tile: S_int [64 features, 128] an
 //                   m64n128 accumulator; a step of 64 tokens is four m64n128k16 with A =
 //                   psi_tile(K)^T (M-major: psi is built token by token) and B = V (N-major).
+//   kt_state_wgmma_ws  the same pass warp specialised (MIXSCOPE_KATA_WS=1): two consumer
+//                   warpgroups multiply while a producer warpgroup streams the next stages in and
+//                   builds their psi (a knob until it has run on the device).
 //   kt_read_wgmma   block (128 tokens, head), a warpgroup 64 tokens: o an m64n128 accumulator; a
 //                   tile is four m64n128k16 with A = psi_w(Q) (K-major) and B = the Sc tile
 //                   (N-major).
@@ -36,7 +39,152 @@ __device__ __forceinline__ unsigned char *ktw_align(unsigned char *p) {
 
 // ---------------------------------------------------------------- the state pass
 
-// Warp specialised, like delta_state_wgmma.cu: warpgroups 0 and 1 (consumers) hold local tile 0's
+// Shared: V of two stages [2][64 tokens][128] (16 KB each, two sw128 regions), psi_tile(K) of the
+// two tiles [2][64 tokens][64 features] (8 KB each), the key columns of two stages
+// [2][KT_S][KT_LK], z's sums [8][2][KT_F] (fp32); 1 KB of slack for the alignment.
+__global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
+#ifdef KTW_HAVE_WGMMA
+    extern __shared__ __align__(16) unsigned char ktw_sm[];
+    unsigned char *base = ktw_align(ktw_sm);
+    bf16_t *sV = (bf16_t *)base;       // [2][64][128] sw128
+    bf16_t *sP = sV + 2 * 64 * KTW_DV; // [2][64][64] sw128
+    bf16_t *sK = sP + 2 * 64 * KT_F;   // [2][KT_S][KT_LK]
+    float *sRed = (float *)(sK + 2 * KT_S * KT_LK);
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+    const int tl = tid >> 7, fr0 = ((tid >> 5) & 3) * 16; // the warpgroup's tile, the warp's rows
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
+    const int tile0 = 2 * blockIdx.x;
+    const bool valid1 = tile0 + 1 < a.ntile, mine = tl == 0 || valid1;
+    const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
+    float acc[64], zp[2][8];
+    {
+        const kt_tile my = tl ? ti1 : ti0;
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int fr = fr0 + g + (e >> 1) * 8, col = 8 * j + 2 * tg + (e & 1);
+                float wgt;
+                const int r = kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
+                acc[4 * j + e] =
+                    a.S && mine ? a.S[((size_t)n * a.D + r) * KTW_DV + col] / wgt : 0.0f;
+            }
+#pragma unroll
+        for (int l = 0; l < 2; l++)
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) {
+                const kt_tile t = l ? ti1 : ti0;
+                float wgt;
+                const int r = kt_packed(t.m, 8 * t.I + (tid & 7), 8 * t.J + bb, a.E, a.s, &wgt);
+                zp[l][bb] =
+                    a.S && tid < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
+            }
+    }
+    const kt_tile kc = (tid & 2) ? ti1 : ti0;
+    const size_t koff =
+        ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    const size_t voff = ((size_t)b * a.T * a.H + h) * KTW_DV + (tid & 15) * 8;
+    auto issue = [&](int step, int st) {
+        const int t0 = step * KT_S;
+        {
+            const int tok = tid >> 2, t = t0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
+                             a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) { // token tid / 16 + 16 u, chunk tid % 16
+            const int tok = (tid >> 4) + 16 * u, t = t0 + tok;
+            const bool ok = t < a.T;
+            cp_async16_zfill(base + st * 64 * KTW_DV * 2 + sw128_chunk(64, tok, tid & 15),
+                             a.v + voff + (size_t)(ok ? t : 0) * a.H * KTW_DV, ok);
+        }
+        cp_async_commit();
+    };
+    const bf16_t *kp = sK + (tid >> 3) * KT_LK + (tid & 7);
+    const int nsteps = (a.T + KT_S - 1) / KT_S;
+    const uint64_t dA = wgmma_desc(smem_u32(sP + tl * 64 * KT_F), 64 * 128, 1024);
+    const uint64_t dV = wgmma_desc(smem_u32(sV), 64 * 128, 1024);
+    issue(0, 0);
+    for (int step = 0; step < nsteps; step++) {
+        const int st = step & 1, t0 = step * KT_S;
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads(); // stage st landed and visible to the products
+        if (step + 1 < nsteps) issue(step + 1, st ^ 1);
+        if (t0 % a.CL == 0) { // the exclusive prefix of chunk t0 / CL (every thread: kt_z_sum)
+            const size_t c = (size_t)(t0 / a.CL) * N + n;
+            const float z = kt_z_sum(zp, sRed, tid);
+            if (tid < 2 * KT_F && (tid < KT_F || valid1))
+                a.Zc[(c * a.ntile + tile0) * KT_F + tid] = z;
+            if (mine) {
+                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + tl) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    *reinterpret_cast<uint32_t *>(Sc + 8 * j) =
+                        pack_bf16(acc[4 * j], acc[4 * j + 1]);
+                    *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
+                        pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
+                }
+            }
+        }
+        // psi_tile(K): items (local tile u / 2, token tid / 8 + 32 (u % 2), a = tid % 8), chunk a
+        // of row token of the tile's M-major sw128 tile
+        const bf16_t *sKs = kp + st * KT_S * KT_LK;
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int tok = (tid >> 3) + 32 * (u & 1);
+            const bf16_t *row = sKs + (u & 1) * 32 * KT_LK + (u >> 1) * 16;
+            const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (tid & 7));
+            float p[8];
+            *reinterpret_cast<uint4 *>((unsigned char *)sP + (u >> 1) * 64 * KT_F * 2 +
+                                       sw128_chunk(64, tok, tid & 7)) =
+                kt_psi8(__bfloat162float(row[0]), y, 1.0f, p);
+#pragma unroll
+            for (int bb = 0; bb < 8; bb++) zp[u >> 1][bb] += p[bb];
+        }
+        fence_proxy_async();
+        __syncthreads(); // psi written, visible to the products
+        wgmma_fence();
+        const uint64_t dB = dV + ((st * 64 * KTW_DV * 2) >> 4);
+#pragma unroll
+        for (int kk = 0; kk < KT_S / 16; kk++)
+            wgmma_ss_n128_tt(acc, dA + ((kk * 2048) >> 4), dB + ((kk * 2048) >> 4));
+        wgmma_commit();
+        wgmma_wait<0>(); // acc final; sP and stage st free for the next step (the other block
+        wgmma_fence_regs<64>(acc); // of the multiprocessor runs meanwhile)
+    }
+    const float zf = kt_z_sum(zp, sRed, tid);
+    if (!a.S) return;
+    if (tid < 2 * KT_F && (tid < KT_F || valid1)) {
+        const kt_tile t = kt_tile_of(tile0 + tid / KT_F, a.nb);
+        const int ai = (tid % KT_F) / 8, bi = tid % 8;
+        if (t.I != t.J || ai >= bi) {
+            float wgt;
+            const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
+            a.z[(size_t)n * a.D + r] = zf * wgt;
+        }
+    }
+    if (!mine) return;
+    const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int fr = fr0 + g + (e >> 1) * 8, col = 8 * j + 2 * tg + (e & 1);
+            const int ai = fr / 8, bi = fr % 8;
+            if (mo.I == mo.J && ai < bi) continue;
+            float wgt;
+            const int r = kt_packed(mo.m, 8 * mo.I + ai, 8 * mo.J + bi, a.E, a.s, &wgt);
+            a.S[((size_t)n * a.D + r) * KTW_DV + col] = acc[4 * j + e] * wgt;
+        }
+#else
+    __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
+#endif
+}
+
+// The warp-specialised state pass (MIXSCOPE_KATA_WS=1, a knob until it has run on the device):
+// like delta_state_wgmma.cu: warpgroups 0 and 1 (consumers) hold local tile 0's
 // and 1's S_int [64 features, 128] as m64n128 accumulators and only multiply; warpgroup 2
 // (producer) streams the keys and values in, builds psi_tile(K) of both tiles and keeps z's shares.
 // A ring of KTW_NS stages, each V [64 tokens][128] (16 KB, two sw128 regions) and psi of the two
@@ -78,7 +226,7 @@ __device__ __forceinline__ float ktw_z_sum(const float (&zp)[2][8], float *red, 
     return z;
 }
 
-__global__ void __launch_bounds__(384, 1) kt_state_wgmma(kt_args a) {
+__global__ void __launch_bounds__(384, 1) kt_state_wgmma_ws(kt_args a) {
 #ifdef KTW_HAVE_WGMMA
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
@@ -356,12 +504,23 @@ int kata_tc_wgmma_usable(void) {
 }
 
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
-    const size_t sm =
-        1024 + KTW_NS * KTW_STAGE + 3 * KT_S * KT_LK * 2 + 4 * 2 * KT_F * sizeof(float);
+    static const int ws = getenv("MIXSCOPE_KATA_WS") && !strcmp(getenv("MIXSCOPE_KATA_WS"), "1");
+    if (ws) {
+        const size_t sm =
+            1024 + KTW_NS * KTW_STAGE + 3 * KT_S * KT_LK * 2 + 4 * 2 * KT_F * sizeof(float);
+        CUDA_TRY(cudaFuncSetAttribute(kt_state_wgmma_ws,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm),
+                 "gpu kata tc (wgmma): shared memory");
+        kt_state_wgmma_ws<<<dim3((a.ntile + 1) / 2, a.B * a.H), 384, sm, st>>>(a);
+        CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
+        return 0;
+    }
+    const size_t sm = 1024 + (2 * 64 * KTW_DV + 2 * 64 * KT_F + 2 * KT_S * KT_LK) * 2 +
+                      8 * 2 * KT_F * sizeof(float);
     CUDA_TRY(
         cudaFuncSetAttribute(kt_state_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm),
         "gpu kata tc (wgmma): shared memory");
-    kt_state_wgmma<<<dim3((a.ntile + 1) / 2, a.B * a.H), 384, sm, st>>>(a);
+    kt_state_wgmma<<<dim3((a.ntile + 1) / 2, a.B * a.H), 256, sm, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
     return 0;
 }
