@@ -18,8 +18,11 @@
  *
  * MIXSCOPE_BENCH_ONLY selects one section: delta, decode, attn, kata (KATA m1 chunked and flash,
  * DeltaKATA's chunked form beside its step), kata-sweep (KATA m1 at 16K over chunk lengths and
- * the state pass's shared-memory caps, DeltaKATA at 4K over chunk lengths), kalman, step. With
- * MIXSCOPE_KATA_PROFILE / MIXSCOPE_KATA_DELTA_PROFILE the KATA passes print their times. */
+ * the fp32 state pass's shared-memory caps, DeltaKATA at 4K over chunk lengths), kalman, step.
+ * With MIXSCOPE_KATA_PROFILE / MIXSCOPE_KATA_DELTA_PROFILE the KATA passes print their times;
+ * MIXSCOPE_KATA_CL sets the tensor-core path's chunk, MIXSCOPE_KATA_TC=0 and
+ * MIXSCOPE_KATA_WGMMA=0 time its fallbacks (fp32 kernels, mma.sync passes), MIXSCOPE_DECODE a
+ * decode kernel. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -236,7 +239,8 @@ static int kata_m1_setup(other_ctx *c, int T, err *e) {
 }
 
 /* MIXSCOPE_BENCH_ONLY=kata-sweep: kata m1 chunked at 16K for each chunk length and shared-memory
- * cap of the state pass (what its time depends on) */
+ * cap of the fp32 kernels' state pass (what its time depends on; MIXSCOPE_KATA_TC=0 while it
+ * runs: bf16 inputs would take the tensor-core path, which has neither knob) */
 static void bench_kata_sweep(err *e) {
     const size_t ns = (size_t)H * (D * (D + 1) / 2) * (D + 1);
     other_ctx c;
@@ -246,6 +250,7 @@ static void bench_kata_sweep(err *e) {
         return;
     }
     static const char *const caps[4] = {"50", "100", "150", "220"};
+    setenv("MIXSCOPE_KATA_TC", "0", 1);
     for (int ci = 0; ci < 3; ci++)
         for (int k = 0; k < 4; k++) {
             double ms;
@@ -259,6 +264,7 @@ static void bench_kata_sweep(err *e) {
                        caps[k], ms);
         }
     unsetenv("MIXSCOPE_KATA_SMEM_KB");
+    unsetenv("MIXSCOPE_KATA_TC");
     other_free(&c);
 }
 
