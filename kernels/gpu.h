@@ -89,9 +89,12 @@ int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, i
 
 /* KATA, normalised variants (variant: mixers/kata.h; delta: gpu_kata_delta_step) (kernels/kata.cu):
  * q, k [B, T, H, dk], v [B, T, H, dv], state S [B, H, D, dv] then z [B, H, D], o [B, T, H, dv]
- * fp32. chunked: the chunked state form, state updated. flash: the quadratic form, state0 NULL or
- * read only. scratch from gpu_kata_scratch_bytes. */
-size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups);
+ * fp32. chunked: the chunked state form, state updated (bf16 m1 and mg on tensor cores,
+ * kernels/kata_tc.cu). flash: the quadratic form, state0 NULL or read only. scratch from
+ * gpu_kata_scratch_bytes with the calls' bf16 (bf16 chunked calls of T >= 64 need the tensor-core
+ * path's chunk prefixes too; no call may then pass more tokens than the scratch was sized for). */
+size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups,
+                              int bf16);
 int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant, int groups, int chunk,
                      float scale, float eps, int bf16, const void *q, const void *k, const void *v,
                      float *state, float *o, void *scratch, void *stream, err *e);

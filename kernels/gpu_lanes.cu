@@ -228,7 +228,7 @@ extern "C" int gpu_lane_init(gpu_lane **out, const mixer_ops *m, const mixer_cfg
         if (!rc) L->up += (c->params[0] ? lanes * 4 : 0) + (c->params[1] ? lanes * 4 : 0);
     } else if (!rc && L->kind == LK_KATA) {
         rc = lane_alloc(L, &L->scratch,
-                        gpu_kata_scratch_bytes(1, 1, H, dk, dv, c->variant, c->groups), e);
+                        gpu_kata_scratch_bytes(1, 1, H, dk, dv, c->variant, c->groups, 0), e);
     } else if (!rc && L->kind == LK_KATA_DELTA) {
         rc = lane_alloc(L, &L->scratch, gpu_kata_delta_scratch_bytes(H, dk, dv, c->groups), e) ||
              gpu_kata_delta_prepare(H, dk, dv, c->groups, L->scratch, L->st, e) ||

@@ -243,7 +243,8 @@ static int run_kata(const mixer_ops *m, const mixer_cfg *c, float *state, const 
     float *dout = fail ? NULL : (float *)b.alloc(nv * 4, e);
     if (fail || !dout) return -1;
     const int chunk = mode == GPU_PREFILL ? c->chunk : 16, Tk = mode == GPU_PREFILL ? T : 1;
-    void *scratch = b.alloc(gpu_kata_scratch_bytes(1, Tk, H, dk, dv, c->variant, c->groups), e);
+    void *scratch =
+        b.alloc(gpu_kata_scratch_bytes(1, Tk, H, dk, dv, c->variant, c->groups, bf16), e);
     if (!scratch) return -1;
     const size_t es = bf16 ? 2 : 4, np = mixer_probe_floats(m, c);
     float *dp = NULL;

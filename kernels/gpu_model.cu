@@ -1775,7 +1775,7 @@ extern "C" int gm_create(gm_model **out, const gm_model_desc *md, int max_batch,
             const int delta = d->kata_variant == KATA_DELTA;
             const size_t kb = delta ? gpu_kata_delta_scratch_bytes(Hv, d->dk, d->dv, d->kata_groups)
                                     : gpu_kata_scratch_bytes(1, 1, Hv, d->dk, d->dv,
-                                                             d->kata_variant, d->kata_groups);
+                                                             d->kata_variant, d->kata_groups, 0);
             GM_ALLOC(g->kscr, kb);
             if (delta)
                 GM_ALLOC(g->kcscr, gpu_kata_delta_chunked_scratch_bytes(Hv, d->dk, d->dv,

@@ -131,8 +131,9 @@ int gpu_kalman_scan(int B, int T, int H, int M, int S, float scale, int prior, i
                            e);
 }
 
-size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups) {
-    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups;
+size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant, int groups,
+                              int bf16) {
+    (void)B, (void)T, (void)H, (void)dk, (void)dv, (void)variant, (void)groups, (void)bf16;
     return 0;
 }
 

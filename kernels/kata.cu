@@ -632,9 +632,9 @@ static size_t kata_scratch_fp32(int B, int T, int H, int dk, int dv, int variant
 }
 
 extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
-                                         int groups) {
+                                         int groups, int bf16) {
     const size_t base = kata_scratch_fp32(B, T, H, dk, dv, variant, groups);
-    const size_t tc = kata_tc_scratch_bytes(B, T, H, dk, dv, variant, groups);
+    const size_t tc = bf16 ? kata_tc_scratch_bytes(B, T, H, dk, dv, variant, groups) : 0;
     return tc ? (base + 255) / 256 * 256 + tc : base;
 }
 

@@ -232,7 +232,7 @@ static int kata_m1_setup(other_ctx *c, int T, err *e) {
     c->T = T;
     c->q = dalloc(n * 2, e), c->k = dalloc(n * 2, e), c->v = dalloc(n * 2, e);
     c->o = dalloc(n * 4, e), c->state = dalloc(ns * 4, e);
-    c->scratch = dalloc(gpu_kata_scratch_bytes(1, T, H, D, D, KATA_VARIANT_M1, 1), e);
+    c->scratch = dalloc(gpu_kata_scratch_bytes(1, T, H, D, D, KATA_VARIANT_M1, 1, 1), e);
     return gpu_fill_uniform(c->q, n, 1, 0.15f, 0, 21, e) ||
            gpu_fill_uniform(c->k, n, 1, 0.15f, 0, 22, e) ||
            gpu_fill_uniform(c->v, n, 1, 1.0f, 0, 23, e);
