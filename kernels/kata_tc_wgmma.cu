@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
         const uint64_t dB = dV + ((st * 64 * KTW_DV * 2) >> 4);
 #pragma unroll
         for (int kk = 0; kk < KT_S / 16; kk++)
-            wgmma_ss_n128_tt(acc, dA + ((kk * 2048) >> 4), dB + ((kk * 2048) >> 4));
+            wgmma_ss_n128_t<1, 1>(acc, dA + ((kk * 2048) >> 4), dB + ((kk * 2048) >> 4));
         wgmma_commit();
         wgmma_wait<0>(); // acc final; sP and stage st free for the next step (the other block
         wgmma_fence_regs<64>(acc); // of the multiprocessor runs meanwhile)
@@ -257,7 +257,7 @@ template <int DK> __global__ void __launch_bounds__(256, 2) kt_read_wgmma(kt_arg
         const uint64_t dB = dS + ((st * 64 * KTW_DV * 2) >> 4);
 #pragma unroll
         for (int kk = 0; kk < KT_F / 16; kk++)
-            wgmma_ss_n128_nt(acc, dA + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
+            wgmma_ss_n128_t<0, 1>(acc, dA + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
         wgmma_commit();
         wgmma_wait<0>(); // sP and stage st free for the next tile
         wgmma_fence_regs<64>(acc);

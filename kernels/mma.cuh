@@ -29,32 +29,8 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 // Four 8 x 8 bf16 matrices from shared memory; lane L gives the address of row L % 8 of matrix
-// L / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const bf16_t *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const bf16_t *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-// Two 8 x 8 matrices, transposed: lanes 0..15 give the row addresses (B of one n8 block from a
-// K-major tile: rows k0 + (lane & 15), b0 then b1).
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t *r, const bf16_t *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(a));
-}
-
-// The same loads from a shared-window address (__cvta_generic_to_shared once, offsets added as
-// immediates: no address arithmetic a load in unrolled loops).
+// L / 8. ldsm_*: from a shared-window address (smem_u32 once, offsets added as immediates: no
+// address arithmetic a load in unrolled loops); ldmatrix_*: from a generic pointer.
 __device__ __forceinline__ unsigned smem_u32(const void *p) {
     return (unsigned)__cvta_generic_to_shared(p);
 }
@@ -68,10 +44,11 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, unsigned a) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
-__device__ __forceinline__ void ldsm_x2_trans(uint32_t *r, unsigned a) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(a));
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *r, const bf16_t *p) {
+    ldsm_x4(r, smem_u32(p));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *r, const bf16_t *p) {
+    ldsm_x4_trans(r, smem_u32(p));
 }
 
 // Fragment addresses for a warp's lane (ld: row stride in elements):
