@@ -19,7 +19,7 @@
 //                   D x dv x heads. kata_attend then adds the chunk-local kappa terms and divides.
 // All arithmetic is fp32 (inputs may be bf16). The chunked form of m1 and mg with bf16 inputs, dk
 // and dv in {64, 128}, runs on tensor cores instead (kata_tc.cu; MIXSCOPE_KATA_TC=0 keeps it
-// here), 19x faster at 128 K tokens.
+// here): m1 at 128K tokens 31.8 ms against 866 (docs/gpu-results.md).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -631,6 +631,11 @@ static size_t kata_scratch_fp32(int B, int T, int H, int dk, int dv, int variant
            (size_t)H * KD_NACC(dv) * sizeof(float);
 }
 
+// den [B T H] in the scratch: after the D feature codes, at the next 256-byte boundary.
+static float *kata_scratch_den(void *scratch, size_t D) {
+    return (float *)((char *)scratch + (D * sizeof(int) + 255) / 256 * 256);
+}
+
 extern "C" size_t gpu_kata_scratch_bytes(int B, int T, int H, int dk, int dv, int variant,
                                          int groups, int bf16) {
     const size_t base = kata_scratch_fp32(B, T, H, dk, dv, variant, groups);
@@ -716,7 +721,7 @@ static int kata_run(int flash, int B, int T_, int H, int dk, int dv, int variant
     const kfeat f = kfeat_of(variant, dk, groups, scale);
     const int D = (int)kfeat_dim(f);
     int *idx = (int *)scratch;
-    float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
+    float *den = kata_scratch_den(scratch, (size_t)D);
     kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
     CUDA_LAUNCHED("gpu kata: feature index");
     // MIXSCOPE_KATA_PROFILE (a benchmark knob): the two passes timed by events
@@ -749,11 +754,10 @@ extern "C" int gpu_kata_chunked(int B, int T, int H, int dk, int dv, int variant
     cudaStream_t st = (cudaStream_t)stream;
     if (bf16 && kata_tc_supported(T, dk, dv, variant, groups, scale)) {
         const size_t D = kfeat_dim(kfeat_of(variant, dk, groups, scale));
-        char *base = (char *)scratch;
-        float *den = (float *)(base + (D * sizeof(int) + 255) / 256 * 256);
-        void *sc = base + (kata_scratch_fp32(B, T, H, dk, dv, variant, groups) + 255) / 256 * 256;
-        return kata_tc_chunked(B, T, H, dk, dv, variant, groups, scale, eps, q, k, v, state, o, den,
-                               sc, stream, e);
+        void *sc = (char *)scratch +
+                   (kata_scratch_fp32(B, T, H, dk, dv, variant, groups) + 255) / 256 * 256;
+        return kata_tc_chunked(B, T, H, dk, dv, variant, groups, scale, eps, q, k, v, state, o,
+                               kata_scratch_den(scratch, D), sc, stream, e);
     }
     return bf16 ? kata_run<__nv_bfloat16>(0, B, T, H, dk, dv, variant, groups, chunk, scale, eps, q,
                                           k, v, state, o, scratch, st, e)
@@ -794,7 +798,7 @@ extern "C" int gpu_kata_step_probes(int H, int dk, int dv, int variant, int grou
     const kfeat f = kfeat_of(variant, dk, groups, scale);
     const int D = (int)kfeat_dim(f);
     int *idx = (int *)scratch;
-    float *den = (float *)((char *)scratch + ((size_t)D * sizeof(int) + 255) / 256 * 256);
+    float *den = kata_scratch_den(scratch, (size_t)D);
     kata_index_kernel<<<(D + 255) / 256, 256, 0, st>>>(f, D, idx);
     CUDA_LAUNCHED("gpu kata: feature index");
     if (dv <= KA_NT / 2) {

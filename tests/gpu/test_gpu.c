@@ -159,15 +159,15 @@ static double kata_o_hat_double(const mixer_ops *m, const mixer_cfg *c, const fl
     return worst;
 }
 
-/* The mixer configured with `spec` ("variant=delta groups=2"; NULL: its defaults) and the given
- * chunk, on T tokens from a reachable non-zero state: every GPU mode and precision against the
- * CPU's prefill, then the step's probes against the CPU's. */
 /* MIXSCOPE_GPU_ONLY=<mixer>: that mixer's cases alone (NULL: every case) */
 static const char *only_mixer;
 static int wanted(const char *name) {
     return !only_mixer || !strcmp(only_mixer, name);
 }
 
+/* The mixer configured with `spec` ("variant=delta groups=2"; NULL: its defaults) and the given
+ * chunk, on T tokens from a reachable non-zero state: every GPU mode and precision against the
+ * CPU's prefill, then the step's probes against the CPU's. */
 static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, int dk, int dv,
                             int chunk) {
     opts o = {0};
@@ -1236,22 +1236,20 @@ int main(void) {
         test_attn_batch(plx, 3, 97, 97, 2, 128, 0, 33);
         test_attn_batch(plx, 2, 150, 230, 2, 64, 80, 61);
     }
-    const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
-                           "mamba2",         "transformer", "parallax"};
-    if (only) {
-        printf("gpu: %d passed, %d failed\n", passed, failed);
-        return failed ? 1 : 0;
+    if (!only) { /* the checkpoints and the resident stepper: every mixer at once */
+        const char *ckpts[] = {"gated_deltanet", "delta_net",   "gla",
+                               "mamba2",         "transformer", "parallax"};
+        const char *refs = getenv("MIXSCOPE_REFS") ? getenv("MIXSCOPE_REFS") : "../shared/refs";
+        char probe[600];
+        snprintf(probe, sizeof probe, "%s/gla/config.json", refs);
+        FILE *fp = fopen(probe, "r");
+        if (!fp)
+            printf("checkpoints: skipped: %s not found (scripts/gpu-prepare.sh copies it)\n", refs);
+        else
+            fclose(fp);
+        for (int i = 0; fp && i < 6; i++) test_checkpoint(ckpts[i]);
+        test_model_gpu_all();
     }
-    const char *refs = getenv("MIXSCOPE_REFS") ? getenv("MIXSCOPE_REFS") : "../shared/refs";
-    char probe[600];
-    snprintf(probe, sizeof probe, "%s/gla/config.json", refs);
-    FILE *fp = fopen(probe, "r");
-    if (!fp)
-        printf("checkpoints: skipped: %s not found (scripts/gpu-prepare.sh copies it)\n", refs);
-    else
-        fclose(fp);
-    for (int i = 0; fp && i < 6; i++) test_checkpoint(ckpts[i]);
-    test_model_gpu_all();
     printf("gpu: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
