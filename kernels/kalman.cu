@@ -37,6 +37,7 @@
 
 #include "gpu.h"
 #include "gpu_common.cuh"
+#include "mma.cuh"
 
 #define KF       1e-12f // the floors of spec §7.2
 #define KA_DEF   0.9f   // defaults without static parameters (mixers/kalman.c)
@@ -495,6 +496,7 @@ static int kalman_launch_scan(int B, int T_, int H, int M, int S, float scale, i
 #define KX_R     4  // tokens between two renormalisations (the float4 loads of the inputs)
 #define KX_MAXCH 64 // most time chunks
 #define KX_CHUNK 32 // chunk lengths are multiples of this (of every tile length)
+#define KX_NST   4  // tiles of inputs in flight (kx_ring)
 
 // Shape of a block for S states per channel: NT threads, one lane each, C channels of S lanes
 // (s fastest); W lanes of a channel share a warp, WPC warps make a channel; tiles of TT tokens
@@ -524,51 +526,133 @@ __device__ __forceinline__ float kx_rcp(float x) {
     return r;
 }
 
-// One tile of inputs: global -> registers (load, issued a tile ahead), registers -> shared
-// (store). Shared buffer: k [S][TP], k^2 [S][TP], q [S][TP] (Q only), v lambda_v [C][TP],
-// lambda_v [C][TP] (LV only). Tokens at or past tend and channels past M read as 0.
-template <typename T, int S, bool LV, bool Q> struct kx_tile {
+// Global -> shared copies of G bytes without passing through registers; !valid fills zeros (g must
+// still be a mapped address). 16 bytes bypass L1 (.cg); 4 and 8 only exist as .ca.
+template <int G> __device__ __forceinline__ void kx_cp(void *s, const void *g, bool valid) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+    if constexpr (G == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(g),
+                     "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(a), "l"(g), "n"(G),
+                     "r"(valid ? G : 0));
+}
+// W 32-bit words of shared memory (W = 1, 2, 4: one load), as floats: one per word for fp32, two
+// for bf16 (the low half first), unpacked by shifts rather than through memory.
+template <typename T, int W>
+__device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
+    unsigned w[W];
+    if constexpr (W == 4) {
+        const uint4 b = *reinterpret_cast<const uint4 *>(p);
+        w[0] = b.x, w[1] = b.y, w[2] = b.z, w[3] = b.w;
+    } else if constexpr (W == 2) {
+        const uint2 b = *reinterpret_cast<const uint2 *>(p);
+        w[0] = b.x, w[1] = b.y;
+    } else {
+        w[0] = *reinterpret_cast<const unsigned *>(p);
+    }
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        if constexpr (std::is_same<T, float>::value) {
+            x[i] = __uint_as_float(w[i]);
+        } else {
+            x[2 * i] = __uint_as_float(w[i] << 16);
+            x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+}
+
+// The inputs of a tile of TT tokens go global -> shared raw (cp.async, KX_NST tiles in flight, so
+// that one time chunk of 32768 lanes, two blocks a multiprocessor, still hides the memory's
+// latency) -> shared fp32 (convert). Each thread copies and converts the same pieces of every tile,
+// so neither step needs a barrier of its own: the block syncs only around the fp32 buffers. The
+// pieces go token-fastest over the threads, so that a warp's conversions store to consecutive
+// columns of the [state][token] buffers (state-fastest put 16 threads on one bank at S = 128: 68.5
+// against 37.2 ms at T = 64K).
+// Raw stage (bytes): k [TT][S] T, q [TT][S] T (Q only), v [TT][C] T, lambda_v [TT][C] fp32 (LV
+// only). A piece is G contiguous bytes of one token's row: GK for k and q, GV for v (with the
+// matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], k^2 [S][TP],
+// q [S][TP] (Q only), v lambda_v [C][TP], lambda_v [C][TP] (LV only). Tokens at or past tend read
+// as 0. VEC (the host's kx_vec): every piece aligned and no channel group cut by M; otherwise the
+// pieces load element by element (synchronously; correct, slower).
+template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
-    static constexpr int NK = (S * TT + NT - 1) / NT, NV = (C * TT + NT - 1) / NT;
-    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP; // floats
-    float k[NK], q[NK], v[NV], l[NV];
+    static constexpr int ES = (int)sizeof(T);
+    static constexpr int GK = 16, EK = GK / ES, PK = S / EK, NPK = TT * PK;
+    static constexpr int GV = C * ES < 16 ? C * ES : 16, EV = GV / ES, PV = C / EV, NPV = TT * PV;
+    static constexpr int GL = EV * 4 < 16 ? EV * 4 : 16, NL = EV * 4 / GL;
+    static constexpr int OQ = TT * S * ES, OV = OQ + (Q ? TT * S * ES : 0), OL = OV + TT * C * ES;
+    static constexpr int RAW = (OL + (LV ? TT * C * 4 : 0) + 15) / 16 * 16; // bytes a stage
+    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP;  // floats
+    static_assert(S * ES % GK == 0 && C * ES % GV == 0 && GV >= 4, "pieces");
 
     // kb, qb: (token 0, head h, state 0); vb, lb: (token 0, head h, channel m0); strides HS, HM
     // per token; mleft = M - m0 channels exist.
-    __device__ __forceinline__ void load(const T *kb, const T *qb, const T *vb, const float *lb,
-                                         size_t HS, size_t HM, int mleft, int t0, int tend) {
+    static __device__ __forceinline__ void issue(unsigned char *raw, const T *kb, const T *qb,
+                                                 const T *vb, const float *lb, size_t HS, size_t HM,
+                                                 int mleft, int t0, int tend, bool vec) {
+        for (int e = (int)threadIdx.x; e < NPK; e += NT) {
+            const int t = e % TT, s0 = e / TT * EK;
+            const bool ok = t0 + t < tend;
+            const size_t g = (size_t)(ok ? t0 + t : t0) * HS + s0;
+            T *dk = (T *)(raw + (t * S + s0) * ES), *dq = (T *)(raw + OQ + (t * S + s0) * ES);
+            if (vec) {
+                kx_cp<GK>(dk, kb + g, ok);
+                if (Q) kx_cp<GK>(dq, qb + g, ok);
+            } else {
 #pragma unroll
-        for (int i = 0; i < NK; i++) {
-            const int e = (int)threadIdx.x + i * NT, t = e / S, s = e % S;
-            const bool ok = (S * TT % NT == 0 || e < S * TT) && t0 + t < tend;
-            k[i] = ok ? ld(kb + (size_t)(t0 + t) * HS + s) : 0.0f;
-            if (Q) q[i] = ok ? ld(qb + (size_t)(t0 + t) * HS + s) : 0.0f;
-        }
-#pragma unroll
-        for (int i = 0; i < NV; i++) {
-            const int e = (int)threadIdx.x + i * NT, t = e / C, c = e % C;
-            const bool ok = (C * TT % NT == 0 || e < C * TT) && t0 + t < tend && c < mleft;
-            v[i] = ok ? ld(vb + (size_t)(t0 + t) * HM + c) : 0.0f;
-            if (LV) l[i] = ok ? lb[(size_t)(t0 + t) * HM + c] : 0.0f;
-        }
-    }
-    __device__ __forceinline__ void store(float *buf) const {
-        float *sk = buf, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
-        float *svl = buf + (Q ? 3 : 2) * S * TP, *slv = svl + C * TP;
-#pragma unroll
-        for (int i = 0; i < NK; i++) {
-            const int e = (int)threadIdx.x + i * NT, t = e / S, s = e % S;
-            if (S * TT % NT == 0 || e < S * TT) {
-                sk[s * TP + t] = k[i], sk2[s * TP + t] = k[i] * k[i];
-                if (Q) sq[s * TP + t] = q[i];
+                for (int j = 0; j < EK; j++) {
+                    dk[j] = ok ? kb[g + j] : T(0.0f);
+                    if (Q) dq[j] = ok ? qb[g + j] : T(0.0f);
+                }
             }
         }
+        for (int e = (int)threadIdx.x; e < NPV; e += NT) {
+            const int t = e % TT, c0 = e / TT * EV;
+            const bool ok = t0 + t < tend;
+            const size_t g = (size_t)(ok ? t0 + t : t0) * HM + c0;
+            T *dv = (T *)(raw + OV + (t * C + c0) * ES);
+            float *dl = (float *)(raw + OL + (t * C + c0) * 4);
+            if (vec) {
+                kx_cp<GV>(dv, vb + g, ok);
+                if (LV)
 #pragma unroll
-        for (int i = 0; i < NV; i++) {
-            const int e = (int)threadIdx.x + i * NT, t = e / C, c = e % C;
-            if (C * TT % NT == 0 || e < C * TT) {
-                svl[c * TP + t] = LV ? v[i] * l[i] : v[i];
-                if (LV) slv[c * TP + t] = l[i];
+                    for (int j = 0; j < NL; j++)
+                        kx_cp<GL>(dl + j * (GL / 4), lb + g + j * (GL / 4), ok);
+            } else {
+#pragma unroll
+                for (int j = 0; j < EV; j++) {
+                    const bool in = ok && c0 + j < mleft;
+                    dv[j] = in ? vb[g + j] : T(0.0f);
+                    if (LV) dl[j] = in ? lb[g + j] : 0.0f;
+                }
+            }
+        }
+    }
+    // this thread's pieces of a landed raw stage -> the fp32 buffer
+    static __device__ __forceinline__ void convert(const unsigned char *raw, float *buf) {
+        float *sk = buf, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
+        float *svl = buf + (Q ? 3 : 2) * S * TP, *slv = svl + C * TP;
+        for (int e = (int)threadIdx.x; e < NPK; e += NT) {
+            const int t = e % TT, s0 = e / TT * EK;
+            float x[EK], y[EK];
+            kx_get<T, GK / 4>(raw + (t * S + s0) * ES, x);
+            if (Q) kx_get<T, GK / 4>(raw + OQ + (t * S + s0) * ES, y);
+#pragma unroll
+            for (int j = 0; j < EK; j++) {
+                sk[(s0 + j) * TP + t] = x[j], sk2[(s0 + j) * TP + t] = x[j] * x[j];
+                if (Q) sq[(s0 + j) * TP + t] = y[j];
+            }
+        }
+        for (int e = (int)threadIdx.x; e < NPV; e += NT) {
+            const int t = e % TT, c0 = e / TT * EV;
+            float x[EV];
+            kx_get<T, GV / 4>(raw + OV + (t * C + c0) * ES, x);
+            const float *l = (const float *)(raw + OL + (t * C + c0) * 4);
+#pragma unroll
+            for (int j = 0; j < EV; j++) {
+                svl[(c0 + j) * TP + t] = LV ? x[j] * l[j] : x[j];
+                if (LV) slv[(c0 + j) * TP + t] = l[j];
             }
         }
     }
@@ -631,13 +715,14 @@ template <typename T, int S, bool LV, bool PRIOR>
 __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     kx_apply_kernel(int T_, int H, int M, int CL, int nch, float scale, const T *q, const T *k,
                     const T *v, const float *lv, const float *a_, const float *p_, const float *st0,
-                    float *state, float *o) {
+                    float *state, float *o, int vec) {
     using K = kx<S>;
-    using Tile = kx_tile<T, S, LV, true>;
+    using Tile = kx_ring<T, S, LV, true>;
     constexpr int NT = K::NT, C = K::C, W = K::W, WPC = K::WPC, TT = K::TT, TP = K::TP;
     constexpr int HELD = W < KX_U ? KX_U / W : 1, DUP = W > KX_U ? W / KX_U : 1;
     extern __shared__ __align__(16) float kx_sm[];
     float *red = kx_sm + 2 * Tile::BUF; // WPC > 1: [2][NT / 32][KX_U]
+    unsigned char *ring = (unsigned char *)(red + (WPC > 1 ? 2 * (NT / 32) * KX_U : 0));
     const int groups = (M + C - 1) / C, j = (int)blockIdx.x / groups;
     const int m0 = ((int)blockIdx.x % groups) * C, h = blockIdx.y, b = blockIdx.z;
     const int lane_w = (int)threadIdx.x & 31, warp = (int)threadIdx.x / 32;
@@ -652,14 +737,22 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     // the lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
     float N = st0[2 * (size_t)j * lanes + L.lane], Dn = 1.0f;
     float E = st0[(2 * (size_t)j + 1) * lanes + L.lane];
-    Tile tl;
-    tl.load(kb, qb, vb, lb, HS, HM, M - m0, tbeg, tend);
-    tl.store(kx_sm);
+#pragma unroll
+    for (int i = 0; i < KX_NST - 1; i++) {
+        if (tbeg + i * TT < tend)
+            Tile::issue(ring + i * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
+                        vec);
+        cp_async_commit();
+    }
+    cp_async_wait<KX_NST - 2>();
+    Tile::convert(ring, kx_sm);
     __syncthreads();
-    int bi = 0, gi = 0;
-    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1) {
-        const bool more = t0 + TT < tend;
-        if (more) tl.load(kb, qb, vb, lb, HS, HM, M - m0, t0 + TT, tend);
+    int bi = 0, gi = 0, ri = 0; // ri: the ring slot of the tile being read
+    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
+        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
+        if (ahead < tend)
+            Tile::issue(ring + ra * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, ahead, tend, vec);
+        cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
         const float *svl = buf + 3 * S * TP + L.c * TP, *slv = svl + C * TP;
@@ -721,7 +814,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
                 }
             }
         }
-        if (more) tl.store(kx_sm + (bi ^ 1) * Tile::BUF);
+        if (t0 + TT < tend) {
+            cp_async_wait<KX_NST - 2>();
+            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
+                          kx_sm + (bi ^ 1) * Tile::BUF);
+        }
         __syncthreads();
     }
     if (j == nch - 1 && L.live) state[L.lane] = N / Dn, state[lanes + L.lane] = E / Dn;
@@ -734,9 +831,9 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
 template <typename T, int S, bool LV>
 __global__ void __launch_bounds__(kx<S>::NT)
     kx_compose_kernel(int T_, int H, int M, int CL, const T *k, const T *v, const float *lv,
-                      const float *a_, const float *p_, float *X) {
+                      const float *a_, const float *p_, float *X, int vec) {
     using K = kx<S>;
-    using Tile = kx_tile<T, S, LV, false>;
+    using Tile = kx_ring<T, S, LV, false>;
     constexpr int C = K::C, TT = K::TT, TP = K::TP;
     extern __shared__ __align__(16) float kx_sm[];
     const int groups = (M + C - 1) / C, j = (int)blockIdx.x / groups;
@@ -749,14 +846,23 @@ __global__ void __launch_bounds__(kx<S>::NT)
     const int tbeg = j * CL, tend = tbeg + CL;
     const float a4 = (L.a * L.a) * (L.a * L.a);
     float NN = 1.0f, DN = 0.0f, EN = 0.0f, ND = 0.0f, DD = 1.0f, ED = 0.0f, EE = 1.0f;
-    Tile tl;
-    tl.load(kb, NULL, vb, lb, HS, HM, M - m0, tbeg, tend);
-    tl.store(kx_sm);
+    unsigned char *ring = (unsigned char *)(kx_sm + 2 * Tile::BUF);
+#pragma unroll
+    for (int i = 0; i < KX_NST - 1; i++) {
+        if (tbeg + i * TT < tend)
+            Tile::issue(ring + i * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, tbeg + i * TT,
+                        tend, vec);
+        cp_async_commit();
+    }
+    cp_async_wait<KX_NST - 2>();
+    Tile::convert(ring, kx_sm);
     __syncthreads();
-    int bi = 0;
-    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1) {
-        const bool more = t0 + TT < tend;
-        if (more) tl.load(kb, NULL, vb, lb, HS, HM, M - m0, t0 + TT, tend);
+    int bi = 0, ri = 0;
+    for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
+        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
+        if (ahead < tend)
+            Tile::issue(ring + ra * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, ahead, tend, vec);
+        cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP, *sk2 = sk + S * TP;
         const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
@@ -780,7 +886,11 @@ __global__ void __launch_bounds__(kx<S>::NT)
             const float f = kx_rcp(NN + DD); // the trace: > 0, every entry of the block is >= 0
             NN *= f, DN *= f, EN *= f, ND *= f, DD *= f, ED *= f, EE *= a4 * f;
         }
-        if (more) tl.store(kx_sm + (bi ^ 1) * Tile::BUF);
+        if (t0 + TT < tend) {
+            cp_async_wait<KX_NST - 2>();
+            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
+                          kx_sm + (bi ^ 1) * Tile::BUF);
+        }
         __syncthreads();
     }
     if (!L.live) return;
@@ -807,20 +917,20 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Time chunks of the scan: one when the lanes alone give 16 warps per SM or more, else enough
-// for about 128 warps' worth of work per SM (measured on the H200 at T = 64K, S = 16, 32768 lanes:
-// one chunk 7.28 ms, 4 chunks 5.85 ms, 16 chunks 5.32 ms; at S = 128, 262144 lanes, chunking
-// lost: 50.8 against 65.9 ms), at most KX_MAXCH and none shorter than KX_CHUNK tokens. The
-// environment variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a
-// tuning knob for the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may
-// be shorter).
+// Time chunks of the scan: one when the lanes alone give 4 warps per SM or more, else enough for
+// about 128 warps' worth of work per SM, at most KX_MAXCH and none shorter than KX_CHUNK tokens.
+// Chunks cost a second walk (the chunk maps) and pay only where one walk's latencies show: with
+// kx_ring's inputs 3 tiles ahead, 32768 lanes (T = 64K, S = 16; 7.8 warps per SM) took 2.93-2.97 ms
+// in one chunk against 3.52-3.81 in 2, 4, 8 or 16 (H200, docs/gpu-results.md). The environment
+// variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a tuning knob for
+// the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may be shorter).
 static int kx_chunks(size_t threads, int T_, int *CL) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
         sms = 132;
     size_t want = 1;
-    if (threads < (size_t)sms * 512) want = ((size_t)sms * 4096 + threads - 1) / threads;
+    if (threads < (size_t)sms * 128) want = ((size_t)sms * 4096 + threads - 1) / threads;
     const char *env = getenv("MIXSCOPE_KALMAN_CHUNKS");
     if (env && atoi(env) > 0) want = (size_t)atoi(env);
     const size_t most = ((size_t)T_ + KX_CHUNK - 1) / KX_CHUNK;
@@ -829,6 +939,10 @@ static int kx_chunks(size_t threads, int T_, int *CL) {
     const size_t per = ((size_t)T_ + want - 1) / want;
     *CL = (int)((per + KX_CHUNK - 1) / KX_CHUNK * KX_CHUNK);
     return (int)(((size_t)T_ + *CL - 1) / *CL);
+}
+
+static bool kx_aligned(const void *p, int G) {
+    return (uintptr_t)p % (uintptr_t)G == 0;
 }
 
 template <typename T, int S, bool LV, bool PRIOR>
@@ -841,10 +955,15 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     if (B > 65535 || H > 65535) return err_set(e, "gpu kalman scan: B=%d H=%d too large", B, H);
     int CL;
     const int nch = kx_chunks((size_t)groups * K::NT * H * B, T_, &CL);
-    const size_t smem3 = (2 * (size_t)kx_tile<T, S, LV, true>::BUF +
-                          (K::WPC > 1 ? 2 * (size_t)(K::NT / 32) * KX_U : 0)) *
-                         sizeof(float);
-    const size_t smem1 = 2 * (size_t)kx_tile<T, S, LV, false>::BUF * sizeof(float);
+    using R3 = kx_ring<T, S, LV, true>;
+    using R1 = kx_ring<T, S, LV, false>;
+    const size_t smem3 =
+        (2 * (size_t)R3::BUF + (K::WPC > 1 ? 2 * (size_t)(K::NT / 32) * KX_U : 0)) * sizeof(float) +
+        KX_NST * (size_t)R3::RAW;
+    const size_t smem1 = 2 * (size_t)R1::BUF * sizeof(float) + KX_NST * (size_t)R1::RAW;
+    // the pieces of kx_ring as cp.async copies: every one aligned, no channel group cut by M
+    const int vec = M % K::C == 0 && kx_aligned(q, 16) && kx_aligned(k, 16) &&
+                    kx_aligned(v, R3::GV) && (!LV || kx_aligned(lv, R3::GL));
     CUDA_TRY(cudaFuncSetAttribute(kx_apply_kernel<T, S, LV, PRIOR>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem3),
              "gpu kalman scan: shared memory");
@@ -852,7 +971,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     if (nch == 1) {
         kx_apply_kernel<T, S, LV, PRIOR>
             <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, 1, scale, (const T *)q, (const T *)k,
-                                       (const T *)v, lv, a, p, state, state, o);
+                                       (const T *)v, lv, a, p, state, state, o, vec);
         CUDA_LAUNCHED("gpu kalman scan");
         return 0;
     }
@@ -867,7 +986,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     float *st0 = X + 7 * (size_t)(nch - 1) * lanes;
     kx_compose_kernel<T, S, LV>
         <<<dim3((unsigned)((nch - 1) * groups), (unsigned)H, (unsigned)B), K::NT, smem1, st>>>(
-            T_, H, M, CL, (const T *)k, (const T *)v, lv, a, p, X);
+            T_, H, M, CL, (const T *)k, (const T *)v, lv, a, p, X, vec);
     cudaError_t rc = cudaGetLastError();
     if (rc == cudaSuccess) {
         kx_carry_kernel<<<(unsigned)((lanes + 255) / 256), 256, 0, st>>>(lanes, nch, X, state, st0);
@@ -876,7 +995,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     if (rc == cudaSuccess) {
         kx_apply_kernel<T, S, LV, PRIOR>
             <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, nch, scale, (const T *)q, (const T *)k,
-                                       (const T *)v, lv, a, p, st0, state, o);
+                                       (const T *)v, lv, a, p, st0, state, o, vec);
         rc = cudaGetLastError();
     }
     const cudaError_t rf = cudaFreeAsync(X, st);
