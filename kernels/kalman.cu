@@ -495,8 +495,11 @@ static int kalman_launch_scan(int B, int T_, int H, int M, int S, float scale, i
 #define KX_U     16 // tokens of one readout reduction
 #define KX_R     4  // tokens between two renormalisations (the float4 loads of the inputs)
 #define KX_MAXCH 64 // most time chunks
-#define KX_CHUNK 32 // chunk lengths are multiples of this (of every tile length)
-#define KX_NST   4  // tiles of inputs in flight (kx_ring)
+#ifndef KX_TT_SMALL
+#define KX_TT_SMALL 64 // tokens of a tile at S <= 16 (a build-time knob for the benchmarks)
+#endif
+#define KX_CHUNK (KX_TT_SMALL > 32 ? KX_TT_SMALL : 32) // chunk lengths: multiples of every tile
+#define KX_NST   4                                     // tiles of inputs in flight (kx_ring)
 
 // Shape of a block for S states per channel: NT threads, one lane each, C channels of S lanes
 // (s fastest); W lanes of a channel share a warp, WPC warps make a channel; tiles of TT tokens
@@ -507,7 +510,7 @@ template <int S> struct kx {
     static constexpr int C = NT / S;
     static constexpr int W = S < 32 ? S : 32;
     static constexpr int WPC = S / W;
-    static constexpr int TT = S >= 64 ? 16 : 32;
+    static constexpr int TT = S >= 64 ? 16 : S <= 16 ? KX_TT_SMALL : 32;
     static constexpr int TP = TT + 4;
     // kx_apply blocks a multiprocessor should hold (register caps). At S = 16 the walk is
     // issue-bound and 6 blocks (80 registers) hide its latencies better than 5 (H200, T = 64K:
@@ -516,6 +519,13 @@ template <int S> struct kx {
     // two 256-thread blocks need <= 128 registers: one more (131, with no cap) halved the
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
     static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 4;
+    // The readout's sums over the W lanes of a channel (kx_apply). W <= KX_U: through shared
+    // memory, per warp two buffers of CW channels [KX_U tokens][RP] (CS floats a channel; the
+    // pads keep both the lanes' stores and the rows' float4 loads on distinct banks). Otherwise a
+    // reduce-scatter by shuffles, and for WPC > 1 two buffers [NT / 32][KX_U] across the warps.
+    static constexpr bool TRANSPOSE = W <= KX_U;
+    static constexpr int CW = 32 / W, RP = W + 4, CS = KX_U * RP + W, RB = CW * CS;
+    static constexpr int RED = TRANSPOSE ? NT / 32 * 2 * RB : WPC > 1 ? 2 * (NT / 32) * KX_U : 0;
     static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
     static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
 };
@@ -583,7 +593,7 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int GL = EV * 4 < 16 ? EV * 4 : 16, NL = EV * 4 / GL;
     static constexpr int OQ = TT * S * ES, OV = OQ + (Q ? TT * S * ES : 0), OL = OV + TT * C * ES;
     static constexpr int RAW = (OL + (LV ? TT * C * 4 : 0) + 15) / 16 * 16; // bytes a stage
-    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP;  // floats
+    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP;   // floats
     static_assert(S * ES % GK == 0 && C * ES % GV == 0 && GV >= 4, "pieces");
 
     // kb, qb: (token 0, head h, state 0); vb, lb: (token 0, head h, channel m0); strides HS, HM
@@ -721,8 +731,8 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     constexpr int NT = K::NT, C = K::C, W = K::W, WPC = K::WPC, TT = K::TT, TP = K::TP;
     constexpr int HELD = W < KX_U ? KX_U / W : 1, DUP = W > KX_U ? W / KX_U : 1;
     extern __shared__ __align__(16) float kx_sm[];
-    float *red = kx_sm + 2 * Tile::BUF; // WPC > 1: [2][NT / 32][KX_U]
-    unsigned char *ring = (unsigned char *)(red + (WPC > 1 ? 2 * (NT / 32) * KX_U : 0));
+    float *red = kx_sm + 2 * Tile::BUF; // K::RED floats
+    unsigned char *ring = (unsigned char *)(red + K::RED);
     const int groups = (M + C - 1) / C, j = (int)blockIdx.x / groups;
     const int m0 = ((int)blockIdx.x % groups) * C, h = blockIdx.y, b = blockIdx.z;
     const int lane_w = (int)threadIdx.x & 31, warp = (int)threadIdx.x / 32;
@@ -757,8 +767,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
         const float *sk = buf + L.s * TP, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
         const float *svl = buf + 3 * S * TP + L.c * TP, *slv = svl + C * TP;
         const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
-        // one group of KX_U tokens: this lane's readout terms y; FULL: no token past the end
-        auto walk = [&](auto full, int g0, int gn, float(&y)[KX_U]) {
+        // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
+        // FULL: no token past the end
+        // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
+        // FULL: no token past the end
+        auto walk = [&](auto full, int g0, int gn, auto sink) {
 #pragma unroll
             for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
                 const float4 k4 = *reinterpret_cast<const float4 *>(sk + g0 + i0);
@@ -773,44 +786,85 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
 #pragma unroll
                 for (int u = 0; u < KX_R; u++) {
                     const int i = i0 + u;
-                    y[i] = 0.0f;
                     if (decltype(full)::value || i < gn) { // uniform over the block
                         const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
                         Dn = fmaf(L.a2, Dn, L.p * N);
                         N = fmaf(phi, Dn, N);
                         E = fmaf(r, Dn, L.a * E);
                         const float rn = kx_rcp(N), mu = E * rn;
-                        y[i] = qq[u] * (PRIOR ? L.a * mu : mu);
+                        sink(i, qq[u] * (PRIOR ? L.a * mu : mu));
                         if (u == KX_R - 1) Dn *= rn, E = mu, N = 1.0f; // renormalise: N = 1
                     }
                 }
             }
         };
+        if constexpr (K::TRANSPOSE) {
+            // the lanes store their terms [channel][token][state]; after a warp sync lane
+            // (rj, rc) sums the rows of tokens rj + W hh of channel rc of its warp (consecutive
+            // lanes: neighbouring channels of one token). Buffer pb of the warp's two: a group
+            // writes the one its predecessor did not read, so one sync a group suffices.
+            static_assert(TT / KX_U % 2 == 0, "groups of a tile alternate the two buffers");
+            auto group = [&](auto full, int g0, int gn, int pb) {
+                float *tb = red + (warp * 2 + pb) * K::RB;
+                float *wr = tb + (lane_w / W) * K::CS + L.s;
+                walk(full, g0, gn, [&](int i, float y) { wr[i * K::RP] = y; });
+                __syncwarp();
+                const int rc = lane_w % K::CW, rj = lane_w / K::CW, ch = warp * K::CW + rc;
+#pragma unroll
+                for (int hh = 0; hh < HELD; hh++) {
+                    const int i = rj + W * hh;
+                    const float4 *row =
+                        reinterpret_cast<const float4 *>(tb + rc * K::CS + i * K::RP);
+                    float4 acc = row[0];
+#pragma unroll
+                    for (int f = 1; f < W / 4; f++) {
+                        const float4 x = row[f];
+                        acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+                    }
+                    if (m0 + ch < M && i < gn)
+                        ob[(size_t)(t0 + g0 + i) * HM + ch] =
+                            scale * ((acc.x + acc.y) + (acc.z + acc.w));
+                }
+            };
+            if (nv >= TT) {
+#pragma unroll
+                for (int g = 0; g < TT / KX_U; g++) group(std::true_type(), g * KX_U, KX_U, g & 1);
+            } else {
 #pragma unroll 1
-        for (int g0 = 0; g0 < TT && g0 < nv; g0 += KX_U, gi++) {
-            float y[KX_U];
-            const int gn = nv - g0; // tokens of this group (>= KX_U: all)
-            if (gn >= KX_U)
-                walk(std::true_type(), g0, gn, y);
-            else
-                walk(std::false_type(), g0, gn, y);
-            const int base = kx_scatter<W>(y, lane_w);
-            if (WPC == 1) {
-                if (L.live && (lane_w & (DUP - 1)) == 0)
+                for (int g = 0; g * KX_U < nv; g++)
+                    group(std::false_type(), g * KX_U, nv - g * KX_U, g & 1);
+            }
+        } else {
+#pragma unroll 1
+            for (int g0 = 0; g0 < TT && g0 < nv; g0 += KX_U, gi++) {
+                float y[KX_U];
+                const int gn = nv - g0; // tokens of this group (>= KX_U: all)
+                auto keep = [&](int i, float x) { y[i] = x; };
 #pragma unroll
-                    for (int i = 0; i < HELD; i++)
-                        if (base + i < gn)
-                            ob[(size_t)(t0 + g0 + base + i) * HM + L.c] = scale * y[i];
-            } else { // the WPC warps of a channel meet in shared memory (two buffers: one sync)
-                float *rb = red + (gi & 1) * (NT / 32) * KX_U;
-                if ((lane_w & (DUP - 1)) == 0) rb[warp * KX_U + base] = y[0];
-                __syncthreads();
-                if ((int)threadIdx.x < C * KX_U) {
-                    const int cc = (int)threadIdx.x / KX_U, i = (int)threadIdx.x % KX_U;
-                    float sum = 0.0f;
+                for (int i = 0; i < KX_U; i++) y[i] = 0.0f;
+                if (gn >= KX_U)
+                    walk(std::true_type(), g0, gn, keep);
+                else
+                    walk(std::false_type(), g0, gn, keep);
+                const int base = kx_scatter<W>(y, lane_w);
+                if (WPC == 1) {
+                    if (L.live && (lane_w & (DUP - 1)) == 0)
 #pragma unroll
-                    for (int w = 0; w < WPC; w++) sum += rb[(cc * WPC + w) * KX_U + i];
-                    if (m0 + cc < M && i < gn) ob[(size_t)(t0 + g0 + i) * HM + cc] = scale * sum;
+                        for (int i = 0; i < HELD; i++)
+                            if (base + i < gn)
+                                ob[(size_t)(t0 + g0 + base + i) * HM + L.c] = scale * y[i];
+                } else { // the WPC warps of a channel meet in shared memory (two buffers: one sync)
+                    float *rb = red + (gi & 1) * (NT / 32) * KX_U;
+                    if ((lane_w & (DUP - 1)) == 0) rb[warp * KX_U + base] = y[0];
+                    __syncthreads();
+                    if ((int)threadIdx.x < C * KX_U) {
+                        const int cc = (int)threadIdx.x / KX_U, i = (int)threadIdx.x % KX_U;
+                        float sum = 0.0f;
+#pragma unroll
+                        for (int w = 0; w < WPC; w++) sum += rb[(cc * WPC + w) * KX_U + i];
+                        if (m0 + cc < M && i < gn)
+                            ob[(size_t)(t0 + g0 + i) * HM + cc] = scale * sum;
+                    }
                 }
             }
         }
@@ -850,8 +904,8 @@ __global__ void __launch_bounds__(kx<S>::NT)
 #pragma unroll
     for (int i = 0; i < KX_NST - 1; i++) {
         if (tbeg + i * TT < tend)
-            Tile::issue(ring + i * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, tbeg + i * TT,
-                        tend, vec);
+            Tile::issue(ring + i * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
+                        vec);
         cp_async_commit();
     }
     cp_async_wait<KX_NST - 2>();
@@ -957,9 +1011,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     const int nch = kx_chunks((size_t)groups * K::NT * H * B, T_, &CL);
     using R3 = kx_ring<T, S, LV, true>;
     using R1 = kx_ring<T, S, LV, false>;
-    const size_t smem3 =
-        (2 * (size_t)R3::BUF + (K::WPC > 1 ? 2 * (size_t)(K::NT / 32) * KX_U : 0)) * sizeof(float) +
-        KX_NST * (size_t)R3::RAW;
+    const size_t smem3 = (2 * (size_t)R3::BUF + K::RED) * sizeof(float) + KX_NST * (size_t)R3::RAW;
     const size_t smem1 = 2 * (size_t)R1::BUF * sizeof(float) + KX_NST * (size_t)R1::RAW;
     // the pieces of kx_ring as cp.async copies: every one aligned, no channel group cut by M
     const int vec = M % K::C == 0 && kx_aligned(q, 16) && kx_aligned(k, 16) &&
