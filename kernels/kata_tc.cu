@@ -87,32 +87,17 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
     const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
     float acc[2][NW][4], zp[2][8];
     {
-        // the state in: S_int = packed / weight, both (a, b) and (b, a) of a diagonal block; z's
-        // into the shares of threads 0..7
+        // the state in (kt_s_in, kt_z_in)
         const kt_tile my = tl ? ti1 : ti0;
 #pragma unroll
         for (int m = 0; m < 2; m++)
 #pragma unroll
             for (int j = 0; j < NW; j++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int fr = fr0 + 16 * m + g + (e >> 1) * 8;
-                    const int col = c0 + 8 * j + 2 * tg + (e & 1);
-                    float wgt;
-                    const int r =
-                        kt_packed(my.m, 8 * my.I + fr / 8, 8 * my.J + fr % 8, a.E, a.s, &wgt);
-                    acc[m][j][e] = a.S && mine ? a.S[((size_t)n * a.D + r) * DV + col] / wgt : 0.0f;
-                }
-#pragma unroll
-        for (int l = 0; l < 2; l++)
-#pragma unroll
-            for (int bb = 0; bb < 8; bb++) {
-                const kt_tile t = l ? ti1 : ti0;
-                float wgt;
-                const int r = kt_packed(t.m, 8 * t.I + (tid & 7), 8 * t.J + bb, a.E, a.s, &wgt);
-                zp[l][bb] =
-                    a.S && tid < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
-            }
+                for (int e = 0; e < 4; e++)
+                    acc[m][j][e] = kt_s_in<DV>(a, n, my, fr0 + 16 * m + g + (e >> 1) * 8,
+                                               c0 + 8 * j + 2 * tg + (e & 1), mine);
+        kt_z_in(a, n, ti0, ti1, valid1, tid, zp);
     }
     // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J),
     // and its value chunks (tokens tid / (DV / 8) + 256 u / (DV / 8), 8 columns): offsets from the
@@ -156,9 +141,7 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
         if (step + 1 < nsteps) issue(step + 1, st ^ 1);
         if (t0 % a.CL == 0) { // the exclusive prefix of chunk t0 / CL (every thread: kt_z_sum)
             const size_t c = (size_t)(t0 / a.CL) * N + n;
-            const float z = kt_z_sum(zp, sRed, tid);
-            if (tid < 2 * KT_F && (tid < KT_F || valid1))
-                a.Zc[(c * a.ntile + tile0) * KT_F + tid] = z;
+            kt_z_prefix(a, c, tile0, valid1, tid, kt_z_sum(zp, sRed, tid));
             if (mine) {
                 bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + tl) * KT_F) * DV;
 #pragma unroll
@@ -196,34 +179,18 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
             kt_mma_k16<NW>(acc, af, bst + kk * 16 * LDV * 2);
         }
     }
-    const float zf = kt_z_sum(zp, sRed, tid);
-    if (!a.S) return;
-    // the state out, packed: one of (a, b), (b, a) of a diagonal block (the tiles found again:
-    // nothing of them stays live through the loop)
-    if (tid < 2 * KT_F && (tid < KT_F || valid1)) {
-        const kt_tile t = kt_tile_of(tile0 + tid / KT_F, a.nb);
-        const int ai = (tid % KT_F) / 8, bi = tid % 8;
-        if (t.I != t.J || ai >= bi) {
-            float wgt;
-            const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
-            a.z[(size_t)n * a.D + r] = zf * wgt;
-        }
-    }
-    if (!mine) return;
+    // the state out, packed (the tiles found again: nothing of them stays live through the loop)
+    kt_z_out(a, n, tile0, valid1, tid, kt_z_sum(zp, sRed, tid));
+    if (!a.S || !mine) return;
     const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll
         for (int j = 0; j < NW; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int fr = fr0 + 16 * m + g + (e >> 1) * 8, col = c0 + 8 * j + 2 * tg + (e & 1);
-                const int ai = fr / 8, bi = fr % 8;
-                if (mo.I == mo.J && ai < bi) continue;
-                float wgt;
-                const int r = kt_packed(mo.m, 8 * mo.I + ai, 8 * mo.J + bi, a.E, a.s, &wgt);
-                a.S[((size_t)n * a.D + r) * DV + col] = acc[m][j][e] * wgt;
-            }
+            for (int e = 0; e < 4; e++)
+                kt_s_out<DV>(a, n, mo, fr0 + 16 * m + g + (e >> 1) * 8,
+                             c0 + 8 * j + 2 * tg + (e & 1), acc[m][j][e]);
 }
 
 // ---------------------------------------------------------------- kt_read
@@ -248,13 +215,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kern
     const size_t cn = (size_t)(t0 / a.CL) * N + n;
     const bf16_t *Sc = a.Sc + cn * a.ntile * KT_F * DV;
     const float *Zc = a.Zc + cn * a.ntile * KT_F;
-    const size_t tokq = (size_t)a.H * a.dk;
-    const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * a.dk;
-    for (int x = tid; x < KT_R * (DK / 8); x += 256) {
-        const int tok = x / (DK / 8), c8 = x % (DK / 8), t = t0 + tok;
-        const bool ok = t < a.T;
-        cp_async16_zfill(sQ + tok * ldq + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8, ok);
-    }
+    kt_load_q<DK>(a, sQ, b, h, t0, tid);
     auto issue = [&](int tile, int st) {
         const bf16_t *src = Sc + (size_t)tile * KT_F * DV;
         bf16_t *dst = sS + st * KT_F * LDV;
@@ -312,15 +273,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(256, 2) kt_read_kern
             kt_mma_k16<NW>(acc, af, bst + kk * 16 * LDV * 2);
         }
     }
-#pragma unroll
-    for (int u = 0; u < 4; u++) { // den: the 8 threads of a token are 8 consecutive lanes
-        float d = dp[u];
-        d += __shfl_xor_sync(0xffffffffu, d, 1);
-        d += __shfl_xor_sync(0xffffffffu, d, 2);
-        d += __shfl_xor_sync(0xffffffffu, d, 4);
-        const int t = t0 + (tid >> 3) + 32 * u;
-        if ((tid & 7) == 0 && t < a.T) a.den[((size_t)b * a.T + t) * a.H + h] = d;
-    }
+    kt_den_out(a, dp, b, h, t0, tid);
 #pragma unroll
     for (int m = 0; m < 2; m++)
 #pragma unroll

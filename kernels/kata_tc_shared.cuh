@@ -100,6 +100,89 @@ __device__ __forceinline__ float kt_z_sum(const float (&zp)[2][8], float *red, i
     return z;
 }
 
+// The state's way in and out of a state pass (kata_tc.cu's and kata_tc_wgmma.cu's alike).
+// S_int's entry for feature fr (0..63) of tile t, value column col: the packed entry over its
+// weight ((a, b) and (b, a) of a diagonal block read the same one); 0 without a state or for a
+// tile past the last (live false).
+template <int DV>
+__device__ __forceinline__ float kt_s_in(const kt_args &a, int n, const kt_tile &t, int fr, int col,
+                                         bool live) {
+    float wgt;
+    const int r = kt_packed(t.m, 8 * t.I + fr / 8, 8 * t.J + fr % 8, a.E, a.s, &wgt);
+    return a.S && live ? a.S[((size_t)n * a.D + r) * DV + col] / wgt : 0.0f;
+}
+// The packed entry back from S_int's v (one of (a, b), (b, a) of a diagonal block writes).
+template <int DV>
+__device__ __forceinline__ void kt_s_out(const kt_args &a, int n, const kt_tile &t, int fr, int col,
+                                         float v) {
+    const int ai = fr / 8, bi = fr % 8;
+    if (t.I == t.J && ai < bi) return;
+    float wgt;
+    const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
+    a.S[((size_t)n * a.D + r) * DV + col] = v * wgt;
+}
+// z's shares in (kt_z_sum's layout): threads 0..7 carry the packed z of features 8 tid + b of
+// tiles t0 and t1 (t1 only when valid1), every other share starts at 0.
+__device__ __forceinline__ void kt_z_in(const kt_args &a, int n, const kt_tile &t0,
+                                        const kt_tile &t1, bool valid1, int tid,
+                                        float (&zp)[2][8]) {
+#pragma unroll
+    for (int l = 0; l < 2; l++)
+#pragma unroll
+        for (int b = 0; b < 8; b++) {
+            const kt_tile t = l ? t1 : t0;
+            float wgt;
+            const int r = kt_packed(t.m, 8 * t.I + (tid & 7), 8 * t.J + b, a.E, a.s, &wgt);
+            zp[l][b] = a.S && tid < 8 && (l == 0 || valid1) ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
+        }
+}
+// kt_z_sum's result z (thread tid < 128: feature tid % 64 of tile tile0 + tid / 64) out: into Zc
+// as the exclusive prefix of chunk slot c (chunk B H + head), or into the packed z at the end.
+__device__ __forceinline__ void kt_z_prefix(const kt_args &a, size_t c, int tile0, bool valid1,
+                                            int tid, float z) {
+    if (tid < 2 * KT_F && (tid < KT_F || valid1)) a.Zc[(c * a.ntile + tile0) * KT_F + tid] = z;
+}
+__device__ __forceinline__ void kt_z_out(const kt_args &a, int n, int tile0, bool valid1, int tid,
+                                         float z) {
+    if (!a.S || tid >= 2 * KT_F || (tid >= KT_F && !valid1)) return;
+    const kt_tile t = kt_tile_of(tile0 + tid / KT_F, a.nb);
+    const int ai = (tid % KT_F) / 8, bi = tid % 8;
+    if (t.I == t.J && ai < bi) return;
+    float wgt;
+    const int r = kt_packed(t.m, 8 * t.I + ai, 8 * t.J + bi, a.E, a.s, &wgt);
+    a.z[(size_t)n * a.D + r] = z * wgt;
+}
+
+// A read block's queries: KT_R tokens of sequence b, head h from t0 into shared rows of DK + 8
+// (zero past T), by cp.async from 256 threads (committed with the caller's next group).
+template <int DK>
+__device__ __forceinline__ void kt_load_q(const kt_args &a, bf16_t *sQ, int b, int h, int t0,
+                                          int tid) {
+    const size_t tokq = (size_t)a.H * DK;
+    const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * DK;
+    for (int x = tid; x < KT_R * (DK / 8); x += 256) {
+        const int tok = x / (DK / 8), c8 = x % (DK / 8), t = t0 + tok;
+        const bool ok = t < a.T;
+        cp_async16_zfill(sQ + tok * (DK + 8) + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8,
+                         ok);
+    }
+}
+
+// A read block's denominators out: thread tid's shares dp[u] of token t0 + tid / 8 + 32 u, summed
+// over the 8 threads of a token (8 consecutive lanes).
+__device__ __forceinline__ void kt_den_out(const kt_args &a, const float (&dp)[4], int b, int h,
+                                           int t0, int tid) {
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        float d = dp[u];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        d += __shfl_xor_sync(0xffffffffu, d, 4);
+        const int t = t0 + (tid >> 3) + 32 * u;
+        if ((tid & 7) == 0 && t < a.T) a.den[((size_t)b * a.T + t) * a.H + h] = d;
+    }
+}
+
 // The sm_90a passes (kata_tc_wgmma.cu) for dv = 128: 1 when they can run here (an sm_90 GPU, a
 // build with their image, MIXSCOPE_KATA_WGMMA not 0), asked once per process; the launches take
 // kt_state_kernel's and kt_read_kernel's grids and arguments.
