@@ -18,14 +18,18 @@
 //                token is the division-free linear map
 //                  D' = a^2 D + p N,  N' = N + phi D',  E' = a E + r D'
 //                and the readout is mu = E' / N' (one reciprocal per lane and token; the vector is
-//                renormalised to N = 1 every KX_R tokens with that same reciprocal). Time is cut
-//                into chunks when the lanes alone do not fill the device: (1) kx_compose: every
-//                (lane, chunk) composes its chunk's maps (7 floats, trace-renormalised every
-//                KX_R tokens); (2) kx_carry: each lane applies them in order to get every chunk's
-//                starting (lambda, eta); (3) kx_apply: every (lane, chunk) walks its tokens from
-//                its start and reads out, the sum over s a reduce-scatter of KX_U tokens across
-//                the lanes of a channel (warp shuffles, shared memory across warps). One chunk:
-//                kx_apply alone, from the state.
+//                renormalised to N = 1 every KX_R tokens with that same reciprocal). The inputs
+//                stream through shared memory a few tiles ahead (kx_ring, cp.async). Time is cut
+//                into chunks only when the lanes give fewer than 4 warps per SM (kx_chunks):
+//                (1) kx_compose: every (lane, chunk) composes its chunk's maps (7 floats,
+//                trace-renormalised every KX_R tokens); (2) kx_carry: each lane applies them in
+//                order to get every chunk's starting (lambda, eta); (3) kx_apply: every (lane,
+//                chunk) walks its tokens from its start and reads out, the sum over s through
+//                shared memory for S <= 16 (after one shuffle round) and a reduce-scatter of
+//                KX_U tokens by shuffles otherwise (shared memory across warps). One chunk:
+//                kx_apply alone, from the state. What bounds it at S = 16: the L1 / shared-memory
+//                pipe (80% busy under ncu at 7c708ee), then the issue of ~17 instructions a
+//                lane-step (docs/gpu-results.md).
 //   kalman_scan  the former block scan (Mobius + affine warp scans per tile); gpu_kalman_scan
 //                for the other S.
 #include <cuda_bf16.h>
@@ -519,12 +523,16 @@ template <int S> struct kx {
     // two 256-thread blocks need <= 128 registers: one more (131, with no cap) halved the
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
     static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 4;
-    // The readout's sums over the W lanes of a channel (kx_apply). W <= KX_U: through shared
-    // memory, per warp two buffers of CW channels [KX_U tokens][RP] (CS floats a channel; the
-    // pads keep both the lanes' stores and the rows' float4 loads on distinct banks). Otherwise a
-    // reduce-scatter by shuffles, and for WPC > 1 two buffers [NT / 32][KX_U] across the warps.
+    // The readout's sums over the W lanes of a channel (kx_apply). W <= KX_U: one shuffle round
+    // adds lane pairs s, s + W / 2 (each lane keeping half the tokens), then shared memory: per
+    // warp two buffers of CW channels, each two halves of KX_U / 2 token rows of HW = W / 2 floats
+    // (rows RP apart, halves HS, channels CS: the pads keep both the lanes' stores and the rows'
+    // float4 loads on distinct banks). Otherwise a reduce-scatter by shuffles, and for WPC > 1 two
+    // buffers [NT / 32][KX_U] across the warps.
     static constexpr bool TRANSPOSE = W <= KX_U;
-    static constexpr int CW = 32 / W, RP = W + 4, CS = KX_U * RP + W, RB = CW * CS;
+    static constexpr int CW = 32 / W, HW = W / 2, KH = KX_U / 2, RP = HW + 4;
+    static constexpr int HS = KH * RP + ((HW - KH * RP) % 32 + 32) % 32;
+    static constexpr int CS = 2 * HS + ((2 * HW - 2 * HS) % 32 + 32) % 32, RB = CW * CS;
     static constexpr int RED = TRANSPOSE ? NT / 32 * 2 * RB : WPC > 1 ? 2 * (NT / 32) * KX_U : 0;
     static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
     static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
@@ -581,10 +589,11 @@ __device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
 // against 37.2 ms at T = 64K).
 // Raw stage (bytes): k [TT][S] T, q [TT][S] T (Q only), v [TT][C] T, lambda_v [TT][C] fp32 (LV
 // only). A piece is G contiguous bytes of one token's row: GK for k and q, GV for v (with the
-// matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], k^2 [S][TP],
-// q [S][TP] (Q only), v lambda_v [C][TP], lambda_v [C][TP] (LV only). Tokens at or past tend read
-// as 0. VEC (the host's kx_vec): every piece aligned and no channel group cut by M; otherwise the
-// pieces load element by element (synchronously; correct, slower).
+// matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], q [S][TP] (Q
+// only), v lambda_v [C][TP], lambda_v [C][TP] (LV only); the walks square k themselves (a multiply
+// is cheaper than the shared-memory traffic of a k^2 row, the kernel's bound: L1 80% busy). Tokens
+// at or past tend read as 0. VEC (the host's kx_vec): every piece aligned and no channel group cut
+// by M; otherwise the pieces load element by element (synchronously; correct, slower).
 template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
     static constexpr int ES = (int)sizeof(T);
@@ -593,7 +602,7 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int GL = EV * 4 < 16 ? EV * 4 : 16, NL = EV * 4 / GL;
     static constexpr int OQ = TT * S * ES, OV = OQ + (Q ? TT * S * ES : 0), OL = OV + TT * C * ES;
     static constexpr int RAW = (OL + (LV ? TT * C * 4 : 0) + 15) / 16 * 16; // bytes a stage
-    static constexpr int BUF = ((Q ? 3 : 2) * S + (LV ? 2 : 1) * C) * TP;   // floats
+    static constexpr int BUF = ((Q ? 2 : 1) * S + (LV ? 2 : 1) * C) * TP;   // floats
     static_assert(S * ES % GK == 0 && C * ES % GV == 0 && GV >= 4, "pieces");
 
     // kb, qb: (token 0, head h, state 0); vb, lb: (token 0, head h, channel m0); strides HS, HM
@@ -641,8 +650,8 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
     }
     // this thread's pieces of a landed raw stage -> the fp32 buffer
     static __device__ __forceinline__ void convert(const unsigned char *raw, float *buf) {
-        float *sk = buf, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
-        float *svl = buf + (Q ? 3 : 2) * S * TP, *slv = svl + C * TP;
+        float *sk = buf, *sq = sk + S * TP;
+        float *svl = buf + (Q ? 2 : 1) * S * TP, *slv = svl + C * TP;
         for (int e = (int)threadIdx.x; e < NPK; e += NT) {
             const int t = e % TT, s0 = e / TT * EK;
             float x[EK], y[EK];
@@ -650,7 +659,7 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
             if (Q) kx_get<T, GK / 4>(raw + OQ + (t * S + s0) * ES, y);
 #pragma unroll
             for (int j = 0; j < EK; j++) {
-                sk[(s0 + j) * TP + t] = x[j], sk2[(s0 + j) * TP + t] = x[j] * x[j];
+                sk[(s0 + j) * TP + t] = x[j];
                 if (Q) sq[(s0 + j) * TP + t] = y[j];
             }
         }
@@ -764,8 +773,8 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
             Tile::issue(ring + ra * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, ahead, tend, vec);
         cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
-        const float *sk = buf + L.s * TP, *sk2 = sk + S * TP, *sq = sk2 + S * TP;
-        const float *svl = buf + 3 * S * TP + L.c * TP, *slv = svl + C * TP;
+        const float *sk = buf + L.s * TP, *sq = sk + S * TP;
+        const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
         const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
         // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
         // FULL: no token past the end
@@ -775,19 +784,19 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
 #pragma unroll
             for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
                 const float4 k4 = *reinterpret_cast<const float4 *>(sk + g0 + i0);
-                const float4 kq4 = *reinterpret_cast<const float4 *>(sk2 + g0 + i0);
                 const float4 q4 = *reinterpret_cast<const float4 *>(sq + g0 + i0);
                 const float4 vl4 = *reinterpret_cast<const float4 *>(svl + g0 + i0);
                 float4 l4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
                 if (LV) l4 = *reinterpret_cast<const float4 *>(slv + g0 + i0);
-                const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, k2[4] = {kq4.x, kq4.y, kq4.z, kq4.w};
+                const float kk[4] = {k4.x, k4.y, k4.z, k4.w};
                 const float qq[4] = {q4.x, q4.y, q4.z, q4.w}, vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w};
                 const float ll[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
                 for (int u = 0; u < KX_R; u++) {
                     const int i = i0 + u;
                     if (decltype(full)::value || i < gn) { // uniform over the block
-                        const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
+                        const float k2 = kk[u] * kk[u], phi = LV ? ll[u] * k2 : k2;
+                        const float r = vl[u] * kk[u];
                         Dn = fmaf(L.a2, Dn, L.p * N);
                         N = fmaf(phi, Dn, N);
                         E = fmaf(r, Dn, L.a * E);
@@ -805,19 +814,29 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
             // writes the one its predecessor did not read, so one sync a group suffices.
             static_assert(TT / KX_U % 2 == 0, "groups of a tile alternate the two buffers");
             auto group = [&](auto full, int g0, int gn, int pb) {
+                float y[KX_U];
+#pragma unroll
+                for (int i = 0; i < KX_U; i++) y[i] = 0.0f;
+                walk(full, g0, gn, [&](int i, float x) { y[i] = x; });
+                // lanes s and s + HW: the low one keeps tokens [0, KH), the high one [KH, KX_U)
+                const int hi = L.s >= K::HW;
                 float *tb = red + (warp * 2 + pb) * K::RB;
-                float *wr = tb + (lane_w / W) * K::CS + L.s;
-                walk(full, g0, gn, [&](int i, float y) { wr[i * K::RP] = y; });
+                float *wr = tb + (lane_w / W) * K::CS + hi * K::HS + L.s % K::HW;
+#pragma unroll
+                for (int i = 0; i < K::KH; i++) {
+                    const float send = hi ? y[i] : y[i + K::KH], keep = hi ? y[i + K::KH] : y[i];
+                    wr[i * K::RP] = keep + __shfl_xor_sync(FULL_MASK, send, K::HW);
+                }
                 __syncwarp();
                 const int rc = lane_w % K::CW, rj = lane_w / K::CW, ch = warp * K::CW + rc;
 #pragma unroll
                 for (int hh = 0; hh < HELD; hh++) {
                     const int i = rj + W * hh;
-                    const float4 *row =
-                        reinterpret_cast<const float4 *>(tb + rc * K::CS + i * K::RP);
+                    const float4 *row = reinterpret_cast<const float4 *>(
+                        tb + rc * K::CS + (i / K::KH) * K::HS + (i % K::KH) * K::RP);
                     float4 acc = row[0];
 #pragma unroll
-                    for (int f = 1; f < W / 4; f++) {
+                    for (int f = 1; f < K::HW / 4; f++) {
                         const float4 x = row[f];
                         acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
                     }
@@ -918,20 +937,20 @@ __global__ void __launch_bounds__(kx<S>::NT)
             Tile::issue(ring + ra * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, ahead, tend, vec);
         cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
-        const float *sk = buf + L.s * TP, *sk2 = sk + S * TP;
-        const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
+        const float *sk = buf + L.s * TP;
+        const float *svl = buf + S * TP + L.c * TP, *slv = svl + C * TP;
 #pragma unroll 2
         for (int i0 = 0; i0 < TT; i0 += KX_R) {
             const float4 k4 = *reinterpret_cast<const float4 *>(sk + i0);
-            const float4 kq4 = *reinterpret_cast<const float4 *>(sk2 + i0);
             const float4 vl4 = *reinterpret_cast<const float4 *>(svl + i0);
             float4 l4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
             if (LV) l4 = *reinterpret_cast<const float4 *>(slv + i0);
-            const float kk[4] = {k4.x, k4.y, k4.z, k4.w}, k2[4] = {kq4.x, kq4.y, kq4.z, kq4.w};
+            const float kk[4] = {k4.x, k4.y, k4.z, k4.w};
             const float vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w}, ll[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
             for (int u = 0; u < KX_R; u++) {
-                const float phi = LV ? ll[u] * k2[u] : k2[u], r = vl[u] * kk[u];
+                const float k2 = kk[u] * kk[u], phi = LV ? ll[u] * k2 : k2;
+                const float r = vl[u] * kk[u];
                 float d = fmaf(L.a2, DN, L.p * NN);
                 NN = fmaf(phi, d, NN), EN = fmaf(r, d, L.a * EN), DN = d;
                 d = fmaf(L.a2, DD, L.p * ND);
