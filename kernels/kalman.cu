@@ -28,8 +28,9 @@
 //                shared memory for S <= 16 (after one shuffle round) and a reduce-scatter of
 //                KX_U tokens by shuffles otherwise (shared memory across warps). One chunk:
 //                kx_apply alone, from the state. What bounds it at S = 16: the L1 / shared-memory
-//                pipe (80% busy under ncu at 7c708ee), then the issue of ~17 instructions a
-//                lane-step (docs/gpu-results.md).
+//                pipe (80% busy under ncu at 7c708ee, before 0bb4a72 took a k^2 row and half the
+//                readout's rows out of it), then the issue of ~17 instructions a lane-step
+//                (docs/gpu-results.md).
 //   kalman_scan  the former block scan (Mobius + affine warp scans per tile); gpu_kalman_scan
 //                for the other S.
 #include <cuda_bf16.h>
@@ -522,6 +523,8 @@ template <int S> struct kx {
     // compiler chose before the reduce-scatter was unrolled) keep their occupancy. At S = 128
     // two 256-thread blocks need <= 128 registers: one more (131, with no cap) halved the
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
+    // (Since a3ca396 shared memory holds an S = 16 block to 3 a multiprocessor anyway, and at
+    // T = 64K one time chunk runs 2; its 80 registers still spill nothing.)
     static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 4;
     // The readout's sums over the W lanes of a channel (kx_apply). W <= KX_U: one shuffle round
     // adds lane pairs s, s + W / 2 (each lane keeping half the tokens), then shared memory: per
@@ -592,7 +595,7 @@ __device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
 // matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], q [S][TP] (Q
 // only), v lambda_v [C][TP], lambda_v [C][TP] (LV only); the walks square k themselves (a multiply
 // is cheaper than the shared-memory traffic of a k^2 row, the kernel's bound: L1 80% busy). Tokens
-// at or past tend read as 0. VEC (the host's kx_vec): every piece aligned and no channel group cut
+// at or past tend read as 0. vec (kx_run's check): every piece aligned and no channel group cut
 // by M; otherwise the pieces load element by element (synchronously; correct, slower).
 template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
@@ -778,8 +781,6 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
         const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
         // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
         // FULL: no token past the end
-        // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
-        // FULL: no token past the end
         auto walk = [&](auto full, int g0, int gn, auto sink) {
 #pragma unroll
             for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
@@ -808,10 +809,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
             }
         };
         if constexpr (K::TRANSPOSE) {
-            // the lanes store their terms [channel][token][state]; after a warp sync lane
-            // (rj, rc) sums the rows of tokens rj + W hh of channel rc of its warp (consecutive
-            // lanes: neighbouring channels of one token). Buffer pb of the warp's two: a group
-            // writes the one its predecessor did not read, so one sync a group suffices.
+            // after one shuffle round the lanes store their pair sums [channel][half][token][lane];
+            // after a warp sync lane (rj, rc) sums the rows of tokens rj + W hh of channel rc of
+            // its warp (consecutive lanes: neighbouring channels of one token). Buffer pb of the
+            // warp's two: a group writes the one its predecessor did not read, so one sync a
+            // group suffices.
             static_assert(TT / KX_U % 2 == 0, "groups of a tile alternate the two buffers");
             auto group = [&](auto full, int g0, int gn, int pb) {
                 float y[KX_U];
