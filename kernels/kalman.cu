@@ -595,8 +595,8 @@ __device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
 // matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], q [S][TP] (Q
 // only), v lambda_v [C][TP], lambda_v [C][TP] (LV only); the walks square k themselves (a multiply
 // is cheaper than the shared-memory traffic of a k^2 row, the kernel's bound: L1 80% busy). Tokens
-// at or past tend read as 0. src::vec (kx_run's check): every piece aligned and no channel group
-// cut by M; otherwise the pieces load element by element (synchronously; correct, slower).
+// at or past tend read as 0. vec (kx_run's check): every piece aligned and no channel group cut
+// by M; otherwise the pieces load element by element (synchronously; correct, slower).
 template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
     static constexpr int ES = (int)sizeof(T);
@@ -608,23 +608,11 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
     static constexpr int BUF = ((Q ? 2 : 1) * S + (LV ? 2 : 1) * C) * TP;   // floats
     static_assert(S * ES % GK == 0 && C * ES % GV == 0 && GV >= 4, "pieces");
 
-    // A block's inputs: kb, qb at (token 0, head h, state 0); vb, lb at (token 0, head h, channel
-    // m0); strides HS, HM per token; mleft = M - m0 channels exist; vec: the pieces by cp.async.
-    struct src {
-        const T *kb, *qb, *vb;
-        const float *lb;
-        size_t HS, HM;
-        int mleft;
-        bool vec;
-    };
-    // this thread's pieces of the tile from t0 (< tend) into the raw stage
-    static __device__ __forceinline__ void issue(unsigned char *raw, const src &in, int t0,
-                                                 int tend) {
-        const T *kb = in.kb, *qb = in.qb, *vb = in.vb;
-        const float *lb = in.lb;
-        const size_t HS = in.HS, HM = in.HM;
-        const int mleft = in.mleft;
-        const bool vec = in.vec;
+    // kb, qb: (token 0, head h, state 0); vb, lb: (token 0, head h, channel m0); strides HS, HM
+    // per token; mleft = M - m0 channels exist.
+    static __device__ __forceinline__ void issue(unsigned char *raw, const T *kb, const T *qb,
+                                                 const T *vb, const float *lb, size_t HS, size_t HM,
+                                                 int mleft, int t0, int tend, bool vec) {
         for (int e = (int)threadIdx.x; e < NPK; e += NT) {
             const int t = e % TT, s0 = e / TT * EK;
             const bool ok = t0 + t < tend;
@@ -688,34 +676,6 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
                 svl[(c0 + j) * TP + t] = LV ? x[j] * l[j] : x[j];
                 if (LV) slv[(c0 + j) * TP + t] = l[j];
             }
-        }
-    }
-    // The pipeline over a block's tiles [tbeg, tend), one slot of the KX_NST-stage ring a tile:
-    // start puts the first KX_NST - 1 tiles in flight and converts the first into buf; at the
-    // tile t0 read from slot ri, ahead puts the tile KX_NST - 1 further into the slot before ri
-    // (converted two tiles ago), and next converts the tile after t0 into buf once it has landed.
-    // The block syncs after start and after every next (the fp32 buffers change hands).
-    static __device__ __forceinline__ void start(unsigned char *ring, float *buf, const src &in,
-                                                 int tbeg, int tend) {
-#pragma unroll
-        for (int i = 0; i < KX_NST - 1; i++) {
-            if (tbeg + i * TT < tend) issue(ring + i * RAW, in, tbeg + i * TT, tend);
-            cp_async_commit();
-        }
-        cp_async_wait<KX_NST - 2>();
-        convert(ring, buf);
-    }
-    static __device__ __forceinline__ void ahead(unsigned char *ring, int ri, const src &in, int t0,
-                                                 int tend) {
-        const int t = t0 + (KX_NST - 1) * TT;
-        if (t < tend) issue(ring + (ri == 0 ? KX_NST - 1 : ri - 1) * RAW, in, t, tend);
-        cp_async_commit();
-    }
-    static __device__ __forceinline__ void next(unsigned char *ring, int ri, float *buf, int t0,
-                                                int tend) {
-        if (t0 + TT < tend) {
-            cp_async_wait<KX_NST - 2>();
-            convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * RAW, buf);
         }
     }
 };
@@ -799,12 +759,22 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     // the lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
     float N = st0[2 * (size_t)j * lanes + L.lane], Dn = 1.0f;
     float E = st0[(2 * (size_t)j + 1) * lanes + L.lane];
-    const typename Tile::src in = {kb, qb, vb, lb, HS, HM, M - m0, vec != 0};
-    Tile::start(ring, kx_sm, in, tbeg, tend);
+#pragma unroll
+    for (int i = 0; i < KX_NST - 1; i++) {
+        if (tbeg + i * TT < tend)
+            Tile::issue(ring + i * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
+                        vec);
+        cp_async_commit();
+    }
+    cp_async_wait<KX_NST - 2>();
+    Tile::convert(ring, kx_sm);
     __syncthreads();
     int bi = 0, gi = 0, ri = 0; // ri: the ring slot of the tile being read
     for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
-        Tile::ahead(ring, ri, in, t0, tend);
+        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
+        if (ahead < tend)
+            Tile::issue(ring + ra * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, ahead, tend, vec);
+        cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP, *sq = sk + S * TP;
         const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
@@ -919,7 +889,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
                 }
             }
         }
-        Tile::next(ring, ri, kx_sm + (bi ^ 1) * Tile::BUF, t0, tend);
+        if (t0 + TT < tend) {
+            cp_async_wait<KX_NST - 2>();
+            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
+                          kx_sm + (bi ^ 1) * Tile::BUF);
+        }
         __syncthreads();
     }
     if (j == nch - 1 && L.live) state[L.lane] = N / Dn, state[lanes + L.lane] = E / Dn;
@@ -948,12 +922,22 @@ __global__ void __launch_bounds__(kx<S>::NT)
     const float a4 = (L.a * L.a) * (L.a * L.a);
     float NN = 1.0f, DN = 0.0f, EN = 0.0f, ND = 0.0f, DD = 1.0f, ED = 0.0f, EE = 1.0f;
     unsigned char *ring = (unsigned char *)(kx_sm + 2 * Tile::BUF);
-    const typename Tile::src in = {kb, NULL, vb, lb, HS, HM, M - m0, vec != 0};
-    Tile::start(ring, kx_sm, in, tbeg, tend);
+#pragma unroll
+    for (int i = 0; i < KX_NST - 1; i++) {
+        if (tbeg + i * TT < tend)
+            Tile::issue(ring + i * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
+                        vec);
+        cp_async_commit();
+    }
+    cp_async_wait<KX_NST - 2>();
+    Tile::convert(ring, kx_sm);
     __syncthreads();
     int bi = 0, ri = 0;
     for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
-        Tile::ahead(ring, ri, in, t0, tend);
+        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
+        if (ahead < tend)
+            Tile::issue(ring + ra * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, ahead, tend, vec);
+        cp_async_commit();
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP;
         const float *svl = buf + S * TP + L.c * TP, *slv = svl + C * TP;
@@ -977,7 +961,11 @@ __global__ void __launch_bounds__(kx<S>::NT)
             const float f = kx_rcp(NN + DD); // the trace: > 0, every entry of the block is >= 0
             NN *= f, DN *= f, EN *= f, ND *= f, DD *= f, ED *= f, EE *= a4 * f;
         }
-        Tile::next(ring, ri, kx_sm + (bi ^ 1) * Tile::BUF, t0, tend);
+        if (t0 + TT < tend) {
+            cp_async_wait<KX_NST - 2>();
+            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
+                          kx_sm + (bi ^ 1) * Tile::BUF);
+        }
         __syncthreads();
     }
     if (!L.live) return;
