@@ -99,21 +99,13 @@ template <int DV> __global__ void __launch_bounds__(256, 2) kt_state_kernel(kt_a
                                                c0 + 8 * j + 2 * tg + (e & 1), mine);
         kt_z_in(a, n, ti0, ti1, valid1, tid, zp);
     }
-    // this thread's key chunk (token tid / 4, block (tid % 4): tile 0 I, tile 0 J, tile 1 I, J),
-    // and its value chunks (tokens tid / (DV / 8) + 256 u / (DV / 8), 8 columns): offsets from the
-    // row of token 0 of sequence b, head h (the kernel's arguments live in constant memory)
-    const kt_tile kc = (tid & 2) ? ti1 : ti0;
-    const size_t koff =
-        ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    // this thread's key chunk (kt_key_off) and value chunks (tokens tid / (DV / 8) + 256 u /
+    // (DV / 8), 8 columns): offsets from the row of token 0 of sequence b, head h
+    const size_t koff = kt_key_off(a, b, h, tid, ti0, ti1);
     const size_t voff = ((size_t)b * a.T * a.H + h) * DV + (tid % (DV / 8)) * 8;
     auto issue = [&](int step, int st) {
         const int t0 = step * KT_S;
-        {
-            const int tok = tid >> 2, t = t0 + tok;
-            const bool ok = t < a.T;
-            cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
-                             a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
-        }
+        kt_key_issue(a, sK, koff, tid, t0, st);
 #pragma unroll
         for (int u = 0; u < KT_S * DV / 8 / 256; u++) {
             const int tok = (tid + 256 * u) / (DV / 8), t = t0 + tok;

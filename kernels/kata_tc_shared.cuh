@@ -153,6 +153,23 @@ __device__ __forceinline__ void kt_z_out(const kt_args &a, int n, int tile0, boo
     a.z[(size_t)n * a.D + r] = z * wgt;
 }
 
+// kt_state's key chunk of this thread (token tid / 4 of a step; tile 0's I, tile 0's J, tile 1's
+// I, J by tid % 4): kt_key_off its offset from the row of token 0 of sequence b, head h (the
+// kernel's arguments live in constant memory), kt_key_issue its copy of the step from token t0
+// into stage st of sK [2][KT_S][KT_LK] (tokens past T: zeros).
+__device__ __forceinline__ size_t kt_key_off(const kt_args &a, int b, int h, int tid,
+                                             const kt_tile &t0, const kt_tile &t1) {
+    const kt_tile kc = (tid & 2) ? t1 : t0;
+    return ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+}
+__device__ __forceinline__ void kt_key_issue(const kt_args &a, bf16_t *sK, size_t koff, int tid,
+                                             int t0, int st) {
+    const int tok = tid >> 2, t = t0 + tok;
+    const bool ok = t < a.T;
+    cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
+                     a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
+}
+
 // A read block's queries: KT_R tokens of sequence b, head h from t0 into shared rows of DK + 8
 // (zero past T), by cp.async from 256 threads (committed with the caller's next group).
 template <int DK>

@@ -64,18 +64,11 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
                                                  8 * j + 2 * tg + (e & 1), mine);
         kt_z_in(a, n, ti0, ti1, valid1, tid, zp);
     }
-    const kt_tile kc = (tid & 2) ? ti1 : ti0;
-    const size_t koff =
-        ((size_t)b * a.T * a.H + h) * a.dk + kc.m * a.E + 8 * ((tid & 1) ? kc.J : kc.I);
+    const size_t koff = kt_key_off(a, b, h, tid, ti0, ti1);
     const size_t voff = ((size_t)b * a.T * a.H + h) * KTW_DV + (tid & 15) * 8;
     auto issue = [&](int step, int st) {
         const int t0 = step * KT_S;
-        {
-            const int tok = tid >> 2, t = t0 + tok;
-            const bool ok = t < a.T;
-            cp_async16_zfill(sK + (st * KT_S + tok) * KT_LK + (tid & 3) * 8,
-                             a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
-        }
+        kt_key_issue(a, sK, koff, tid, t0, st);
 #pragma unroll
         for (int u = 0; u < 4; u++) { // token tid / 16 + 16 u, chunk tid % 16
             const int tok = (tid >> 4) + 16 * u, t = t0 + tok;
