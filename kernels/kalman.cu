@@ -547,17 +547,6 @@ __device__ __forceinline__ float kx_rcp(float x) {
     return r;
 }
 
-// Global -> shared copies of G bytes without passing through registers; !valid fills zeros (g must
-// still be a mapped address). 16 bytes bypass L1 (.cg); 4 and 8 only exist as .ca.
-template <int G> __device__ __forceinline__ void kx_cp(void *s, const void *g, bool valid) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(s);
-    if constexpr (G == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(g),
-                     "r"(valid ? 16 : 0));
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(a), "l"(g), "n"(G),
-                     "r"(valid ? G : 0));
-}
 // W 32-bit words of shared memory (W = 1, 2, 4: one load), as floats: one per word for fp32, two
 // for bf16 (the low half first), unpacked by shifts rather than through memory.
 template <typename T, int W>
@@ -619,8 +608,8 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
             const size_t g = (size_t)(ok ? t0 + t : t0) * HS + s0;
             T *dk = (T *)(raw + (t * S + s0) * ES), *dq = (T *)(raw + OQ + (t * S + s0) * ES);
             if (vec) {
-                kx_cp<GK>(dk, kb + g, ok);
-                if (Q) kx_cp<GK>(dq, qb + g, ok);
+                cp_async_zfill<GK>(dk, kb + g, ok);
+                if (Q) cp_async_zfill<GK>(dq, qb + g, ok);
             } else {
 #pragma unroll
                 for (int j = 0; j < EK; j++) {
@@ -636,11 +625,11 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
             T *dv = (T *)(raw + OV + (t * C + c0) * ES);
             float *dl = (float *)(raw + OL + (t * C + c0) * 4);
             if (vec) {
-                kx_cp<GV>(dv, vb + g, ok);
+                cp_async_zfill<GV>(dv, vb + g, ok);
                 if (LV)
 #pragma unroll
                     for (int j = 0; j < NL; j++)
-                        kx_cp<GL>(dl + j * (GL / 4), lb + g + j * (GL / 4), ok);
+                        cp_async_zfill<GL>(dl + j * (GL / 4), lb + g + j * (GL / 4), ok);
             } else {
 #pragma unroll
                 for (int j = 0; j < EV; j++) {

@@ -107,6 +107,17 @@ __device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(gmem),
                  "r"(valid ? 16 : 0));
 }
+// The same for G = 4, 8 or 16 bytes (4 and 8 exist only as .ca, through L1).
+template <int G>
+__device__ __forceinline__ void cp_async_zfill(void *smem, const void *gmem, bool valid) {
+    if constexpr (G == 16) {
+        cp_async16_zfill(smem, gmem, valid);
+    } else {
+        const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(a), "l"(gmem), "n"(G),
+                     "r"(valid ? G : 0));
+    }
+}
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
