@@ -667,6 +667,41 @@ template <typename T, int S, bool LV, bool Q> struct kx_ring {
             }
         }
     }
+    // The pipeline over a block's tiles [tbeg, tend), one slot of the KX_NST-stage ring a tile:
+    // start puts the first KX_NST - 1 tiles in flight and converts the first into buf; at the
+    // tile t0 read from slot ri, ahead puts the tile KX_NST - 1 further into the slot before ri
+    // (converted two tiles ago), and next converts the tile after t0 into buf once it has landed.
+    // The block syncs after start and after every next (the fp32 buffers change hands).
+    static __device__ __forceinline__ void start(unsigned char *ring, float *buf, const T *kb,
+                                                 const T *qb, const T *vb, const float *lb,
+                                                 size_t HS, size_t HM, int mleft, int tbeg,
+                                                 int tend, bool vec) {
+#pragma unroll
+        for (int i = 0; i < KX_NST - 1; i++) {
+            if (tbeg + i * TT < tend)
+                issue(ring + i * RAW, kb, qb, vb, lb, HS, HM, mleft, tbeg + i * TT, tend, vec);
+            cp_async_commit();
+        }
+        cp_async_wait<KX_NST - 2>();
+        convert(ring, buf);
+    }
+    static __device__ __forceinline__ void ahead(unsigned char *ring, int ri, const T *kb,
+                                                 const T *qb, const T *vb, const float *lb,
+                                                 size_t HS, size_t HM, int mleft, int t0, int tend,
+                                                 bool vec) {
+        const int t = t0 + (KX_NST - 1) * TT;
+        if (t < tend)
+            issue(ring + (ri == 0 ? KX_NST - 1 : ri - 1) * RAW, kb, qb, vb, lb, HS, HM, mleft, t,
+                  tend, vec);
+        cp_async_commit();
+    }
+    static __device__ __forceinline__ void next(unsigned char *ring, int ri, float *buf, int t0,
+                                                int tend) {
+        if (t0 + TT < tend) {
+            cp_async_wait<KX_NST - 2>();
+            convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * RAW, buf);
+        }
+    }
 };
 
 // Reduce-scatter over the W lanes of a channel inside a warp: y[i] holds this lane's term of
@@ -748,22 +783,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     // the lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
     float N = st0[2 * (size_t)j * lanes + L.lane], Dn = 1.0f;
     float E = st0[(2 * (size_t)j + 1) * lanes + L.lane];
-#pragma unroll
-    for (int i = 0; i < KX_NST - 1; i++) {
-        if (tbeg + i * TT < tend)
-            Tile::issue(ring + i * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
-                        vec);
-        cp_async_commit();
-    }
-    cp_async_wait<KX_NST - 2>();
-    Tile::convert(ring, kx_sm);
+    Tile::start(ring, kx_sm, kb, qb, vb, lb, HS, HM, M - m0, tbeg, tend, vec);
     __syncthreads();
     int bi = 0, gi = 0, ri = 0; // ri: the ring slot of the tile being read
     for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
-        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
-        if (ahead < tend)
-            Tile::issue(ring + ra * Tile::RAW, kb, qb, vb, lb, HS, HM, M - m0, ahead, tend, vec);
-        cp_async_commit();
+        Tile::ahead(ring, ri, kb, qb, vb, lb, HS, HM, M - m0, t0, tend, vec);
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP, *sq = sk + S * TP;
         const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
@@ -878,11 +902,7 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
                 }
             }
         }
-        if (t0 + TT < tend) {
-            cp_async_wait<KX_NST - 2>();
-            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
-                          kx_sm + (bi ^ 1) * Tile::BUF);
-        }
+        Tile::next(ring, ri, kx_sm + (bi ^ 1) * Tile::BUF, t0, tend);
         __syncthreads();
     }
     if (j == nch - 1 && L.live) state[L.lane] = N / Dn, state[lanes + L.lane] = E / Dn;
@@ -911,22 +931,11 @@ __global__ void __launch_bounds__(kx<S>::NT)
     const float a4 = (L.a * L.a) * (L.a * L.a);
     float NN = 1.0f, DN = 0.0f, EN = 0.0f, ND = 0.0f, DD = 1.0f, ED = 0.0f, EE = 1.0f;
     unsigned char *ring = (unsigned char *)(kx_sm + 2 * Tile::BUF);
-#pragma unroll
-    for (int i = 0; i < KX_NST - 1; i++) {
-        if (tbeg + i * TT < tend)
-            Tile::issue(ring + i * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, tbeg + i * TT, tend,
-                        vec);
-        cp_async_commit();
-    }
-    cp_async_wait<KX_NST - 2>();
-    Tile::convert(ring, kx_sm);
+    Tile::start(ring, kx_sm, kb, NULL, vb, lb, HS, HM, M - m0, tbeg, tend, vec);
     __syncthreads();
     int bi = 0, ri = 0;
     for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
-        const int ahead = t0 + (KX_NST - 1) * TT, ra = ri == 0 ? KX_NST - 1 : ri - 1;
-        if (ahead < tend)
-            Tile::issue(ring + ra * Tile::RAW, kb, NULL, vb, lb, HS, HM, M - m0, ahead, tend, vec);
-        cp_async_commit();
+        Tile::ahead(ring, ri, kb, NULL, vb, lb, HS, HM, M - m0, t0, tend, vec);
         const float *buf = kx_sm + bi * Tile::BUF;
         const float *sk = buf + L.s * TP;
         const float *svl = buf + S * TP + L.c * TP, *slv = svl + C * TP;
@@ -950,11 +959,7 @@ __global__ void __launch_bounds__(kx<S>::NT)
             const float f = kx_rcp(NN + DD); // the trace: > 0, every entry of the block is >= 0
             NN *= f, DN *= f, EN *= f, ND *= f, DD *= f, ED *= f, EE *= a4 * f;
         }
-        if (t0 + TT < tend) {
-            cp_async_wait<KX_NST - 2>();
-            Tile::convert(ring + (ri == KX_NST - 1 ? 0 : ri + 1) * Tile::RAW,
-                          kx_sm + (bi ^ 1) * Tile::BUF);
-        }
+        Tile::next(ring, ri, kx_sm + (bi ^ 1) * Tile::BUF, t0, tend);
         __syncthreads();
     }
     if (!L.live) return;
