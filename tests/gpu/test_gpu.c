@@ -1203,11 +1203,14 @@ int main(void) {
         test_mixer_opts(kata, "variant=mg groups=2", 2100, 1, 128, 64, 32);
     }
     /* Kalman's scan with channel groups cut by M (20 channels in groups of 8 at S = 16, 6 in
-     * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async */
+     * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async;
+     * and at S = 8, which no other case reaches */
     const mixer_ops *kalman = mixer_find("kalman");
     if (kalman && wanted("kalman")) {
         test_mixer(kalman, 150, 3, 16, 20, 64);
         test_mixer(kalman, 90, 2, 32, 6, 32);
+        test_mixer(kalman, 130, 2, 8, 32, 32);
+        test_mixer(kalman, 70, 2, 8, 12, 16);
     }
     /* the delta family's tensor-core prefill (bf16, chunk 64, dk and dv in {64, 128}): one chunk,
      * partial chunks, many chunks, every shape it takes */
