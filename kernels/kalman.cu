@@ -25,12 +25,13 @@
 //                trace-renormalised every KX_R tokens); (2) kx_carry: each lane applies them in
 //                order to get every chunk's starting (lambda, eta); (3) kx_apply: every (lane,
 //                chunk) walks its tokens from its start and reads out, the sum over s through
-//                shared memory for S <= 16 (after one shuffle round) and a reduce-scatter of
+//                shared memory for S <= 16 (after one shuffle round, or at S = 16 with plenty of
+//                lanes, two lanes a thread added in registers: kx_lanes) and a reduce-scatter of
 //                KX_U tokens by shuffles otherwise (shared memory across warps). One chunk:
-//                kx_apply alone, from the state. What bounds it at S = 16: the L1 / shared-memory
-//                pipe (80% busy under ncu at 7c708ee, before 0bb4a72 took a k^2 row and half the
-//                readout's rows out of it), then the issue of ~17 instructions a lane-step
-//                (docs/gpu-results.md).
+//                kx_apply alone, from the state. What bounds it at S = 16: the issue of the warps a
+//                scheduler holds (two at B = 1, H = 16, M = 128: 56% of cycles issue, ~18 warp
+//                instructions a lane-step; neither a shorter chain nor fewer instructions with
+//                fewer warps helped, docs/gpu-results.md).
 //   kalman_scan  the former block scan (Mobius + affine warp scans per tile); gpu_kalman_scan
 //                for the other S.
 #include <cuda_bf16.h>
@@ -506,15 +507,17 @@ static int kalman_launch_scan(int B, int T_, int H, int M, int S, float scale, i
 #define KX_CHUNK (KX_TT_SMALL > 32 ? KX_TT_SMALL : 32) // chunk lengths: multiples of every tile
 #define KX_NST   4                                     // tiles of inputs in flight (kx_ring)
 
-// Shape of a block for S states per channel: NT threads, one lane each, C channels of S lanes
-// (s fastest); W lanes of a channel share a warp, WPC warps make a channel; tiles of TT tokens
-// staged in shared memory, rows of TP floats (the pad keeps the float4 reads of 8 consecutive
-// states on distinct banks).
-template <int S> struct kx {
-    static constexpr int NT = S >= 128 ? 256 : 128;
-    static constexpr int C = NT / S;
-    static constexpr int W = S < 32 ? S : 32;
-    static constexpr int WPC = S / W;
+// Shape of a block for S states per channel: NT threads of P lanes each (states s, s + S / P, ...;
+// P = 2 where kx_lanes asks for it, at S = 16), C channels of SP = S / P threads (s fastest); W
+// threads of a channel share a warp, WPC warps make a channel; tiles of TT tokens staged in shared
+// memory, rows of TP floats (the pad keeps the float4 reads of 8 consecutive states on distinct
+// banks).
+template <int S, int P = 1> struct kx {
+    static constexpr int NT = (S >= 128 ? 256 : 128) / P;
+    static constexpr int SP = S / P;
+    static constexpr int C = NT / SP;
+    static constexpr int W = SP < 32 ? SP : 32;
+    static constexpr int WPC = SP / W;
     static constexpr int TT = S >= 64 ? 16 : S <= 16 ? KX_TT_SMALL : 32;
     static constexpr int TP = TT + 4;
     // kx_apply blocks a multiprocessor should hold (register caps). At S = 16 the walk is
@@ -525,19 +528,21 @@ template <int S> struct kx {
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
     // (Since a3ca396 shared memory holds an S = 16 block to 3 a multiprocessor anyway, and at
     // T = 64K one time chunk runs 2; its 80 registers still spill nothing.)
-    static constexpr int APPLY_BLOCKS = S == 16 ? 6 : NT == 256 ? 2 : 4;
-    // The readout's sums over the W lanes of a channel (kx_apply). W <= KX_U: one shuffle round
-    // adds lane pairs s, s + W / 2 (each lane keeping half the tokens), then shared memory: per
-    // warp two buffers of CW channels, each two halves of KX_U / 2 token rows of HW = W / 2 floats
-    // (rows RP apart, halves HS, channels CS: the pads keep both the lanes' stores and the rows'
-    // float4 loads on distinct banks). Otherwise a reduce-scatter by shuffles, and for WPC > 1 two
-    // buffers [NT / 32][KX_U] across the warps.
+    static constexpr int APPLY_BLOCKS = P == 2 ? 4 : S == 16 ? 6 : NT == 256 ? 2 : 4;
+    // The readout's sums over the W threads of a channel (kx_apply). W <= KX_U: with P = 1 one
+    // shuffle round adds lane pairs s, s + W / 2 (each lane keeping half the tokens), with P = 2
+    // each thread adds its two lanes' terms; then shared memory: per warp two buffers of CW
+    // channels, each NH halves of KH token rows of HW floats (rows RP apart, halves HS, channels
+    // CS: the pads keep both the threads' stores and the rows' float4 loads on distinct banks).
+    // Otherwise a reduce-scatter by shuffles, and for WPC > 1 two buffers [NT / 32][KX_U] across
+    // the warps.
     static constexpr bool TRANSPOSE = W <= KX_U;
-    static constexpr int CW = 32 / W, HW = W / 2, KH = KX_U / 2, RP = HW + 4;
-    static constexpr int HS = KH * RP + ((HW - KH * RP) % 32 + 32) % 32;
-    static constexpr int CS = 2 * HS + ((2 * HW - 2 * HS) % 32 + 32) % 32, RB = CW * CS;
+    static constexpr int NH = P == 1 ? 2 : 1, CW = 32 / W, HW = W * P / 2, KH = KX_U / NH;
+    static constexpr int RP = HW + 4, HS = KH * RP + ((HW - KH * RP) % 32 + 32) % 32;
+    static constexpr int CS = NH * HS + ((NH * HW - NH * HS) % 32 + 32) % 32, RB = CW * CS;
     static constexpr int RED = TRANSPOSE ? NT / 32 * 2 * RB : WPC > 1 ? 2 * (NT / 32) * KX_U : 0;
     static_assert(S >= 8 && S <= 128 && (S & (S - 1)) == 0, "S");
+    static_assert(P == 1 || (P == 2 && TRANSPOSE), "two lanes a thread only with the transpose");
     static_assert(TT % KX_U == 0 && KX_CHUNK % TT == 0 && KX_U % KX_R == 0 && KX_R == 4, "tiles");
 };
 
@@ -586,8 +591,8 @@ __device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
 // is cheaper than the shared-memory traffic of a k^2 row, the kernel's bound: L1 80% busy). Tokens
 // at or past tend read as 0. vec (kx_run's check): every piece aligned and no channel group cut
 // by M; otherwise the pieces load element by element (synchronously; correct, slower).
-template <typename T, int S, bool LV, bool Q> struct kx_ring {
-    static constexpr int NT = kx<S>::NT, C = kx<S>::C, TT = kx<S>::TT, TP = kx<S>::TP;
+template <typename T, int S, bool LV, bool Q, int P = 1> struct kx_ring {
+    static constexpr int NT = kx<S, P>::NT, C = kx<S, P>::C, TT = kx<S>::TT, TP = kx<S>::TP;
     static constexpr int ES = (int)sizeof(T);
     static constexpr int GK = 16, EK = GK / ES, PK = S / EK, NPK = TT * PK;
     static constexpr int GV = C * ES < 16 ? C * ES : 16, EV = GV / ES, PV = C / EV, NPV = TT * PV;
@@ -735,18 +740,20 @@ template <int W> __device__ __forceinline__ int kx_scatter(float (&y)[KX_U], int
     return base;
 }
 
-// Static dynamics, start state and pointers of one thread's lane.
+// Static dynamics, start state and pointers of one of a thread's P lanes (j < P).
 struct kx_lane {
     int s, c, m, live;
     size_t lane;
     float a, a2, p;
 };
 
-template <int S>
+template <int S, int P = 1>
 __device__ __forceinline__ kx_lane kx_lane_of(int H, int M, int m0, const float *a_,
-                                              const float *p_) {
+                                              const float *p_, int j = 0) {
     kx_lane L;
-    L.s = (int)threadIdx.x % S, L.c = (int)threadIdx.x / S, L.m = m0 + L.c, L.live = L.m < M;
+    constexpr int SP = S / P;
+    L.s = (int)threadIdx.x % SP + j * SP, L.c = (int)threadIdx.x / SP, L.m = m0 + L.c;
+    L.live = L.m < M;
     const int h = blockIdx.y, b = blockIdx.z, mc = L.live ? L.m : M - 1;
     L.lane = (((size_t)b * H + h) * M + mc) * S + L.s;
     kalman_params(a_, p_, ((size_t)h * M + mc) * S + L.s, &L.a, &L.a2, &L.p);
@@ -757,13 +764,13 @@ __device__ __forceinline__ kx_lane kx_lane_of(int H, int M, int m0, const float 
 // group. Chunk j covers tokens [j CL, min(T, (j + 1) CL)); its lanes start from st0: lambda at
 // st0[2 j lanes + lane], eta at st0[(2 j + 1) lanes + lane] (st0 = state itself when nch = 1:
 // each thread reads its lane before it writes it). The last chunk writes the final state.
-template <typename T, int S, bool LV, bool PRIOR>
-__global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
+template <typename T, int S, bool LV, bool PRIOR, int P>
+__global__ void __launch_bounds__(kx<S, P>::NT, kx<S, P>::APPLY_BLOCKS)
     kx_apply_kernel(int T_, int H, int M, int CL, int nch, float scale, const T *q, const T *k,
                     const T *v, const float *lv, const float *a_, const float *p_, const float *st0,
                     float *state, float *o, int vec) {
-    using K = kx<S>;
-    using Tile = kx_ring<T, S, LV, true>;
+    using K = kx<S, P>;
+    using Tile = kx_ring<T, S, LV, true, P>;
     constexpr int NT = K::NT, C = K::C, W = K::W, WPC = K::WPC, TT = K::TT, TP = K::TP;
     constexpr int HELD = W < KX_U ? KX_U / W : 1, DUP = W > KX_U ? W / KX_U : 1;
     extern __shared__ __align__(16) float kx_sm[];
@@ -773,50 +780,69 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
     const int m0 = ((int)blockIdx.x % groups) * C, h = blockIdx.y, b = blockIdx.z;
     const int lane_w = (int)threadIdx.x & 31, warp = (int)threadIdx.x / 32;
     const size_t lanes = (size_t)gridDim.z * H * M * S, HS = (size_t)H * S, HM = (size_t)H * M;
-    const kx_lane L = kx_lane_of<S>(H, M, m0, a_, p_);
+    kx_lane L[P];
+#pragma unroll
+    for (int l = 0; l < P; l++) L[l] = kx_lane_of<S, P>(H, M, m0, a_, p_, l);
     const size_t tok0 = (size_t)b * T_;
     const T *kb = k + tok0 * HS + (size_t)h * S, *qb = q + tok0 * HS + (size_t)h * S;
     const T *vb = v + tok0 * HM + (size_t)h * M + m0;
     const float *lb = LV ? lv + tok0 * HM + (size_t)h * M + m0 : NULL;
     float *ob = o + tok0 * HM + (size_t)h * M + m0;
     const int tbeg = j * CL, tend = min(T_, tbeg + CL);
-    // the lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
-    float N = st0[2 * (size_t)j * lanes + L.lane], Dn = 1.0f;
-    float E = st0[(2 * (size_t)j + 1) * lanes + L.lane];
+    // each lane in homogeneous coordinates: (N, D, E) = (lambda, 1, eta)
+    float N[P], Dn[P], E[P];
+#pragma unroll
+    for (int l = 0; l < P; l++) {
+        N[l] = st0[2 * (size_t)j * lanes + L[l].lane], Dn[l] = 1.0f;
+        E[l] = st0[(2 * (size_t)j + 1) * lanes + L[l].lane];
+    }
     Tile::start(ring, kx_sm, kb, qb, vb, lb, HS, HM, M - m0, tbeg, tend, vec);
     __syncthreads();
     int bi = 0, gi = 0, ri = 0; // ri: the ring slot of the tile being read
     for (int t0 = tbeg; t0 < tend; t0 += TT, bi ^= 1, ri = ri == KX_NST - 1 ? 0 : ri + 1) {
         Tile::ahead(ring, ri, kb, qb, vb, lb, HS, HM, M - m0, t0, tend, vec);
         const float *buf = kx_sm + bi * Tile::BUF;
-        const float *sk = buf + L.s * TP, *sq = sk + S * TP;
-        const float *svl = buf + 2 * S * TP + L.c * TP, *slv = svl + C * TP;
+        const float *sk = buf + L[0].s * TP, *sq = sk + S * TP;
+        const float *svl = buf + 2 * S * TP + L[0].c * TP, *slv = svl + C * TP;
         const int nv = tend - t0; // tokens of this tile: >= TT except in the last tile
-        // one group of KX_U tokens: this lane's readout term of token g0 + i goes to sink(i, y);
-        // FULL: no token past the end
+        // one group of KX_U tokens: this thread's readout term of token g0 + i (the sum over its
+        // lanes) goes to sink(i, y); FULL: no token past the end
         auto walk = [&](auto full, int g0, int gn, auto sink) {
 #pragma unroll
             for (int i0 = 0; i0 < KX_U; i0 += KX_R) {
-                const float4 k4 = *reinterpret_cast<const float4 *>(sk + g0 + i0);
-                const float4 q4 = *reinterpret_cast<const float4 *>(sq + g0 + i0);
+                float kk[P][4], qq[P][4];
+#pragma unroll
+                for (int l = 0; l < P; l++) {
+                    const float4 k4 =
+                        *reinterpret_cast<const float4 *>(sk + l * K::SP * TP + g0 + i0);
+                    const float4 q4 =
+                        *reinterpret_cast<const float4 *>(sq + l * K::SP * TP + g0 + i0);
+                    kk[l][0] = k4.x, kk[l][1] = k4.y, kk[l][2] = k4.z, kk[l][3] = k4.w;
+                    qq[l][0] = q4.x, qq[l][1] = q4.y, qq[l][2] = q4.z, qq[l][3] = q4.w;
+                }
                 const float4 vl4 = *reinterpret_cast<const float4 *>(svl + g0 + i0);
                 float4 l4 = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
                 if (LV) l4 = *reinterpret_cast<const float4 *>(slv + g0 + i0);
-                const float kk[4] = {k4.x, k4.y, k4.z, k4.w};
-                const float qq[4] = {q4.x, q4.y, q4.z, q4.w}, vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w};
-                const float ll[4] = {l4.x, l4.y, l4.z, l4.w};
+                const float vl[4] = {vl4.x, vl4.y, vl4.z, vl4.w}, ll[4] = {l4.x, l4.y, l4.z, l4.w};
 #pragma unroll
                 for (int u = 0; u < KX_R; u++) {
                     const int i = i0 + u;
                     if (decltype(full)::value || i < gn) { // uniform over the block
-                        const float k2 = kk[u] * kk[u], phi = LV ? ll[u] * k2 : k2;
-                        const float r = vl[u] * kk[u];
-                        Dn = fmaf(L.a2, Dn, L.p * N);
-                        N = fmaf(phi, Dn, N);
-                        E = fmaf(r, Dn, L.a * E);
-                        const float rn = kx_rcp(N), mu = E * rn;
-                        sink(i, qq[u] * (PRIOR ? L.a * mu : mu));
-                        if (u == KX_R - 1) Dn *= rn, E = mu, N = 1.0f; // renormalise: N = 1
+                        float term = 0.0f;
+#pragma unroll
+                        for (int l = 0; l < P; l++) {
+                            const float k2 = kk[l][u] * kk[l][u], phi = LV ? ll[u] * k2 : k2;
+                            const float r = vl[u] * kk[l][u];
+                            Dn[l] = fmaf(L[l].a2, Dn[l], L[l].p * N[l]);
+                            N[l] = fmaf(phi, Dn[l], N[l]);
+                            E[l] = fmaf(r, Dn[l], L[l].a * E[l]);
+                            const float rn = kx_rcp(N[l]), mu = E[l] * rn;
+                            const float x = PRIOR ? L[l].a * mu : mu;
+                            term = l == 0 ? qq[l][u] * x : fmaf(qq[l][u], x, term);
+                            if (u == KX_R - 1) // renormalise: N = 1
+                                Dn[l] *= rn, E[l] = mu, N[l] = 1.0f;
+                        }
+                        sink(i, term);
                     }
                 }
             }
@@ -833,14 +859,21 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
 #pragma unroll
                 for (int i = 0; i < KX_U; i++) y[i] = 0.0f;
                 walk(full, g0, gn, [&](int i, float x) { y[i] = x; });
-                // lanes s and s + HW: the low one keeps tokens [0, KH), the high one [KH, KX_U)
-                const int hi = L.s >= K::HW;
                 float *tb = red + (warp * 2 + pb) * K::RB;
-                float *wr = tb + (lane_w / W) * K::CS + hi * K::HS + L.s % K::HW;
+                if constexpr (P == 1) {
+                    // lanes s and s + HW: the low one keeps tokens [0, KH), the high one the rest
+                    const int hi = L[0].s >= K::HW;
+                    float *wr = tb + (lane_w / W) * K::CS + hi * K::HS + L[0].s % K::HW;
 #pragma unroll
-                for (int i = 0; i < K::KH; i++) {
-                    const float send = hi ? y[i] : y[i + K::KH], keep = hi ? y[i + K::KH] : y[i];
-                    wr[i * K::RP] = keep + __shfl_xor_sync(FULL_MASK, send, K::HW);
+                    for (int i = 0; i < K::KH; i++) {
+                        const float send = hi ? y[i] : y[i + K::KH];
+                        const float keep = hi ? y[i + K::KH] : y[i];
+                        wr[i * K::RP] = keep + __shfl_xor_sync(FULL_MASK, send, K::HW);
+                    }
+                } else {
+                    float *wr = tb + (lane_w / W) * K::CS + lane_w % W;
+#pragma unroll
+                    for (int i = 0; i < KX_U; i++) wr[i * K::RP] = y[i];
                 }
                 __syncwarp();
                 const int rc = lane_w % K::CW, rj = lane_w / K::CW, ch = warp * K::CW + rc;
@@ -882,11 +915,11 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
                     walk(std::false_type(), g0, gn, keep);
                 const int base = kx_scatter<W>(y, lane_w);
                 if (WPC == 1) {
-                    if (L.live && (lane_w & (DUP - 1)) == 0)
+                    if (L[0].live && (lane_w & (DUP - 1)) == 0)
 #pragma unroll
                         for (int i = 0; i < HELD; i++)
                             if (base + i < gn)
-                                ob[(size_t)(t0 + g0 + base + i) * HM + L.c] = scale * y[i];
+                                ob[(size_t)(t0 + g0 + base + i) * HM + L[0].c] = scale * y[i];
                 } else { // the WPC warps of a channel meet in shared memory (two buffers: one sync)
                     float *rb = red + (gi & 1) * (NT / 32) * KX_U;
                     if ((lane_w & (DUP - 1)) == 0) rb[warp * KX_U + base] = y[0];
@@ -905,7 +938,10 @@ __global__ void __launch_bounds__(kx<S>::NT, kx<S>::APPLY_BLOCKS)
         Tile::next(ring, ri, kx_sm + (bi ^ 1) * Tile::BUF, t0, tend);
         __syncthreads();
     }
-    if (j == nch - 1 && L.live) state[L.lane] = N / Dn, state[lanes + L.lane] = E / Dn;
+    if (j == nch - 1 && L[0].live)
+#pragma unroll
+        for (int l = 0; l < P; l++)
+            state[L[l].lane] = N[l] / Dn[l], state[lanes + L[l].lane] = E[l] / Dn[l];
 }
 
 // Phase 1: grid ((nch - 1) * groups, H, B). Chunk j < nch - 1 (all CL tokens, whole tiles)
@@ -986,6 +1022,15 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+// Multiprocessors of the current GPU (132 when it cannot say).
+static int kx_sms(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+        sms = 132;
+    return sms;
+}
+
 // Time chunks of the scan: one when the lanes alone give 4 warps per SM or more, else enough for
 // about 128 warps' worth of work per SM, at most KX_MAXCH and none shorter than KX_CHUNK tokens.
 // Chunks cost a second walk (the chunk maps) and pay only where one walk's latencies show: with
@@ -994,10 +1039,7 @@ __global__ void __launch_bounds__(256)
 // variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a tuning knob for
 // the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may be shorter).
 static int kx_chunks(size_t threads, int T_, int *CL) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 132;
+    const int sms = kx_sms();
     size_t want = 1;
     if (threads < (size_t)sms * 128) want = ((size_t)sms * 4096 + threads - 1) / threads;
     const char *env = getenv("MIXSCOPE_KALMAN_CHUNKS");
@@ -1014,6 +1056,53 @@ static bool kx_aligned(const void *p, int G) {
     return (uintptr_t)p % (uintptr_t)G == 0;
 }
 
+// kx_apply over P lanes a thread: its shared memory, and its launch from chunk starts st0.
+template <typename T, int S, bool LV, bool PRIOR, int P> static size_t kx_apply_smem() {
+    using R = kx_ring<T, S, LV, true, P>;
+    return (2 * (size_t)R::BUF + kx<S, P>::RED) * sizeof(float) + KX_NST * (size_t)R::RAW;
+}
+template <typename T, int S, bool LV, bool PRIOR, int P>
+static cudaError_t kx_apply_launch(dim3 g, int T_, int H, int M, int CL, int nch, float scale,
+                                   const void *q, const void *k, const void *v, const float *lv,
+                                   const float *a, const float *p, const float *st0, float *state,
+                                   float *o, int vec, cudaStream_t st) {
+    const size_t smem = kx_apply_smem<T, S, LV, PRIOR, P>();
+    cudaError_t rc = cudaFuncSetAttribute(kx_apply_kernel<T, S, LV, PRIOR, P>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (rc != cudaSuccess) return rc;
+    kx_apply_kernel<T, S, LV, PRIOR, P>
+        <<<g, kx<S, P>::NT, smem, st>>>(T_, H, M, CL, nch, scale, (const T *)q, (const T *)k,
+                                        (const T *)v, lv, a, p, st0, state, o, vec);
+    return cudaGetLastError();
+}
+
+// Lanes a thread of kx_apply walks. Two (S = 16 only) take a lane-step from ~18 warp instructions
+// to 15 (k and q loaded once for both, the readout's first sum an FFMA in registers instead of a
+// shuffle round), but halve the warps, and the walk is bound by the issue of the warps a scheduler
+// holds: so two only where the lanes still give two warps a scheduler at two lanes a thread. H200,
+// S = 16, same run: 4 sequences of 16K (131072 lanes) 1.79-1.80 ms against 1.92 with one lane a
+// thread; one of 64K (32768 lanes) 2.56-2.58 against 2.22 (docs/gpu-results.md).
+// MIXSCOPE_KALMAN_LANES=1 or 2 asks for that many where S allows (a knob for the benchmarks and
+// the tests).
+static int kx_lanes(int S, size_t lanes) {
+    if (S != 16) return 1;
+    const char *env = getenv("MIXSCOPE_KALMAN_LANES");
+    if (env && (atoi(env) == 1 || atoi(env) == 2)) return atoi(env);
+    return lanes >= (size_t)kx_sms() * 4 * 2 * 32 * 2 ? 2 : 1; // 2 warps a scheduler, 2 lanes
+}
+template <typename T, int S, bool LV, bool PRIOR>
+static cudaError_t kx_apply_any(dim3 g, int T_, int H, int M, int CL, int nch, float scale,
+                                const void *q, const void *k, const void *v, const float *lv,
+                                const float *a, const float *p, const float *st0, float *state,
+                                float *o, int vec, cudaStream_t st) {
+    if constexpr (S == 16)
+        if (kx_lanes(S, (size_t)g.y * g.z * M * S) == 2)
+            return kx_apply_launch<T, S, LV, PRIOR, 2>(g, T_, H, M, CL, nch, scale, q, k, v, lv, a,
+                                                       p, st0, state, o, vec, st);
+    return kx_apply_launch<T, S, LV, PRIOR, 1>(g, T_, H, M, CL, nch, scale, q, k, v, lv, a, p, st0,
+                                               state, o, vec, st);
+}
+
 template <typename T, int S, bool LV, bool PRIOR>
 static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const void *k,
                   const void *v, const float *lv, const float *a, const float *p, float *state,
@@ -1026,20 +1115,15 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     const int nch = kx_chunks((size_t)groups * K::NT * H * B, T_, &CL);
     using R3 = kx_ring<T, S, LV, true>;
     using R1 = kx_ring<T, S, LV, false>;
-    const size_t smem3 = (2 * (size_t)R3::BUF + K::RED) * sizeof(float) + KX_NST * (size_t)R3::RAW;
     const size_t smem1 = 2 * (size_t)R1::BUF * sizeof(float) + KX_NST * (size_t)R1::RAW;
     // the pieces of kx_ring as cp.async copies: every one aligned, no channel group cut by M
     const int vec = M % K::C == 0 && kx_aligned(q, 16) && kx_aligned(k, 16) &&
                     kx_aligned(v, R3::GV) && (!LV || kx_aligned(lv, R3::GL));
-    CUDA_TRY(cudaFuncSetAttribute(kx_apply_kernel<T, S, LV, PRIOR>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem3),
-             "gpu kalman scan: shared memory");
     const dim3 g3((unsigned)(nch * groups), (unsigned)H, (unsigned)B);
     if (nch == 1) {
-        kx_apply_kernel<T, S, LV, PRIOR>
-            <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, 1, scale, (const T *)q, (const T *)k,
-                                       (const T *)v, lv, a, p, state, state, o, vec);
-        CUDA_LAUNCHED("gpu kalman scan");
+        const cudaError_t rc = kx_apply_any<T, S, LV, PRIOR>(g3, T_, H, M, CL, 1, scale, q, k, v,
+                                                             lv, a, p, state, state, o, vec, st);
+        CUDA_TRY(rc, "gpu kalman scan");
         return 0;
     }
     CUDA_TRY(cudaFuncSetAttribute(kx_compose_kernel<T, S, LV>,
@@ -1059,12 +1143,9 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
         kx_carry_kernel<<<(unsigned)((lanes + 255) / 256), 256, 0, st>>>(lanes, nch, X, state, st0);
         rc = cudaGetLastError();
     }
-    if (rc == cudaSuccess) {
-        kx_apply_kernel<T, S, LV, PRIOR>
-            <<<g3, K::NT, smem3, st>>>(T_, H, M, CL, nch, scale, (const T *)q, (const T *)k,
-                                       (const T *)v, lv, a, p, st0, state, o, vec);
-        rc = cudaGetLastError();
-    }
+    if (rc == cudaSuccess)
+        rc = kx_apply_any<T, S, LV, PRIOR>(g3, T_, H, M, CL, nch, scale, q, k, v, lv, a, p, st0,
+                                           state, o, vec, st);
     const cudaError_t rf = cudaFreeAsync(X, st);
     if (rc != cudaSuccess) return err_set(e, "gpu kalman scan: %s", cudaGetErrorString(rc));
     CUDA_TRY(rf, "gpu kalman scan: scratch");

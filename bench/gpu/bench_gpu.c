@@ -131,6 +131,7 @@ static void teardown(delta_ctx *c) {
 
 typedef struct other_ctx {
     int T, plx, S, scan, chunk; /* chunk: kata's (0: 32) */
+    int B;                      /* sequences (0: 1) */
     void *q, *k, *v, *r, *scratch;
     float *state, *o;
 } other_ctx;
@@ -157,9 +158,9 @@ static int run_kata_flash(void *p, err *e) {
 
 static int run_kalman(void *p, err *e) {
     other_ctx *c = p;
-    return (c->scan ? gpu_kalman_scan : gpu_kalman_walk)(1, c->T, H, D, c->S, 1.0f, 0, 1, c->q,
-                                                         c->k, c->v, NULL, NULL, NULL, c->state,
-                                                         c->o, NULL, e);
+    return (c->scan ? gpu_kalman_scan : gpu_kalman_walk)(c->B ? c->B : 1, c->T, H, D, c->S, 1.0f, 0,
+                                                         1, c->q, c->k, c->v, NULL, NULL, NULL,
+                                                         c->state, c->o, NULL, e);
 }
 
 static void other_free(other_ctx *c) {
@@ -429,13 +430,15 @@ done:
 
 static void bench_kalman(double bw, err *e) {
     /* kalman at 64K: H = 16 heads of M = 128 channels, S = 16 (the KLA default d_state) and
-     * S = 128 states per channel; lambda_v = 1, default a, p */
-    const int Ss[2] = {16, 128};
-    for (int i = 0; i < 2; i++)
-        for (int scan = 0; scan <= 1; scan++) {
-            const int T = 65536, S = Ss[i];
-            other_ctx c = {.T = T, .S = S, .scan = scan};
-            size_t nk = (size_t)T * H * S, nv = (size_t)T * H * D, lanes = (size_t)H * D * S;
+     * S = 128 states per channel; then the scan over 4 sequences of 16K at S = 16 (the same
+     * lane-steps, four times the lanes: a batched prefill); lambda_v = 1, default a, p */
+    const int Ss[3] = {16, 128, 16}, Bs[3] = {1, 1, 4};
+    for (int i = 0; i < 3; i++)
+        for (int scan = Bs[i] > 1; scan <= 1; scan++) {
+            const int B = Bs[i], T = 65536 / B, S = Ss[i];
+            other_ctx c = {.T = T, .S = S, .scan = scan, .B = B};
+            size_t nk = (size_t)B * T * H * S, nv = (size_t)B * T * H * D;
+            size_t lanes = (size_t)B * H * D * S;
             c.q = dalloc(nk * 2, e), c.k = dalloc(nk * 2, e), c.v = dalloc(nv * 2, e);
             c.o = dalloc(nv * 4, e), c.state = dalloc(2 * lanes * 4, e);
             double ms;
@@ -453,7 +456,11 @@ static void bench_kalman(double bw, err *e) {
              * about 30 FLOPs per lane and token (the filter, the readout; the scan composes too) */
             double bytes = (double)nk * 4 + (double)nv * (2 + 4) + 4.0 * lanes * 4;
             char name[64];
-            snprintf(name, sizeof name, "kalman %s T=64K S=%d", scan ? "scan" : "walk", S);
+            if (B > 1)
+                snprintf(name, sizeof name, "kalman %s B=%d T=%dK S=%d", scan ? "scan" : "walk", B,
+                         T / 1024, S);
+            else
+                snprintf(name, sizeof name, "kalman %s T=64K S=%d", scan ? "scan" : "walk", S);
             row(name, ms, -1, -1, bytes / (bw * 1e9) * 1e3, 0);
             printf("  %.0f%% of copy bandwidth; %.2f G lane-steps/s\n",
                    100.0 * bytes / (ms * 1e-3) / (bw * 1e9), (double)lanes * T / (ms * 1e-3) / 1e9);
