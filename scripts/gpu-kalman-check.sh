@@ -17,6 +17,7 @@ ENVS=${ENVS:--}
 cat gpubin/COMMIT
 {
     for t in gpubin/tests/gpu/test_gpu*; do
+        [ -x "$t" ] || continue
         for cfg in $ENVS; do
             envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
             for ch in 0 1 3; do
@@ -34,6 +35,7 @@ cat gpubin/COMMIT
 i=0
 while [ $i -lt "${ROUNDS:-2}" ]; do
     for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
+        [ -x "$b" ] || continue
         for cfg in $ENVS; do
             envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
             echo "=== $(basename "$b") [$cfg] (round $i)"
