@@ -527,7 +527,8 @@ template <int S, int P = 1> struct kx {
     // two 256-thread blocks need <= 128 registers: one more (131, with no cap) halved the
     // resident warps and took 37.0 to 65.3 ms. The compose walk gained nothing from a cap.
     // (Since a3ca396 shared memory holds an S = 16 block to 3 a multiprocessor anyway, and at
-    // T = 64K one time chunk runs 2; its 80 registers still spill nothing.)
+    // T = 64K one time chunk runs 2; its 80 registers still spill nothing.) Two lanes a thread
+    // (64 threads) have no cap that binds: 91-103 registers, no spills.
     static constexpr int APPLY_BLOCKS = P == 2 ? 4 : S == 16 ? 6 : NT == 256 ? 2 : 4;
     // The readout's sums over the W threads of a channel (kx_apply). W <= KX_U: with P = 1 one
     // shuffle round adds lane pairs s, s + W / 2 (each lane keeping half the tokens), with P = 2
