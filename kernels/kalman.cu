@@ -538,7 +538,7 @@ template <int S, int P = 1> struct kx {
     // Otherwise a reduce-scatter by shuffles, and for WPC > 1 two buffers [NT / 32][KX_U] across
     // the warps.
     static constexpr bool TRANSPOSE = W <= KX_U;
-    static constexpr int NH = P == 1 ? 2 : 1, CW = 32 / W, HW = W * P / 2, KH = KX_U / NH;
+    static constexpr int NH = P == 1 ? 2 : 1, CW = 32 / W, HW = W / NH, KH = KX_U / NH;
     static constexpr int RP = HW + 4, HS = KH * RP + ((HW - KH * RP) % 32 + 32) % 32;
     static constexpr int CS = NH * HS + ((NH * HW - NH * HS) % 32 + 32) % 32, RB = CW * CS;
     static constexpr int RED = TRANSPOSE ? NT / 32 * 2 * RB : WPC > 1 ? 2 * (NT / 32) * KX_U : 0;
@@ -589,7 +589,7 @@ __device__ __forceinline__ void kx_get(const unsigned char *p, float *x) {
 // only). A piece is G contiguous bytes of one token's row: GK for k and q, GV for v (with the
 // matching EV floats of lambda_v, in NL copies of GL bytes). fp32 buffer: k [S][TP], q [S][TP] (Q
 // only), v lambda_v [C][TP], lambda_v [C][TP] (LV only); the walks square k themselves (a multiply
-// is cheaper than the shared-memory traffic of a k^2 row, the kernel's bound: L1 80% busy). Tokens
+// was cheaper than the shared-memory traffic of a k^2 row while L1 was 80% busy, 7c708ee). Tokens
 // at or past tend read as 0. vec (kx_run's check): every piece aligned and no channel group cut
 // by M; otherwise the pieces load element by element (synchronously; correct, slower).
 template <typename T, int S, bool LV, bool Q, int P = 1> struct kx_ring {
@@ -1039,8 +1039,7 @@ static int kx_sms(void) {
 // in one chunk against 3.52-3.81 in 2, 4, 8 or 16 (H200, docs/gpu-results.md). The environment
 // variable MIXSCOPE_KALMAN_CHUNKS (a positive integer) asks for a count instead: a tuning knob for
 // the benchmarks. *CL: the tokens of a chunk (a multiple of KX_CHUNK; the last may be shorter).
-static int kx_chunks(size_t threads, int T_, int *CL) {
-    const int sms = kx_sms();
+static int kx_chunks(int sms, size_t threads, int T_, int *CL) {
     size_t want = 1;
     if (threads < (size_t)sms * 128) want = ((size_t)sms * 4096 + threads - 1) / threads;
     const char *env = getenv("MIXSCOPE_KALMAN_CHUNKS");
@@ -1058,7 +1057,7 @@ static bool kx_aligned(const void *p, int G) {
 }
 
 // kx_apply over P lanes a thread: its shared memory, and its launch from chunk starts st0.
-template <typename T, int S, bool LV, bool PRIOR, int P> static size_t kx_apply_smem() {
+template <typename T, int S, bool LV, int P> static size_t kx_apply_smem() {
     using R = kx_ring<T, S, LV, true, P>;
     return (2 * (size_t)R::BUF + kx<S, P>::RED) * sizeof(float) + KX_NST * (size_t)R::RAW;
 }
@@ -1067,7 +1066,7 @@ static cudaError_t kx_apply_launch(dim3 g, int T_, int H, int M, int CL, int nch
                                    const void *q, const void *k, const void *v, const float *lv,
                                    const float *a, const float *p, const float *st0, float *state,
                                    float *o, int vec, cudaStream_t st) {
-    const size_t smem = kx_apply_smem<T, S, LV, PRIOR, P>();
+    const size_t smem = kx_apply_smem<T, S, LV, P>();
     cudaError_t rc = cudaFuncSetAttribute(kx_apply_kernel<T, S, LV, PRIOR, P>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (rc != cudaSuccess) return rc;
@@ -1085,19 +1084,20 @@ static cudaError_t kx_apply_launch(dim3 g, int T_, int H, int M, int CL, int nch
 // thread; one of 64K (32768 lanes) 2.56-2.58 against 2.22 (docs/gpu-results.md).
 // MIXSCOPE_KALMAN_LANES=1 or 2 asks for that many where S allows (a knob for the benchmarks and
 // the tests).
-static int kx_lanes(int S, size_t lanes) {
+static int kx_lanes(int sms, int S, size_t lanes) {
     if (S != 16) return 1;
     const char *env = getenv("MIXSCOPE_KALMAN_LANES");
     if (env && (atoi(env) == 1 || atoi(env) == 2)) return atoi(env);
-    return lanes >= (size_t)kx_sms() * 4 * 2 * 32 * 2 ? 2 : 1; // 2 warps a scheduler, 2 lanes
+    return lanes >= (size_t)sms * 4 * 2 * 32 * 2 ? 2 : 1; // 2 warps a scheduler, 2 lanes
 }
+// kx_apply with P lanes a thread (kx_lanes' answer).
 template <typename T, int S, bool LV, bool PRIOR>
-static cudaError_t kx_apply_any(dim3 g, int T_, int H, int M, int CL, int nch, float scale,
+static cudaError_t kx_apply_any(int P, dim3 g, int T_, int H, int M, int CL, int nch, float scale,
                                 const void *q, const void *k, const void *v, const float *lv,
                                 const float *a, const float *p, const float *st0, float *state,
                                 float *o, int vec, cudaStream_t st) {
     if constexpr (S == 16)
-        if (kx_lanes(S, (size_t)g.y * g.z * M * S) == 2)
+        if (P == 2)
             return kx_apply_launch<T, S, LV, PRIOR, 2>(g, T_, H, M, CL, nch, scale, q, k, v, lv, a,
                                                        p, st0, state, o, vec, st);
     return kx_apply_launch<T, S, LV, PRIOR, 1>(g, T_, H, M, CL, nch, scale, q, k, v, lv, a, p, st0,
@@ -1113,7 +1113,8 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     const int groups = (M + K::C - 1) / K::C;
     if (B > 65535 || H > 65535) return err_set(e, "gpu kalman scan: B=%d H=%d too large", B, H);
     int CL;
-    const int nch = kx_chunks((size_t)groups * K::NT * H * B, T_, &CL);
+    const int sms = kx_sms(), P = kx_lanes(sms, S, lanes);
+    const int nch = kx_chunks(sms, (size_t)groups * K::NT * H * B, T_, &CL);
     using R3 = kx_ring<T, S, LV, true>;
     using R1 = kx_ring<T, S, LV, false>;
     const size_t smem1 = 2 * (size_t)R1::BUF * sizeof(float) + KX_NST * (size_t)R1::RAW;
@@ -1122,7 +1123,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
                     kx_aligned(v, R3::GV) && (!LV || kx_aligned(lv, R3::GL));
     const dim3 g3((unsigned)(nch * groups), (unsigned)H, (unsigned)B);
     if (nch == 1) {
-        const cudaError_t rc = kx_apply_any<T, S, LV, PRIOR>(g3, T_, H, M, CL, 1, scale, q, k, v,
+        const cudaError_t rc = kx_apply_any<T, S, LV, PRIOR>(P, g3, T_, H, M, CL, 1, scale, q, k, v,
                                                              lv, a, p, state, state, o, vec, st);
         CUDA_TRY(rc, "gpu kalman scan");
         return 0;
@@ -1145,7 +1146,7 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
         rc = cudaGetLastError();
     }
     if (rc == cudaSuccess)
-        rc = kx_apply_any<T, S, LV, PRIOR>(g3, T_, H, M, CL, nch, scale, q, k, v, lv, a, p, st0,
+        rc = kx_apply_any<T, S, LV, PRIOR>(P, g3, T_, H, M, CL, nch, scale, q, k, v, lv, a, p, st0,
                                            state, o, vec, st);
     const cudaError_t rf = cudaFreeAsync(X, st);
     if (rc != cudaSuccess) return err_set(e, "gpu kalman scan: %s", cudaGetErrorString(rc));
