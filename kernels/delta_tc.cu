@@ -72,27 +72,31 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
 // grid (N, nchunks), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
 // product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
 // K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
-// beta, kc [C].
-template <int DK, int DV> struct prep_smem {
+// beta, kc [C]. With VL (V late), V has no place of its own: it is copied into Q's place once M is
+// dead (its rows prefetched into L2 at the start), which leaves 4 blocks a multiprocessor room
+// instead of 3.
+template <int DK, int DV, bool VL> struct prep_smem {
     static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4;
-    static constexpr size_t QM = (size_t)TC_C * LK * 2 > (size_t)TC_C *LM * 4
-                                     ? (size_t)TC_C *LK * 2
-                                     : (size_t)TC_C *LM * 4;
-    static constexpr size_t bytes = (size_t)TC_C * LK * 2 + QM + (size_t)TC_C * LV * 2 +
-                                    2 * (size_t)TC_C * LA * 2 + 3 * TC_C * 4;
+    static constexpr size_t QK = (size_t)TC_C * LK * 2, QMM = (size_t)TC_C * LM * 4,
+                            VB = (size_t)TC_C * LV * 2;
+    static constexpr size_t QM0 = QK > QMM ? QK : QMM;
+    static constexpr size_t QM = VL && VB > QM0 ? VB : QM0;
+    static constexpr size_t bytes =
+        (size_t)TC_C * LK * 2 + QM + (VL ? 0 : VB) + 2 * (size_t)TC_C * LA * 2 + 3 * TC_C * 4;
 };
 
-template <int DK, int DV, bool KACZ>
+template <int DK, int DV, bool KACZ, bool VL>
 __global__ void __launch_bounds__(128)
     delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
                   const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
-    typedef prep_smem<DK, DV> L;
+    typedef prep_smem<DK, DV, VL> L;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16_t *Ks = (bf16_t *)smem;
     bf16_t *Qs = (bf16_t *)(smem + (size_t)TC_C * L::LK * 2);
     float *Ms = (float *)Qs; // Q is dead once Q K^T is in registers
-    bf16_t *Vs = (bf16_t *)((unsigned char *)Qs + L::QM);
-    bf16_t *AW = Vs + TC_C * L::LV, *AU = AW + TC_C * L::LA;
+    bf16_t *Vs = VL ? Qs : (bf16_t *)((unsigned char *)Qs + L::QM); // VL: once M is dead
+    bf16_t *AW = (bf16_t *)((unsigned char *)Qs + L::QM + (VL ? 0 : L::VB)),
+           *AU = AW + TC_C * L::LA;
     float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C;
 
     // grid (N, nchunks): blocks go out head-fastest, so the early chunks of every head come first
@@ -113,12 +117,25 @@ __global__ void __launch_bounds__(128)
             *(uint4 *)(Qs + r * L::LK + col) = make_uint4(0, 0, 0, 0);
         }
     }
-    for (int i = tid; i < TC_C * DV / 8; i += 128) {
-        const int r = i / (DV / 8), col = (i % (DV / 8)) * 8, t = t0 + r;
-        if (t < T)
-            cp_async16(Vs + r * L::LV + col, v + (((size_t)b * T + t) * H + hh) * DV + col);
-        else
-            *(uint4 *)(Vs + r * L::LV + col) = make_uint4(0, 0, 0, 0);
+    auto load_v = [&]() {
+        for (int i = tid; i < TC_C * DV / 8; i += 128) {
+            const int r = i / (DV / 8), col = (i % (DV / 8)) * 8, t = t0 + r;
+            if (t < T)
+                cp_async16(Vs + r * L::LV + col, v + (((size_t)b * T + t) * H + hh) * DV + col);
+            else
+                *(uint4 *)(Vs + r * L::LV + col) = make_uint4(0, 0, 0, 0);
+        }
+    };
+    if (!VL) {
+        load_v();
+    } else { // V's rows into L2 now, into shared memory once M is dead
+        constexpr int LINES = DV * 2 / 128 > 0 ? DV * 2 / 128 : 1; // 128-byte lines a row
+        for (int i = tid; i < TC_C * LINES; i += 128) {
+            const int r = i / LINES, t = t0 + r;
+            if (t < T)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(
+                    v + (((size_t)b * T + t) * H + hh) * DV + (i % LINES) * 64));
+        }
     }
     cp_async_commit();
     if (tid < TC_C) {
@@ -251,6 +268,10 @@ __global__ void __launch_bounds__(128)
             *(float4 *)(At + (H2 + r2 + r) * LT + c4) =
                 make_float4(y[r][0], y[r][1], y[r][2], y[r][3]);
         __syncthreads();
+        if (VL) { // every thread is past its last read of M: V takes its place
+            load_v();
+            cp_async_commit();
+        }
         // A21 = -A22 Y
         float z[2][4];
 #pragma unroll
@@ -307,6 +328,10 @@ __global__ void __launch_bounds__(128)
             *(uint32_t *)(W + i0 * DK + j * 8 + 2 * tig) = pack_bf16(acc[j][0], acc[j][1]);
             *(uint32_t *)(W + (i0 + 8) * DK + j * 8 + 2 * tig) = pack_bf16(acc[j][2], acc[j][3]);
         }
+    }
+    if (VL) { // V is in
+        cp_async_wait<0>();
+        __syncthreads();
     }
     {
         float acc[DV / 8][4];
@@ -695,10 +720,18 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
-    const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
-    if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
-                e) ||
+    // prepare with V copied in late (4 blocks a multiprocessor) unless MIXSCOPE_DELTA_PREP=0
+    static const int vlate = tc_env("MIXSCOPE_DELTA_PREP", 1) != 0;
+    const size_t pb = vlate ? prep_smem<DK, DV, true>::bytes : prep_smem<DK, DV, false>::bytes;
+    const size_t ob = out_smem<DK, DV>::bytes;
+    if (tc_smem(delta_tc_prep<DK, DV, true, true>, prep_smem<DK, DV, true>::bytes,
+                "gpu delta prefill: shared memory (prepare)", e) ||
+        tc_smem(delta_tc_prep<DK, DV, false, true>, prep_smem<DK, DV, true>::bytes,
+                "gpu delta prefill: shared memory (prepare)", e) ||
+        tc_smem(delta_tc_prep<DK, DV, true, false>, prep_smem<DK, DV, false>::bytes,
+                "gpu delta prefill: shared memory (prepare)", e) ||
+        tc_smem(delta_tc_prep<DK, DV, false, false>, prep_smem<DK, DV, false>::bytes,
+                "gpu delta prefill: shared memory (prepare)", e) ||
         tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
         return -1;
     CUDA_TRY(
@@ -712,12 +745,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaStreamWaitEvent(side, fork, 0), "gpu delta prefill: event");
     }
     auto prep = [&]() -> int {
-        if (kacz)
-            delta_tc_prep<DK, DV, true>
-                <<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
-        else
-            delta_tc_prep<DK, DV, false>
-                <<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        auto kernel =
+            kacz ? (vlate ? delta_tc_prep<DK, DV, true, true> : delta_tc_prep<DK, DV, true, false>)
+                 : (vlate ? delta_tc_prep<DK, DV, false, true>
+                          : delta_tc_prep<DK, DV, false, false>);
+        kernel<<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
         CUDA_LAUNCHED("gpu delta prefill: prepare");
         return 0;
     };

@@ -1,0 +1,68 @@
+#!/bin/sh
+# gpu-delta-check.sh: on the GPU machine, one sitting for a change to the delta family's
+# tensor-core prefill (kernels/delta_tc.cu, delta_state_wgmma.cu). Binaries come prebuilt from here
+# (scripts/gpu-prebuild.sh, or a gpubin/ packed as build/gpubin.tar.xz to fit the carry). Runs, with
+# TEST=1 (the default), every gpubin/tests/gpu/test_gpu* on the gdn, kaczmarz and deltanet cases
+# under every setting of ENVS (space-separated, "-" for none, "," between the variables of one
+# setting); bench_gpu's delta section from every gpubin/bench/gpu/bench_gpu* (the change beside its
+# baselines) under every setting of ENVS, alternating ROUNDS times (default 2), chunked rows only;
+# with PROFILE=1, the time of each pass (MIXSCOPE_DELTA_PROFILE=1: prepare, state and output one
+# after the other) at every length; with NCU=regex, ncu of one launch of the matching kernel at
+# SKIP (default 46: gdn's third run at 32K) under MIXSCOPE_DELTA_PROFILE=1, which ncu's serialised
+# launches need (scripts/gpu-ncu-kernel.sh). Output: stdout and $OUT/delta-*.txt.
+[ -f build/gpubin.tar.xz ] && xz -dc build/gpubin.tar.xz | tar xf -
+mkdir -p /tmp/dd && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
+export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
+OUT=${OUT:-/tmp}
+ENVS=${ENVS:--}
+cat gpubin/COMMIT
+if [ "${TEST:-1}" = 1 ]; then
+    for t in gpubin/tests/gpu/test_gpu*; do
+        [ -x "$t" ] || continue
+        for cfg in $ENVS; do
+            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
+            for m in gdn kaczmarz deltanet; do
+                printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
+                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 "$t" 2>&1 |
+                    grep -E "FAIL|gpu: .* passed" | head -5
+            done
+        done
+    done | tee "$OUT/delta-tests.txt"
+fi
+i=0
+while [ $i -lt "${ROUNDS:-2}" ]; do
+    for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
+        [ -x "$b" ] || continue
+        for cfg in $ENVS; do
+            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
+            echo "=== $(basename "$b") [$cfg] (round $i)"
+            env $envs MIXSCOPE_BENCH_ONLY=delta timeout 120 "$b" 2>&1 | grep -E "chunked|error"
+        done
+    done
+    i=$((i + 1))
+done | tee "$OUT/delta-bench.txt"
+if [ "${PROFILE:-0}" = 1 ]; then
+    for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
+      [ -x "$b" ] || continue
+      for cfg in $ENVS; do
+        envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
+        echo "=== $(basename "$b") [$cfg] MIXSCOPE_DELTA_PROFILE=1 (medians of each pass)"
+        env $envs MIXSCOPE_DELTA_PROFILE=1 MIXSCOPE_BENCH_ONLY=delta timeout 120 "$b" 2>&1 |
+            grep "^delta_tc" | python3 -c '
+import sys, re, statistics
+rows = {}
+for line in sys.stdin:
+    m = re.match(r"delta_tc T=(\d+): prepare ([\d.]+) ms, state ([\d.]+) ms, output ([\d.]+) ms", line)
+    if m:
+        rows.setdefault(int(m.group(1)), []).append([float(x) for x in m.groups()[1:]])
+for T, v in rows.items():  # gdn, kaczmarz and deltanet share T: the first 22 are gdn
+    g = v[:22]
+    print("T=%6d  prepare %.3f  state %.3f  output %.3f ms (gdn, medians of %d)" % ((T,) +
+          tuple(statistics.median(x[i] for x in g) for i in range(3)) + (len(g),)))'
+      done
+    done | tee "$OUT/delta-profile.txt"
+fi
+if [ -n "${NCU:-}" ]; then
+    KERNEL="$NCU" SECTION=delta SKIP=${SKIP:-46} ENV="MIXSCOPE_DELTA_PROFILE=1" \
+        sh scripts/gpu-ncu-kernel.sh | tee "$OUT/delta-ncu.txt"
+fi
