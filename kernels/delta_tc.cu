@@ -69,6 +69,15 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
 
 // ---------------------------------------------------------------- prepare
 
+#define TC_LOG2E 1.4426950408889634f
+// 2^x by the hardware's approximation (what __expf runs, without its range fix-up for results
+// below 2^-126, which flush to zero here)
+__device__ __forceinline__ float tc_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // grid (N, nchunks), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
 // product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
 // K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
@@ -105,25 +114,38 @@ __global__ void __launch_bounds__(128)
     const size_t nc = (size_t)n * nchunks + c;
     const int t0 = c * TC_C;
 
-    // inputs of the chunk; rows past T are zero
-    for (int i = tid; i < TC_C * DK / 8; i += 128) {
-        const int r = i / (DK / 8), col = (i % (DK / 8)) * 8, t = t0 + r;
-        if (t < T) {
-            const size_t row = ((size_t)b * T + t) * H + hh;
-            cp_async16(Ks + r * L::LK + col, k + row * DK + col);
-            cp_async16(Qs + r * L::LK + col, q + row * DK + col);
-        } else {
-            *(uint4 *)(Ks + r * L::LK + col) = make_uint4(0, 0, 0, 0);
-            *(uint4 *)(Qs + r * L::LK + col) = make_uint4(0, 0, 0, 0);
+    // inputs of the chunk; rows past T are zero. A thread copies the same 16-byte piece of rows
+    // r0, r0 + RS, ... (a base pointer and a constant stride: ncu at 6a0a825 had index arithmetic
+    // of the copies at 11% of the samples)
+    constexpr int PK = DK / 8, RS = 128 / PK, PV = DV / 8, RV = 128 / PV;
+    static_assert(TC_C % RS == 0 && TC_C % RV == 0, "copy pieces");
+    const int kr0 = tid / PK, kcol = (tid % PK) * 8, vr0 = tid / PV, vcol = (tid % PV) * 8;
+    const size_t row0 = (size_t)b * T + t0; // token t0 of sequence b
+    {
+        const bf16_t *kp = k + ((row0 + kr0) * H + hh) * DK + kcol;
+        const bf16_t *qp = q + ((row0 + kr0) * H + hh) * DK + kcol;
+#pragma unroll
+        for (int it = 0; it < TC_C / RS; it++) {
+            const int r = kr0 + RS * it;
+            const size_t off = (size_t)RS * it * H * DK;
+            if (t0 + r < T) {
+                cp_async16(Ks + r * L::LK + kcol, kp + off);
+                cp_async16(Qs + r * L::LK + kcol, qp + off);
+            } else {
+                *(uint4 *)(Ks + r * L::LK + kcol) = make_uint4(0, 0, 0, 0);
+                *(uint4 *)(Qs + r * L::LK + kcol) = make_uint4(0, 0, 0, 0);
+            }
         }
     }
+    const bf16_t *vp = v + ((row0 + vr0) * H + hh) * DV + vcol;
     auto load_v = [&]() {
-        for (int i = tid; i < TC_C * DV / 8; i += 128) {
-            const int r = i / (DV / 8), col = (i % (DV / 8)) * 8, t = t0 + r;
-            if (t < T)
-                cp_async16(Vs + r * L::LV + col, v + (((size_t)b * T + t) * H + hh) * DV + col);
+#pragma unroll
+        for (int it = 0; it < TC_C / RV; it++) {
+            const int r = vr0 + RV * it;
+            if (t0 + r < T)
+                cp_async16(Vs + r * L::LV + vcol, vp + (size_t)RV * it * H * DV);
             else
-                *(uint4 *)(Vs + r * L::LV + col) = make_uint4(0, 0, 0, 0);
+                *(uint4 *)(Vs + r * L::LV + vcol) = make_uint4(0, 0, 0, 0);
         }
     };
     if (!VL) {
@@ -131,21 +153,21 @@ __global__ void __launch_bounds__(128)
     } else { // V's rows into L2 now, into shared memory once M is dead
         constexpr int LINES = DV * 2 / 128 > 0 ? DV * 2 / 128 : 1; // 128-byte lines a row
         for (int i = tid; i < TC_C * LINES; i += 128) {
-            const int r = i / LINES, t = t0 + r;
-            if (t < T)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(
-                    v + (((size_t)b * T + t) * H + hh) * DV + (i % LINES) * 64));
+            const int r = i / LINES;
+            if (t0 + r < T)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(v + ((row0 + r) * H + hh) * DV +
+                                                              (i % LINES) * 64));
         }
     }
     cp_async_commit();
     if (tid < TC_C) {
         const int t = t0 + tid;
         const size_t th = ((size_t)b * T + t) * H + hh;
-        Gs[tid] = (g && t < T) ? g[th] : 0.0f;
+        Gs[tid] = (g && t < T) ? g[th] * TC_LOG2E : 0.0f; // log2 domain: exp2 below
         Bs[tid] = t < T ? beta[th] : 0.0f;
     }
     __syncthreads();
-    if (warp == 0) { // inclusive cumsum of g over the chunk, two tokens per lane
+    if (warp == 0) { // inclusive cumsum of g (log2 e) over the chunk, two tokens per lane
         const float g0 = Gs[2 * lane], g1 = Gs[2 * lane + 1];
         float x = g0 + g1;
 #pragma unroll
@@ -194,7 +216,16 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads(); // every warp is done with Q (and Cs is written): M overwrites it
 
+    // M and P. The 16 key columns jj = 8 j + 2 tig + e of this thread: their G and kc once, in
+    // registers (ncu at 6a0a825: this loop reloaded them per element and was 32% of the samples,
+    // most of it waiting on those loads and on __expf's range fix-up)
     bf16_t *P = sc.P + nc * TC_C * TC_C;
+    float gj[8][2], cj[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            gj[j][e] = Gs[j * 8 + 2 * tig + e], cj[j][e] = Cs[j * 8 + 2 * tig + e];
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int i = warp * 16 + gid + half * 8;
@@ -205,10 +236,9 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int jj = j * 8 + 2 * tig + e;
-                const float dec = i >= jj ? __expf(Gi - Gs[jj]) : 0.0f;
-                const float cj = Cs[jj];
-                Ms[i * L::LM + jj] = i > jj ? bi * cj * kk[j][half * 2 + e] * dec : 0.0f;
-                pv[e] = cj * qk[j][half * 2 + e] * dec;
+                const float dec = i >= jj ? tc_exp2(Gi - gj[j][e]) : 0.0f;
+                Ms[i * L::LM + jj] = i > jj ? bi * cj[j][e] * kk[j][half * 2 + e] * dec : 0.0f;
+                pv[e] = cj[j][e] * qk[j][half * 2 + e] * dec;
             }
             *(uint32_t *)(P + i * TC_C + j * 8 + 2 * tig) = pack_bf16(pv[0], pv[1]);
         }
@@ -299,7 +329,7 @@ __global__ void __launch_bounds__(128)
         float a[TC_C / 2];
 #pragma unroll
         for (int r = 0; r < TC_C / 2; r++) a[r] = At[(i0 + 2 * r) * LT + cc];
-        const float su = Bs[cc] * Cs[cc], sw = su * __expf(Gs[cc]);
+        const float su = Bs[cc] * Cs[cc], sw = su * tc_exp2(Gs[cc]);
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < TC_C / 2; r++) {
@@ -355,8 +385,8 @@ __global__ void __launch_bounds__(128)
     if (tid < TC_C) {
         float *GK = sc.GK + nc * 2 * TC_C;
         const float Gl = Gs[TC_C - 1];
-        GK[tid] = __expf(Gs[tid]);
-        GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * __expf(Gl - Gs[tid]) : 0.0f;
+        GK[tid] = tc_exp2(Gs[tid]);
+        GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * tc_exp2(Gl - Gs[tid]) : 0.0f;
     }
     __syncthreads();
     if (tid == 0) st_release(sc.ready + nc, 1);
