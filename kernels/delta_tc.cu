@@ -278,48 +278,47 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     {
-        // thread: rows r2, r2 + 1 and columns c4 .. c4 + 3 of the corner (H2 x H2)
-        const int r2 = (tid / 8) * 2, c4 = (tid % 8) * 4;
+        // The corner by tf32 mma.sync (fp32 accumulators), as fla's solve_tril rounds it: warp w
+        // computes rows 16 (w / 2) .. + 15, columns 16 (w % 2) .. + 15 of each H2 x H2 product
+        // (ncu at e0f3ece: the two products on the CUDA cores were 25% of the samples). A and B
+        // are fp32 in shared memory (leading dimensions lda, ldb), each H2 x H2.
+        const int wr = 16 * (warp >> 1), wc = 16 * (warp & 1);
+        auto corner = [&](float(*d)[4], const float *A, int lda, const float *B, int ldb) {
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < H2 / 8; ks++) {
+                const float *ar = A + (wr + gid) * lda + 8 * ks + tig;
+                const uint32_t af[4] = {to_tf32(ar[0]), to_tf32(ar[8 * lda]), to_tf32(ar[4]),
+                                        to_tf32(ar[8 * lda + 4])};
+#pragma unroll
+                for (int nt = 0; nt < 2; nt++) {
+                    const float *br = B + (8 * ks + tig) * ldb + wc + 8 * nt + gid;
+                    const uint32_t bf[2] = {to_tf32(br[0]), to_tf32(br[4 * ldb])};
+                    mma_tf32(d[nt], af, bf);
+                }
+            }
+        };
+        // this lane's entries of the warp's block: rows wr + gid (+ 8), columns wc + 8 nt + 2 tig
+        auto put = [&](float(*d)[4], float sign) {
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                float *o = At + (H2 + wr + gid) * LT + wc + 8 * nt + 2 * tig;
+                *(float2 *)o = make_float2(sign * d[nt][0], sign * d[nt][1]);
+                *(float2 *)(o + 8 * LT) = make_float2(sign * d[nt][2], sign * d[nt][3]);
+            }
+        };
         float y[2][4];
-        // Y = M21 A11 (A11 lower triangular: k >= column)
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) y[r][e] = 0.0f;
-#pragma unroll 8
-        for (int kk = 0; kk < H2; kk++) {
-            const float4 a = *(const float4 *)(At + kk * LT + c4);
-            const float m0 = Ms[(H2 + r2) * L::LM + kk], m1 = Ms[(H2 + r2 + 1) * L::LM + kk];
-            y[0][0] += m0 * a.x, y[0][1] += m0 * a.y, y[0][2] += m0 * a.z, y[0][3] += m0 * a.w;
-            y[1][0] += m1 * a.x, y[1][1] += m1 * a.y, y[1][2] += m1 * a.z, y[1][3] += m1 * a.w;
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            *(float4 *)(At + (H2 + r2 + r) * LT + c4) =
-                make_float4(y[r][0], y[r][1], y[r][2], y[r][3]);
+        corner(y, Ms + H2 * L::LM, L::LM, At, LT); // Y = M21 A11, into A21's place
+        put(y, 1.0f);
         __syncthreads();
         if (VL) { // every thread is past its last read of M: V takes its place
             load_v();
             cp_async_commit();
         }
-        // A21 = -A22 Y
-        float z[2][4];
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) z[r][e] = 0.0f;
-#pragma unroll 8
-        for (int kk = 0; kk < H2; kk++) {
-            const float4 a = *(const float4 *)(At + (H2 + kk) * LT + c4);
-            const float m0 = At[(H2 + r2) * LT + H2 + kk], m1 = At[(H2 + r2 + 1) * LT + H2 + kk];
-            z[0][0] -= m0 * a.x, z[0][1] -= m0 * a.y, z[0][2] -= m0 * a.z, z[0][3] -= m0 * a.w;
-            z[1][0] -= m1 * a.x, z[1][1] -= m1 * a.y, z[1][2] -= m1 * a.z, z[1][3] -= m1 * a.w;
-        }
-        __syncthreads(); // every thread has read Y
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-            *(float4 *)(At + (H2 + r2 + r) * LT + c4) =
-                make_float4(z[r][0], z[r][1], z[r][2], z[r][3]);
+        corner(y, At + H2 * LT + H2, LT, At + H2 * LT, LT); // A21 = -A22 Y
+        __syncthreads();                                    // every thread has read Y
+        put(y, -1.0f);
     }
     __syncthreads();
     {

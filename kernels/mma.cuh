@@ -22,6 +22,23 @@ __device__ __forceinline__ void mma_bf16(float *c, const uint32_t *a, uint32_t b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// fp32 rounded to tf32 (nearest, ties away), as mma's .tf32 operands take it
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// d += a b with mma.m16n8k8 on tf32 operands, fp32 accumulators. Fragments (lane = 4 gid + tig):
+// A (16 x 8, row-major) a[0] = (gid, tig), a[1] = (gid + 8, tig), a[2], a[3] = the same at col
+// tig + 4; B (8 x 8) b[0] = (k tig, col gid), b[1] = (k tig + 4, col gid); D as mma_bf16's C.
+__device__ __forceinline__ void mma_tf32(float *d, const uint32_t *a, const uint32_t *b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // lo in the low half (the lower column index of a fragment pair)
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
