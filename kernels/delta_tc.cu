@@ -78,6 +78,28 @@ __device__ __forceinline__ float tc_exp2(float x) {
     return y;
 }
 
+// d[nt] = A B for 16 rows of A (fp32, leading dimension lda, from its first row) over K and the
+// 8 NT columns of B (fp32, ldb, from its first column), by tf32 mma.sync m16n8k8: the products of
+// prepare's blocked inverse
+template <int K, int NT>
+__device__ __forceinline__ void tf32_rows16(float (*d)[4], const float *A, int lda, const float *B,
+                                            int ldb, int gid, int tig) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < K / 8; ks++) {
+        const float *ar = A + gid * lda + 8 * ks + tig;
+        const uint32_t af[4] = {to_tf32(ar[0]), to_tf32(ar[8 * lda]), to_tf32(ar[4]),
+                                to_tf32(ar[8 * lda + 4])};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            const float *br = B + (8 * ks + tig) * ldb + 8 * nt + gid;
+            const uint32_t bf[2] = {to_tf32(br[0]), to_tf32(br[4 * ldb])};
+            mma_tf32(d[nt], af, bf);
+        }
+    }
+}
+
 // grid (N, nchunks), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
 // product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
 // K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
@@ -245,19 +267,22 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
 
-    // A = (I + M)^-1, unit lower triangular, in two halves of H2 = C / 2 rows:
-    //   A = [A11 0; A21 A22], A11 = (I + M11)^-1, A22 = (I + M22)^-1, A21 = -A22 (M21 A11).
-    // The diagonal halves by forward substitution, side by side (thread c < C owns column c % H2
-    // of half c / H2, kept in registers; four partial sums shorten the dependent chain); the
-    // corner by two products over all four warps. A lives in fp32 where AW and AU go afterwards.
-    constexpr int H2 = TC_C / 2, LT = TC_C + 4;
+    // A = (I + M)^-1, unit lower triangular, by blocks. The four Q4 x Q4 diagonal blocks (Q4 =
+    // C / 4) by forward substitution side by side (thread c < C owns column c % Q4 of block c / Q4,
+    // kept in registers; four partial sums shorten the dependent chain), then two merges, each
+    //   [X11 0; X21 X22]^-1 = [Y11 0; Y21 Y22],  Y21 = -Y22 (X21 Y11):
+    // Q4 -> H2 (both halves at once, a warp a half and eight columns) and H2 -> C (a warp 16 rows
+    // and 16 columns), the products by tf32 mma.sync with fp32 accumulators, as fla's solve_tril
+    // rounds them (ncu at e0f3ece: 32 x 32 substitution and the corner's two products on the CUDA
+    // cores were 35% of the samples). A lives in fp32 where AW and AU go afterwards.
+    constexpr int Q4 = TC_C / 4, H2 = TC_C / 2, LT = TC_C + 4;
     float *At = (float *)AW; // [C][LT] fp32: fits in AW and AU
     static_assert((size_t)TC_C * LT * 4 <= 2 * (size_t)TC_C * L::LA * 2, "A in AW, AU");
     if (tid < TC_C) {
-        const int half = tid / H2, cc = tid % H2, off = half * H2;
-        float col[H2];
+        const int blk = tid / Q4, cc = tid % Q4, off = blk * Q4;
+        float col[Q4];
 #pragma unroll
-        for (int i = 0; i < H2; i++) {
+        for (int i = 0; i < Q4; i++) {
             const float *mi = Ms + (off + i) * L::LM + off;
             float s0 = i == cc ? 1.0f : 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma unroll
@@ -271,54 +296,49 @@ __global__ void __launch_bounds__(128)
             col[i] = (s0 + s1) + (s2 + s3);
         }
 #pragma unroll
-        for (int i = 0; i < H2; i++) {
-            At[(off + i) * LT + off + cc] = col[i];
-            At[(off + i) * LT + (H2 - off) + cc] = 0.0f; // A12 = 0; A21 is written below
+        for (int i = 0; i < Q4; i++) {
+            float *row = At + (off + i) * LT;
+            row[off + cc] = col[i];
+            if (!(blk & 1)) row[off + Q4 + cc] = 0.0f; // above the next block, within the half
+            if (blk < 2) row[H2 + cc] = row[H2 + Q4 + cc] = 0.0f; // A12
         }
     }
     __syncthreads();
+    // Y21 of every merge: d = A B (16 rows x 8 NT columns over K), then d (times sign) into At
+    auto put = [&](float(*d)[4], float *dst, int nt_count, float sign) {
+        for (int nt = 0; nt < nt_count; nt++) {
+            float *o = dst + gid * LT + 8 * nt + 2 * tig;
+            *(float2 *)o = make_float2(sign * d[nt][0], sign * d[nt][1]);
+            *(float2 *)(o + 8 * LT) = make_float2(sign * d[nt][2], sign * d[nt][3]);
+        }
+    };
     {
-        // The corner by tf32 mma.sync (fp32 accumulators), as fla's solve_tril rounds it: warp w
-        // computes rows 16 (w / 2) .. + 15, columns 16 (w % 2) .. + 15 of each H2 x H2 product
-        // (ncu at e0f3ece: the two products on the CUDA cores were 25% of the samples). A and B
-        // are fp32 in shared memory (leading dimensions lda, ldb), each H2 x H2.
-        const int wr = 16 * (warp >> 1), wc = 16 * (warp & 1);
-        auto corner = [&](float(*d)[4], const float *A, int lda, const float *B, int ldb) {
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < H2 / 8; ks++) {
-                const float *ar = A + (wr + gid) * lda + 8 * ks + tig;
-                const uint32_t af[4] = {to_tf32(ar[0]), to_tf32(ar[8 * lda]), to_tf32(ar[4]),
-                                        to_tf32(ar[8 * lda + 4])};
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    const float *br = B + (8 * ks + tig) * ldb + wc + 8 * nt + gid;
-                    const uint32_t bf[2] = {to_tf32(br[0]), to_tf32(br[4 * ldb])};
-                    mma_tf32(d[nt], af, bf);
-                }
-            }
-        };
-        // this lane's entries of the warp's block: rows wr + gid (+ 8), columns wc + 8 nt + 2 tig
-        auto put = [&](float(*d)[4], float sign) {
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                float *o = At + (H2 + wr + gid) * LT + wc + 8 * nt + 2 * tig;
-                *(float2 *)o = make_float2(sign * d[nt][0], sign * d[nt][1]);
-                *(float2 *)(o + 8 * LT) = make_float2(sign * d[nt][2], sign * d[nt][3]);
-            }
-        };
+        const int h = warp >> 1, c0 = 32 * h, n0 = 8 * (warp & 1); // Q4 -> H2
+        float y[1][4];
+        float *y21 = At + (c0 + Q4) * LT + c0 + n0;
+        tf32_rows16<Q4, 1>(y, Ms + (c0 + Q4) * L::LM + c0, L::LM, At + c0 * LT + c0 + n0, LT, gid,
+                           tig); // X21 Y11
+        put(y, y21, 1, 1.0f);
+        __syncthreads();
+        tf32_rows16<Q4, 1>(y, At + (c0 + Q4) * LT + c0 + Q4, LT, y21, LT, gid, tig);
+        __syncthreads(); // every thread has read X21 Y11
+        put(y, y21, 1, -1.0f);
+        __syncthreads();
+    }
+    {
+        const int wr = 16 * (warp >> 1), wc = 16 * (warp & 1); // H2 -> C
         float y[2][4];
-        corner(y, Ms + H2 * L::LM, L::LM, At, LT); // Y = M21 A11, into A21's place
-        put(y, 1.0f);
+        float *y21 = At + (H2 + wr) * LT + wc;
+        tf32_rows16<H2, 2>(y, Ms + (H2 + wr) * L::LM, L::LM, At + wc, LT, gid, tig); // M21 A11
+        put(y, y21, 2, 1.0f);
         __syncthreads();
         if (VL) { // every thread is past its last read of M: V takes its place
             load_v();
             cp_async_commit();
         }
-        corner(y, At + H2 * LT + H2, LT, At + H2 * LT, LT); // A21 = -A22 Y
-        __syncthreads();                                    // every thread has read Y
-        put(y, -1.0f);
+        tf32_rows16<H2, 2>(y, At + (H2 + wr) * LT + H2, LT, At + H2 * LT + wc, LT, gid, tig);
+        __syncthreads(); // every thread has read M21 A11
+        put(y, y21, 2, -1.0f);
     }
     __syncthreads();
     {
