@@ -86,6 +86,12 @@ static void report(const char *what, double err, double tol) {
 
 /* Inputs in the ranges each mixer meets in a model: unit keys for gdn/deltanet, raw keys with
  * norms spread over two decades for kaczmarz, log-decays in [-1, 0), write strengths in (0, 1). */
+/* When set, make_inputs gives each head's keys a common direction (k_t = k_0 + 0.3 noise, then
+ * scaled as usual, k_0 the direction of token 0's): keys this close make M = beta K K^T large, so
+ * that the chunked form's inverse (I + M)^-1 is far from I - M and an error in its blocks shows in
+ * the outputs. */
+static int correlated_keys;
+
 static void make_inputs(const mixer_ops *m, const mixer_cfg *c, int T, float **in) {
     int H = c->H;
     for (int i = 0; i < IN_COUNT; i++) in[i] = NULL;
@@ -102,6 +108,13 @@ static void make_inputs(const mixer_ops *m, const mixer_cfg *c, int T, float **i
             size_t th = (size_t)t * H + h;
             if (in[IN_K]) {
                 float *k = in[IN_K] + th * c->dk;
+                if (correlated_keys && t > 0) { /* token 0's direction plus noise of norm ~0.3 */
+                    const float *k0 = in[IN_K] + (size_t)h * c->dk;
+                    double n0 = 0;
+                    for (int d = 0; d < c->dk; d++) n0 += (double)k0[d] * k0[d];
+                    for (int d = 0; d < c->dk; d++)
+                        k[d] = (float)(k0[d] / sqrt(n0) + 0.3 * k[d] / sqrt((double)c->dk));
+                }
                 double s = 0;
                 for (int d = 0; d < c->dk; d++) s += (double)k[d] * k[d];
                 double target = raw ? pow(10.0, -1.0 + 2.0 * urand()) : 1.0;
@@ -1223,6 +1236,11 @@ int main(void) {
         test_mixer(m, 129, 3, 64, 128, 64);
         test_mixer(m, 1000, 2, 128, 128, 64);
         test_mixer(m, 2500, 3, 128, 128, 64); /* dk = 128: the wgmma state pass on sm_90 */
+        printf("%s with correlated keys (the inverse far from I - M):\n", delta[i]);
+        correlated_keys = 1;
+        test_mixer(m, 300, 2, 128, 128, 64);
+        test_mixer(m, 200, 2, 64, 64, 64);
+        correlated_keys = 0;
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
      * blocks and tiles, many blocks; a pre-filled cache and sliding windows */
