@@ -96,6 +96,7 @@ __global__ void __launch_bounds__(256, 1)
     const int n = blockIdx.y, nsl = gridDim.x, bv0 = blockIdx.x * DSW_BV, b = n / H, hh = n % H;
     const int tid = threadIdx.x % 128, warp = tid >> 5, lane = tid & 31, gid = lane >> 2,
               tig = lane & 3;
+    if (threadIdx.x == 0) tc_trace(sc.trace, 1, 0);
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
     auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
@@ -308,6 +309,7 @@ __global__ void __launch_bounds__(256, 1)
         So[(size_t)c0 * dv + r0 + 8] = h[4 * j + 2];
         So[(size_t)(c0 + 1) * dv + r0 + 8] = h[4 * j + 3];
     }
+    if (threadIdx.x == 0) tc_trace(sc.trace, 1, 1);
 #else
     __trap(); // no wgmma in this image: delta_state_wgmma_usable() keeps launches away
 #endif

@@ -64,6 +64,7 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
     s.GK = (float *)((f + 255) & ~(uintptr_t)255);
     s.ready = (int *)(s.GK + NC * 2 * TC_C);
     s.done = s.ready + NC;
+    s.trace = NULL;
     return s;
 }
 
@@ -135,6 +136,7 @@ __global__ void __launch_bounds__(128)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
     const int t0 = c * TC_C;
+    if (tid == 0) tc_trace(sc.trace, 0, 0);
 
     // inputs of the chunk; rows past T are zero. A thread copies the same 16-byte piece of rows
     // r0, r0 + RS, ... (a base pointer and a constant stride: ncu at 6a0a825 had index arithmetic
@@ -408,7 +410,7 @@ __global__ void __launch_bounds__(128)
         GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * tc_exp2(Gl - Gs[tid]) : 0.0f;
     }
     __syncthreads();
-    if (tid == 0) st_release(sc.ready + nc, 1);
+    if (tid == 0) st_release(sc.ready + nc, 1), tc_trace(sc.trace, 0, 1);
 }
 
 // ---------------------------------------------------------------- the state pass
@@ -439,6 +441,7 @@ __global__ void __launch_bounds__(BV * 2 * KS)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const int rg = warp / KS, kq = warp % KS, kc0 = kq * DKW;
     float *red = (float *)(smem + L::stage * ST);
+    if (tid == 0) tc_trace(sc.trace, 1, 0);
 
     auto stage_w = [&](int s) { return (bf16_t *)(smem + s * L::stage); };
     auto stage_k = [&](int s) { return stage_w(s) + TC_C * L::LK; };
@@ -608,7 +611,8 @@ __global__ void __launch_bounds__(BV * 2 * KS)
         So[(size_t)dd * dv + r0 + 8] = h[j][2], So[(size_t)(dd + 1) * dv + r0 + 8] = h[j][3];
     }
     __syncthreads();
-    if (tid == 0) st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks);
+    if (tid == 0)
+        st_release(sc.done + n * (dv / BV) + blockIdx.x, nchunks), tc_trace(sc.trace, 1, 1);
 }
 
 // ---------------------------------------------------------------- the output pass
@@ -633,6 +637,7 @@ __global__ void __launch_bounds__(128)
     const int n = blockIdx.x, c = blockIdx.y, b = n / H, hh = n % H, t0 = c * TC_C;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
+    if (tid == 0) tc_trace(sc.trace, 2, 0);
     // the state pass of every value slice of this head is past chunk c
     if (tid < nslices) wait_at_least(sc.done + n * nslices + tid, c + 1);
     __syncthreads();
@@ -699,6 +704,7 @@ __global__ void __launch_bounds__(128)
             *(float2 *)(orow + j * 8 + 2 * tig) =
                 make_float2(scale * acc[j][half * 2], scale * acc[j][half * 2 + 1]);
     }
+    if (tid == 0) tc_trace(sc.trace, 2, 1);
 }
 
 // ---------------------------------------------------------------- launch
@@ -762,7 +768,19 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
                      float *state, float *o, void *scratch, cudaStream_t st, err *e) {
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
-    const tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
+    tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
+    // MIXSCOPE_DELTA_TRACE=1: when each pass ran, in the overlapped launch (stderr; a diagnostic
+    // that synchronises after the launch)
+    static unsigned long long *trace_buf;
+    static const int trace = getenv("MIXSCOPE_DELTA_TRACE") != NULL;
+    if (trace) {
+        if (!trace_buf)
+            CUDA_TRY(cudaMalloc(&trace_buf, 6 * sizeof *trace_buf), "gpu delta prefill: trace");
+        const unsigned long long init[6] = {~0ull, 0, ~0ull, 0, ~0ull, 0};
+        CUDA_TRY(cudaMemcpyAsync(trace_buf, init, sizeof init, cudaMemcpyHostToDevice, st),
+                 "gpu delta prefill: trace");
+        s.trace = trace_buf;
+    }
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
@@ -825,6 +843,18 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     if (overlap) {
         CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
         CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");
+    }
+    if (trace) {
+        unsigned long long t[6];
+        CUDA_TRY(cudaMemcpyAsync(t, trace_buf, sizeof t, cudaMemcpyDeviceToHost, st),
+                 "gpu delta prefill: trace");
+        CUDA_TRY(cudaStreamSynchronize(st), "gpu delta prefill: trace");
+        unsigned long long t0 = t[0] < t[2] ? t[0] : t[2];
+        t0 = t[4] < t0 ? t[4] : t0;
+        auto ms = [&](int i) { return (double)(t[i] - t0) * 1e-6; };
+        fprintf(stderr,
+                "delta_tc trace T=%d: prepare %.3f-%.3f, state %.3f-%.3f, output %.3f-%.3f ms\n", T,
+                ms(0), ms(1), ms(2), ms(3), ms(4), ms(5));
     }
     if (profile) {
         float ms[3] = {0, 0, 0};

@@ -20,7 +20,21 @@ struct tc_scratch {
     // overlap: the state pass starts on the chunks prep has finished, the output pass on the
     // chunks the state pass has.
     int *ready, *done;
+    // MIXSCOPE_DELTA_TRACE: [2 pass] the first start and [2 pass + 1] the last end of a block of
+    // pass 0 (prepare), 1 (state) and 2 (output), in %globaltimer ns; NULL when off
+    unsigned long long *trace;
 };
+
+// One block's start (end = 0) or end (end = 1) into trace, by its thread 0.
+__device__ __forceinline__ void tc_trace(unsigned long long *trace, int pass, int end) {
+    if (!trace) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (end)
+        atomicMax(trace + 2 * pass + 1, t);
+    else
+        atomicMin(trace + 2 * pass, t);
+}
 
 // Flags between kernels that run at the same time. The writer: __syncthreads, then one thread's
 // release store (a release is cumulative over the block's writes that the barrier ordered before
