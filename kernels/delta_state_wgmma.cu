@@ -97,6 +97,27 @@ __global__ void __launch_bounds__(256, 1)
     const int tid = threadIdx.x % 128, warp = tid >> 5, lane = tid & 31, gid = lane >> 2,
               tig = lane & 3;
     if (threadIdx.x == 0) tc_trace(sc.trace, 1, 0);
+    // segment j of the chunks: writes chunks lo .. hi - 1, walks from chunk c0 (<= lo: a warm-up
+    // from a zero state where the chunks between have decayed enough, else from the first chunk
+    // and the state there; tc_scratch says why)
+    const int j = blockIdx.z, lo = j * sc.seglen, hi = min(nchunks, lo + sc.seglen);
+    __shared__ int from_s;
+    if (threadIdx.x == 0) {
+        int c = lo;
+        if (j > 0) {
+            float sum = 0.0f;
+            while (c > 0 && lo - c < TC_CP_WARM && sum > TC_CP_LOG2TOL) {
+                c--;
+                wait_at_least(sc.ready + (size_t)n * nchunks + c, 1);
+                sum += sc.lb[(size_t)n * nchunks + c];
+            }
+            if (sum > TC_CP_LOG2TOL) c = 0; // not enough decay: from the first chunk
+        }
+        from_s = c;
+    }
+    __syncthreads();
+    const int c0 = from_s, cnt = hi - c0; // chunks walked
+    const int *done = sc.done + ((size_t)n * sc.nseg + j) * nsl + blockIdx.x;
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
     auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
@@ -125,13 +146,13 @@ __global__ void __launch_bounds__(256, 1)
                        sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
         int pre[8]; // ready flags of the next group of eight chunks
 #pragma unroll
-        for (int i = 0; i < 8; i++) pre[i] = i < nchunks ? ld_relaxed(sc.ready + nc0 + i) : 1;
+        for (int i = 0; i < 8; i++) pre[i] = c0 + i < hi ? ld_relaxed(sc.ready + nc0 + c0 + i) : 1;
         auto issue = [&](int c, int s) {
             // prep has written this chunk: checked eight chunks at a time, on flags loaded a
             // group ahead (pre), polled again only when one was 0
-            if (c % 8 == 0) {
+            if ((c - c0) % 8 == 0) {
                 const int *f = sc.ready + nc0 + c;
-                const int m = min(8, nchunks - c);
+                const int m = min(8, hi - c);
                 int all = 1;
 #pragma unroll
                 for (int i = 0; i < 8; i++) all &= i >= m || pre[i] != 0;
@@ -143,8 +164,7 @@ __global__ void __launch_bounds__(256, 1)
                     for (int i = 0; i < 8; i++) all &= i >= m || ld_relaxed(f + i) != 0;
                 }
 #pragma unroll
-                for (int i = 0; i < 8; i++)
-                    pre[i] = c + 8 + i < nchunks ? ld_relaxed(f + 8 + i) : 1;
+                for (int i = 0; i < 8; i++) pre[i] = c + 8 + i < hi ? ld_relaxed(f + 8 + i) : 1;
             }
             const bf16_t *W = Wt + (size_t)c * (TC_C * DSW_DK), *K = Kt + (size_t)c * TC_C * kstep;
             const bf16_t *U = Ut + (size_t)c * TC_C * dv;
@@ -163,11 +183,12 @@ __global__ void __launch_bounds__(256, 1)
                 cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
             if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
         };
-        // chunk m's Sc and Dt from staging buffer m % 2 to the scratch (all twelve pieces read,
-        // then written); every 8 chunks (and at the last) the done flag (the producer's barrier
-        // orders its threads' stores before)
-        auto store_out = [&](int m) {
-            const int bb = m & 1;
+        // the i-th chunk walked, m = c0 + i: its Sc and Dt from staging buffer i % 2 to the
+        // scratch (all twelve pieces read, then written; none in the warm-up, m < lo); every 8
+        // chunks (and at the last) the done flag (the producer's barrier orders its threads'
+        // stores before)
+        auto store_out = [&](int i) {
+            const int bb = i & 1, m = c0 + i;
             bar_sync(DSW_SFULL(bb), 256);
             uint4 vs[DSW_BV * DSW_DK / 8 / 128], vd[DSW_BV * TC_C / 8 / 128];
 #pragma unroll
@@ -176,7 +197,8 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
                 vd[j] = lds_u4(sdo + bb * L::SBUF + 16 * j * L::LD * 2);
-            if (m + 2 < nchunks) bar_arrive(DSW_SEMPTY(bb), 256);
+            if (i + 2 < cnt) bar_arrive(DSW_SEMPTY(bb), 256);
+            if (m < lo) return;
             bf16_t *Sc = St + (size_t)m * dv * DSW_DK, *Dt = Dtt + (size_t)m * dv * TC_C;
 #pragma unroll
             for (int i = 0; i < DSW_BV * DSW_DK / 8 / 128; i++)
@@ -184,29 +206,29 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int j = 0; j < DSW_BV * TC_C / 8 / 128; j++)
                 *(uint4 *)(Dt + 16 * j * TC_C) = vd[j];
-            if ((m + 1) % 8 == 0 || m + 1 == nchunks) {
+            if ((m + 1) % 8 == 0 || m + 1 == hi) {
                 bar_sync(DSW_PROD, 128);
-                if (ut == 0) st_release(sc.done + n * nsl + blockIdx.x, m + 1);
+                if (ut == 0) st_release((int *)done, m + 1);
             }
         };
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
-            if (s < nchunks) issue(s, s);
+            if (s < cnt) issue(c0 + s, s);
             cp_async_commit();
         }
-        for (int j = 0; j < nchunks; j++) {
-            cp_async_wait<ST - 2>(); // chunk j is in
+        for (int i = 0; i < cnt; i++) {
+            cp_async_wait<ST - 2>(); // chunk c0 + i is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
-            bar_arrive(DSW_FULL(j % ST), 256);
-            if (j >= 1) store_out(j - 1);
-            const int jn = j + ST - 1; // into the stage chunk j - 1 used, once the consumer is done
-            if (jn < nchunks) {
-                if (jn >= ST) bar_sync(DSW_EMPTY(jn % ST), 256);
-                issue(jn, jn % ST);
+            bar_arrive(DSW_FULL(i % ST), 256);
+            if (i >= 1) store_out(i - 1);
+            const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
+            if (in < cnt) {
+                if (in >= ST) bar_sync(DSW_EMPTY(in % ST), 256);
+                issue(c0 + in, in % ST);
             }
             cp_async_commit();
         }
-        store_out(nchunks - 1);
+        store_out(cnt - 1);
         cp_async_wait<0>();
         return;
     }
@@ -218,20 +240,21 @@ __global__ void __launch_bounds__(256, 1)
     // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
     const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
     float h[64], d[32];
-    const float *S = state + (size_t)n * DSW_DK * dv;
+    // the state at chunk c0: the launch's (its copy when the segments' last overwrites it), or 0
+    const float *S = (sc.nseg > 1 ? sc.state0 : state) + (size_t)n * DSW_DK * dv;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const int c0 = 8 * j + 2 * tig;
-        h[4 * j] = S[(size_t)c0 * dv + r0];
-        h[4 * j + 1] = S[(size_t)(c0 + 1) * dv + r0];
-        h[4 * j + 2] = S[(size_t)c0 * dv + r0 + 8];
-        h[4 * j + 3] = S[(size_t)(c0 + 1) * dv + r0 + 8];
+    for (int jj = 0; jj < 16; jj++) {
+        const int k0 = 8 * jj + 2 * tig;
+        h[4 * jj] = c0 == 0 ? S[(size_t)k0 * dv + r0] : 0.0f;
+        h[4 * jj + 1] = c0 == 0 ? S[(size_t)(k0 + 1) * dv + r0] : 0.0f;
+        h[4 * jj + 2] = c0 == 0 ? S[(size_t)k0 * dv + r0 + 8] : 0.0f;
+        h[4 * jj + 3] = c0 == 0 ? S[(size_t)(k0 + 1) * dv + r0 + 8] : 0.0f;
     }
 #pragma unroll
-    for (int i = 0; i < 32; i++) d[i] = 0.0f;
-    for (int c = 0; c < nchunks; c++) {
-        const int s = c % ST, bb = c & 1;
-        bar_sync(DSW_FULL(s), 256); // stage s holds chunk c
+    for (int x = 0; x < 32; x++) d[x] = 0.0f;
+    for (int i = 0; i < cnt; i++) {
+        const int s = i % ST, bb = i & 1;
+        bar_sync(DSW_FULL(s), 256); // stage s holds chunk c0 + i
         const uint32_t aw = abase + s * L::STAGE, ak = aw + L::TILE;
         const uint64_t dW = wgmma_desc(aw, 16, 1024), dK = wgmma_desc(ak, TC_C * 128, 1024);
 
@@ -265,7 +288,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
-        if (c >= 2) bar_sync(DSW_SEMPTY(bb), 256);
+        if (i >= 2) bar_sync(DSW_SEMPTY(bb), 256);
         bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
 #pragma unroll
         for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
@@ -288,7 +311,7 @@ __global__ void __launch_bounds__(256, 1)
         }
         // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
 #pragma unroll
-        for (int i = 0; i < 64; i++) h[i] *= gl;
+        for (int x = 0; x < 64; x++) h[x] *= gl;
         wgmma_fence();
 #pragma unroll
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
@@ -298,16 +321,18 @@ __global__ void __launch_bounds__(256, 1)
         bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
         wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);
-        if (c + ST < nchunks) bar_arrive(DSW_EMPTY(s), 256);
+        if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), 256);
     }
-    float *So = state + (size_t)n * DSW_DK * dv;
+    if (j + 1 == (int)gridDim.z) { // the last segment: the state past the last chunk
+        float *So = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
-    for (int j = 0; j < 16; j++) {
-        const int c0 = 8 * j + 2 * tig;
-        So[(size_t)c0 * dv + r0] = h[4 * j];
-        So[(size_t)(c0 + 1) * dv + r0] = h[4 * j + 1];
-        So[(size_t)c0 * dv + r0 + 8] = h[4 * j + 2];
-        So[(size_t)(c0 + 1) * dv + r0 + 8] = h[4 * j + 3];
+        for (int jj = 0; jj < 16; jj++) {
+            const int k0 = 8 * jj + 2 * tig;
+            So[(size_t)k0 * dv + r0] = h[4 * jj];
+            So[(size_t)(k0 + 1) * dv + r0] = h[4 * jj + 1];
+            So[(size_t)k0 * dv + r0 + 8] = h[4 * jj + 2];
+            So[(size_t)(k0 + 1) * dv + r0 + 8] = h[4 * jj + 3];
+        }
     }
     if (threadIdx.x == 0) tc_trace(sc.trace, 1, 1);
 #else
@@ -329,7 +354,7 @@ static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
     delta_state_wgmma<ST>
-        <<<dim3(dv / DSW_BV, N), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
+        <<<dim3(dv / DSW_BV, N, sc.nseg), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
 }
@@ -339,6 +364,7 @@ int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, c
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-    return st == 3 ? dsw_launch<3>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-                   : dsw_launch<4>(T, H, N, dv, nchunks, k, sc, state, stream, e);
+    return st == 2   ? dsw_launch<2>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+           : st == 3 ? dsw_launch<3>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+                     : dsw_launch<4>(T, H, N, dv, nchunks, k, sc, state, stream, e);
 }

@@ -25,6 +25,7 @@
 // products, 1.3x faster end to end at 128K; MIXSCOPE_DELTA_WGMMA=0 keeps this one). Measured on
 // the H200: docs/gpu-results.md.
 #include <cuda_bf16.h>
+#include <algorithm>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,12 +49,14 @@ extern "C" int delta_tc_supported(int dk, int dv, int chunk, int bf16) {
 }
 
 extern "C" size_t delta_tc_scratch_bytes(int B, int T, int H, int dk, int dv) {
-    size_t per = (size_t)B * H * ((T + TC_C - 1) / TC_C);
-    return per * (tc_bf16_per_chunk(dk, dv) * 2 + 2 * TC_C * sizeof(float) + sizeof(int)) +
-           (size_t)B * H * (dv / TC_BV) * sizeof(int) + 512;
+    size_t N = (size_t)B * H, per = N * ((T + TC_C - 1) / TC_C);
+    return per * (tc_bf16_per_chunk(dk, dv) * 2 + (2 * TC_C + 1) * sizeof(float) + sizeof(int)) +
+           N * dk * dv * sizeof(float) + N * (dv / TC_BV) * TC_CP_MAX * sizeof(int) + 1024;
 }
 
-static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
+// N heads of nchunks chunks: the per-chunk arrays, then GK, lb, state0 [N][dk][dv] and the flags
+static tc_scratch tc_layout(void *scratch, int N, int nchunks, int dk, int dv) {
+    const size_t NC = (size_t)N * nchunks;
     tc_scratch s;
     s.W = (bf16_t *)scratch;
     s.U = s.W + NC * TC_C * dk;
@@ -62,8 +65,12 @@ static tc_scratch tc_layout(void *scratch, size_t NC, int dk, int dv) {
     s.Dt = s.Sc + NC * dv * dk;
     uintptr_t f = (uintptr_t)(s.Dt + NC * dv * TC_C);
     s.GK = (float *)((f + 255) & ~(uintptr_t)255);
-    s.ready = (int *)(s.GK + NC * 2 * TC_C);
+    s.lb = s.GK + NC * 2 * TC_C;
+    f = (uintptr_t)(s.lb + NC);
+    s.state0 = (float *)((f + 255) & ~(uintptr_t)255);
+    s.ready = (int *)(s.state0 + (size_t)N * dk * dv);
     s.done = s.ready + NC;
+    s.nseg = 1, s.seglen = nchunks;
     s.trace = NULL;
     return s;
 }
@@ -114,7 +121,7 @@ template <int DK, int DV, bool VL> struct prep_smem {
     static constexpr size_t QM0 = QK > QMM ? QK : QMM;
     static constexpr size_t QM = VL && VB > QM0 ? VB : QM0;
     static constexpr size_t bytes =
-        (size_t)TC_C * LK * 2 + QM + (VL ? 0 : VB) + 2 * (size_t)TC_C * LA * 2 + 3 * TC_C * 4;
+        (size_t)TC_C * LK * 2 + QM + (VL ? 0 : VB) + 2 * (size_t)TC_C * LA * 2 + 4 * TC_C * 4;
 };
 
 template <int DK, int DV, bool KACZ, bool VL>
@@ -129,10 +136,13 @@ __global__ void __launch_bounds__(128)
     bf16_t *Vs = VL ? Qs : (bf16_t *)((unsigned char *)Qs + L::QM); // VL: once M is dead
     bf16_t *AW = (bf16_t *)((unsigned char *)Qs + L::QM + (VL ? 0 : L::VB)),
            *AU = AW + TC_C * L::LA;
-    float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C;
+    float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C, *Es = Cs + TC_C;
 
-    // grid (N, nchunks): blocks go out head-fastest, so the early chunks of every head come first
-    const int n = blockIdx.x, c = blockIdx.y, b = n / H, hh = n % H;
+    // grid (N, slots): blocks go out head-fastest, so the early chunks of every head come first
+    // (and with segments, the early chunks of every segment: tc_prep_chunk)
+    const int n = blockIdx.x, c = tc_prep_chunk(blockIdx.y, nchunks, sc.nseg, sc.seglen);
+    if (c < 0) return;
+    const int b = n / H, hh = n % H;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
     const int t0 = c * TC_C;
@@ -262,6 +272,8 @@ __global__ void __launch_bounds__(128)
                 const int jj = j * 8 + 2 * tig + e;
                 const float dec = i >= jj ? tc_exp2(Gi - gj[j][e]) : 0.0f;
                 Ms[i * L::LM + jj] = i > jj ? bi * cj[j][e] * kk[j][half * 2 + e] * dec : 0.0f;
+                if (i == jj) // log2 |I - beta kc^2 k k^T| = log2 max(1, |1 - beta kc^2 |k|^2|)
+                    Es[i] = __log2f(fmaxf(1.0f, fabsf(1.0f - bi * cj[j][e] * kk[j][half * 2 + e])));
                 pv[e] = cj[j][e] * qk[j][half * 2 + e] * dec;
             }
             *(uint32_t *)(P + i * TC_C + j * 8 + 2 * tig) = pack_bf16(pv[0], pv[1]);
@@ -402,6 +414,12 @@ __global__ void __launch_bounds__(128)
             *(uint32_t *)(U + i0 * DV + j * 8 + 2 * tig) = pack_bf16(acc[j][0], acc[j][1]);
             *(uint32_t *)(U + (i0 + 8) * DV + j * 8 + 2 * tig) = pack_bf16(acc[j][2], acc[j][3]);
         }
+    }
+    if (warp == 0) { // the chunk's transition bound: its decay (log2) and the tokens' norms
+        float x = Es[lane] + Es[lane + 32];
+#pragma unroll
+        for (int off = 16; off; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+        if (lane == 0) sc.lb[nc] = x + Gs[TC_C - 1];
     }
     if (tid < TC_C) {
         float *GK = sc.GK + nc * 2 * TC_C;
@@ -634,12 +652,15 @@ __global__ void __launch_bounds__(128)
     bf16_t *Qs = (bf16_t *)smem, *Ss = Qs + TC_C * L::LK, *Ps = Ss + DV * L::LK;
     bf16_t *Ds = Ps + TC_C * L::LC;
     float *gam = (float *)(Ds + DV * L::LC);
-    const int n = blockIdx.x, c = blockIdx.y, b = n / H, hh = n % H, t0 = c * TC_C;
+    const int n = blockIdx.x, c = tc_out_chunk(blockIdx.y, nchunks, sc.nseg, sc.seglen);
+    if (c < 0) return;
+    const int b = n / H, hh = n % H, t0 = c * TC_C;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, tig = lane & 3;
     const size_t nc = (size_t)n * nchunks + c;
     if (tid == 0) tc_trace(sc.trace, 2, 0);
-    // the state pass of every value slice of this head is past chunk c
-    if (tid < nslices) wait_at_least(sc.done + n * nslices + tid, c + 1);
+    // the state pass (c's segment) of every value slice of this head is past chunk c
+    if (tid < nslices)
+        wait_at_least(sc.done + ((size_t)n * sc.nseg + c / sc.seglen) * nslices + tid, c + 1);
     __syncthreads();
     const bf16_t *Sc = sc.Sc + nc * DV * DK, *P = sc.P + nc * TC_C * TC_C;
     const bf16_t *Dt = sc.Dt + nc * DV * TC_C;
@@ -736,6 +757,22 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
     return 0;
 }
 
+// Segments of time for the wgmma state pass (tc_scratch): MIXSCOPE_DELTA_CP=n asks for n (1: none);
+// by default as many as leave the state pass's blocks (rows: heads x value slices) on at most half
+// the multiprocessors, two or more at a time with room to spare, with segments of 4 TC_CP_WARM
+// chunks or more. Never more blocks than multiprocessors: every state block is resident at once,
+// which the flags between the kernels need (the output pass waits on them).
+static int tc_cp_segments(int rows, int nchunks) {
+    static int sms;
+    if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
+        cudaGetLastError(), sms = 1;
+    const char *env = getenv("MIXSCOPE_DELTA_CP");
+    int n = env ? atoi(env) : sms / (2 * rows);
+    if (!env) n = std::min(n, nchunks / (4 * TC_CP_WARM));
+    n = std::min(std::min(n, TC_CP_MAX), std::min(sms / rows, nchunks));
+    return n < 1 ? 1 : n;
+}
+
 // The side stream the prepare and output kernels run on, beside the state pass (created once).
 static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err *e) {
     static cudaStream_t s_side;
@@ -768,7 +805,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
                      float *state, float *o, void *scratch, cudaStream_t st, err *e) {
     const int N = B * H, nchunks = (T + TC_C - 1) / TC_C;
-    tc_scratch s = tc_layout(scratch, (size_t)N * nchunks, DK, DV);
+    tc_scratch s = tc_layout(scratch, N, nchunks, DK, DV);
     // MIXSCOPE_DELTA_TRACE=1: when each pass ran, in the overlapped launch (stderr; a diagnostic
     // that synchronises after the launch)
     static unsigned long long *trace_buf;
@@ -785,6 +822,22 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
+    if (wg) { // segments of time for the wgmma state pass (tc_cp_segments)
+        s.nseg = tc_cp_segments(N * nslices, nchunks);
+        s.seglen = (nchunks + s.nseg - 1) / s.nseg;
+        s.nseg = (nchunks + s.seglen - 1) / s.seglen; // every segment has chunks
+    }
+    // prepare's slots: every segment's chunks from its warm-up on (tc_prep_chunk)
+    int pslots = nchunks;
+    if (s.nseg > 1) {
+        int most = 0;
+        for (int j = 0; j < s.nseg; j++) {
+            const int end = j + 1 == s.nseg ? nchunks : tc_seg_from(j + 1, s.seglen);
+            most = std::max(most, end - tc_seg_from(j, s.seglen));
+        }
+        pslots = s.nseg * most;
+    }
+    const int oslots = s.nseg > 1 ? s.nseg * s.seglen : nchunks;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     // prepare with V copied in late (4 blocks a multiprocessor) unless MIXSCOPE_DELTA_PREP=0
@@ -801,9 +854,14 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
                 "gpu delta prefill: shared memory (prepare)", e) ||
         tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
         return -1;
-    CUDA_TRY(
-        cudaMemsetAsync(s.ready, 0, ((size_t)N * nchunks + (size_t)N * nslices) * sizeof(int), st),
-        "gpu delta prefill: flags");
+    CUDA_TRY(cudaMemsetAsync(s.ready, 0,
+                             ((size_t)N * nchunks + (size_t)N * nslices * s.nseg) * sizeof(int),
+                             st),
+             "gpu delta prefill: flags");
+    if (s.nseg > 1) // the segments that walk from the first chunk read the state from a copy
+        CUDA_TRY(cudaMemcpyAsync(s.state0, state, (size_t)N * DK * DV * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, st),
+                 "gpu delta prefill: state copy");
     cudaStream_t side = st;
     cudaEvent_t fork, join;
     if (overlap) {
@@ -816,7 +874,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
             kacz ? (vlate ? delta_tc_prep<DK, DV, true, true> : delta_tc_prep<DK, DV, true, false>)
                  : (vlate ? delta_tc_prep<DK, DV, false, true>
                           : delta_tc_prep<DK, DV, false, false>);
-        kernel<<<dim3(N, nchunks), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        kernel<<<dim3(N, pslots), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
         CUDA_LAUNCHED("gpu delta prefill: prepare");
         return 0;
     };
@@ -838,7 +896,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         timer.mark(2);
     }
     delta_tc_out<DK, DV>
-        <<<dim3(N, nchunks), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
+        <<<dim3(N, oslots), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
     CUDA_LAUNCHED("gpu delta prefill: output pass");
     if (overlap) {
         CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
@@ -853,8 +911,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         t0 = t[4] < t0 ? t[4] : t0;
         auto ms = [&](int i) { return (double)(t[i] - t0) * 1e-6; };
         fprintf(stderr,
-                "delta_tc trace T=%d: prepare %.3f-%.3f, state %.3f-%.3f, output %.3f-%.3f ms\n", T,
-                ms(0), ms(1), ms(2), ms(3), ms(4), ms(5));
+                "delta_tc trace T=%d: prepare %.3f-%.3f, state %.3f-%.3f, output %.3f-%.3f ms "
+                "(%d segments)\n",
+                T, ms(0), ms(1), ms(2), ms(3), ms(4), ms(5), s.nseg);
     }
     if (profile) {
         float ms[3] = {0, 0, 0};

@@ -8,7 +8,8 @@
 # baselines) under every setting of ENVS, alternating ROUNDS times (default 2), chunked rows only;
 # with PROFILE=1, the time of each pass (MIXSCOPE_DELTA_PROFILE=1: prepare, state and output one
 # after the other) at every length; with TRACE=1, when each pass ran in the overlapped launch
-# (MIXSCOPE_DELTA_TRACE=1: each pass's first block start and last block end); with NCU=regex, ncu of one launch of the matching kernel at
+# (MIXSCOPE_DELTA_TRACE=1: each pass's first block start and last block end; TRACE_ENV adds
+# settings); with NCU=regex, ncu of one launch of the matching kernel at
 # SKIP (default 46: gdn's third run at 32K) under MIXSCOPE_DELTA_PROFILE=1, which ncu's serialised
 # launches need (scripts/gpu-ncu-kernel.sh). Output: stdout and $OUT/delta-*.txt.
 [ -f build/gpubin.tar.xz ] && xz -dc build/gpubin.tar.xz | tar xf -
@@ -66,20 +67,20 @@ fi
 if [ "${TRACE:-0}" = 1 ]; then
     for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
         [ -x "$b" ] || continue
-        echo "=== $(basename "$b") MIXSCOPE_DELTA_TRACE=1 (each pass's first start and last end)"
-        MIXSCOPE_DELTA_TRACE=1 MIXSCOPE_BENCH_ONLY=delta timeout 120 "$b" 2>&1 |
+        echo "=== $(basename "$b") MIXSCOPE_DELTA_TRACE=1 $TRACE_ENV (each pass's first start and last end)"
+        env $TRACE_ENV MIXSCOPE_DELTA_TRACE=1 MIXSCOPE_BENCH_ONLY=delta timeout 120 "$b" 2>&1 |
             grep "^delta_tc trace" | python3 -c '
 import sys, re, statistics
 rows = {}
-pat = r"delta_tc trace T=(\d+): prepare ([\d.]+)-([\d.]+), state ([\d.]+)-([\d.]+), output ([\d.]+)-([\d.]+) ms"
+pat = r"delta_tc trace T=(\d+): prepare ([\d.]+)-([\d.]+), state ([\d.]+)-([\d.]+), output ([\d.]+)-([\d.]+) ms \((\d+) segments"
 for line in sys.stdin:
     m = re.match(pat, line)
     if m:
         rows.setdefault(int(m.group(1)), []).append([float(x) for x in m.groups()[1:]])
 for T, v in rows.items():  # the first 22 of each T are gdn
     g = v[:22]
-    md = [statistics.median(x[i] for x in g) for i in range(6)]
-    print("T=%6d  prepare %.3f-%.3f  state %.3f-%.3f  output %.3f-%.3f ms (gdn, medians)" % ((T,) + tuple(md)))'
+    md = [statistics.median(x[i] for x in g) for i in range(7)]
+    print("T=%6d  prepare %.3f-%.3f  state %.3f-%.3f  output %.3f-%.3f ms, %d segments (gdn, medians)" % ((T,) + tuple(md)))'
     done | tee "$OUT/delta-trace.txt"
 fi
 if [ -n "${NCU:-}" ]; then

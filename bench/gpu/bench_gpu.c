@@ -858,6 +858,27 @@ int main(void) {
                    mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0, ms / (bytes / (bw * 1e9) * 1e3));
             teardown(&c);
         }
+    /* gdn with slow gates, g in [-0.02, 0): over 16 chunks (the most a segment of the state
+     * pass warms up from) they decay a state by about 2^-15 only, so every segment walks from the
+     * first chunk (delta_tc_shared.cuh); the rows above (g in [-0.5, 0)) decay 2^-23 a chunk */
+    for (int i = 2; i < 5 && !decode_only; i += 2) {
+        delta_ctx c;
+        if (setup(&c, 1, Ts[i], MODE_GDN, 1, &e) ||
+            gpu_fill_uniform(c.g, (size_t)Ts[i] * H, 0, 0.01f, -0.01f, 4, &e))
+            break;
+        double ms;
+        if (gpu_time_median(run_prefill, &c, 2, 20, &ms, &e)) {
+            printf("%s\n", e.msg);
+            teardown(&c);
+            continue;
+        }
+        double bytes = (double)Ts[i] * H * (3.0 * D * 2 + 8 + D * 4);
+        char name[64];
+        snprintf(name, sizeof name, "gdn chunked T=%dK slow gates", Ts[i] / 1024);
+        printf("%-28s %10.3f %10s %10s %8s %10.3f   %.1fx the bytes floor\n", name, ms, "-", "-",
+               "-", bytes / (bw * 1e9) * 1e3, ms / (bytes / (bw * 1e9) * 1e3));
+        teardown(&c);
+    }
     if (only && !strcmp(only, "delta")) return 0;
     /* the decode step: one step captured as a CUDA graph and replayed 100 times back to back, as
      * peers.py replays fla's fused_recurrent_gated_delta_rule (ms a step; printed in us) */

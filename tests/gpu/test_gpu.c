@@ -1241,6 +1241,16 @@ int main(void) {
         test_mixer(m, 300, 2, 128, 128, 64);
         test_mixer(m, 200, 2, 64, 64, 64);
         correlated_keys = 0;
+        /* the wgmma state pass cut into segments of time (delta_tc_shared.cuh): gdn's and
+         * kaczmarz's segments start from a warm-up, deltanet's (no decay) walk from the first
+         * chunk; 39 chunks in 3 segments, and 5 in 3 (warm-ups reaching chunk 0) */
+        printf("%s with the state pass in 3 segments (MIXSCOPE_DELTA_CP=3):\n", delta[i]);
+        setenv("MIXSCOPE_DELTA_CP", "3", 1);
+        test_mixer(m, 2500, 3, 128, 128, 64);
+        correlated_keys = 1;
+        test_mixer(m, 300, 2, 128, 128, 64);
+        correlated_keys = 0;
+        unsetenv("MIXSCOPE_DELTA_CP");
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
      * blocks and tiles, many blocks; a pre-filled cache and sliding windows */
