@@ -757,20 +757,32 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
     return 0;
 }
 
-// Segments of time for the wgmma state pass (tc_scratch): MIXSCOPE_DELTA_CP=n asks for n (1: none);
-// by default as many as leave the state pass's blocks (rows: heads x value slices) on at most half
-// the multiprocessors, two or more at a time with room to spare, with segments of 4 TC_CP_WARM
-// chunks or more. Never more blocks than multiprocessors: every state block is resident at once,
-// which the flags between the kernels need (the output pass waits on them).
-static int tc_cp_segments(int rows, int nchunks) {
+// Segments of time for the wgmma state pass (tc_scratch): MIXSCOPE_DELTA_CP=n asks for n (1: none).
+// By default, the count that a cost model of the overlapped launch says is fastest. A state block
+// holds its multiprocessor alone (its ring fills the shared memory) for the whole chain, so n
+// segments of rows blocks each leave sms - n rows multiprocessors to prepare and output:
+//   time(n) ~ max(A (nchunks / n + TC_CP_WARM / 2),  B N nchunks / (sms - n rows))
+// with A = 1.3 us, the chain's time a chunk beside the other two, and B = 9 us dv / 128, the two
+// passes' multiprocessor time a chunk and head (measured on the H200 at dk = dv = 128, 32K
+// tokens: docs/gpu-results.md). A layer of 16 heads keeps one segment (the other passes need the
+// multiprocessors); one of 4 heads runs four. Never more blocks than multiprocessors: every state
+// block is resident at once, which the flags between the kernels need.
+static int tc_cp_segments(int rows, int N, int nchunks, int dv) {
     static int sms;
     if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess)
         cudaGetLastError(), sms = 1;
+    const int most = std::min(TC_CP_MAX, std::min(nchunks, sms / rows));
     const char *env = getenv("MIXSCOPE_DELTA_CP");
-    int n = env ? atoi(env) : sms / (2 * rows);
-    if (!env) n = std::min(n, nchunks / (4 * TC_CP_WARM));
-    n = std::min(std::min(n, TC_CP_MAX), std::min(sms / rows, nchunks));
-    return n < 1 ? 1 : n;
+    if (env) return std::max(1, std::min(atoi(env), most));
+    const double A = 1.3, B = 9.0 * dv / 128;
+    auto cost = [&](int n) {
+        const double chain = A * ((nchunks + n - 1) / n + (n > 1 ? TC_CP_WARM / 2 : 0));
+        return std::max(chain, B * N * nchunks / std::max(1, sms - n * rows));
+    };
+    int best = 1;
+    for (int n = 2; n <= most && nchunks / n >= 2 * TC_CP_WARM; n++)
+        if (cost(n) < 0.9 * cost(best)) best = n;
+    return best;
 }
 
 // The side stream the prepare and output kernels run on, beside the state pass (created once).
@@ -823,7 +835,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
     if (wg) { // segments of time for the wgmma state pass (tc_cp_segments)
-        s.nseg = tc_cp_segments(N * nslices, nchunks);
+        s.nseg = tc_cp_segments(N * nslices, N, nchunks, DV);
         s.seglen = (nchunks + s.nseg - 1) / s.nseg;
         s.nseg = (nchunks + s.seglen - 1) / s.seglen; // every segment has chunks
     }

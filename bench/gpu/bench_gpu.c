@@ -44,6 +44,7 @@ enum { MODE_GDN, MODE_KACZ, MODE_DELTANET };
 
 typedef struct delta_ctx {
     int B, T, mode;
+    int h; /* heads the prefill runs (0: H), over buffers laid out for H */
     void *q, *k, *v, *scratch;
     float *g, *beta, *state, *o;
     void *st; /* the decode rows' stream (graph-captured) */
@@ -51,10 +52,11 @@ typedef struct delta_ctx {
 
 static int run_prefill(void *p, err *e) {
     delta_ctx *c = p;
+    const int h = c->h ? c->h : H;
     if (c->mode == MODE_KACZ)
-        return gpu_kaczmarz_prefill(c->B, c->T, H, D, D, 64, 0.0883883f, 1, 1e-6f, c->q, c->k, c->v,
+        return gpu_kaczmarz_prefill(c->B, c->T, h, D, D, 64, 0.0883883f, 1, 1e-6f, c->q, c->k, c->v,
                                     c->g, c->beta, c->state, c->o, c->scratch, NULL, e);
-    return gpu_delta_prefill(c->B, c->T, H, D, D, 64, 0.0883883f, 1, c->q, c->k, c->v,
+    return gpu_delta_prefill(c->B, c->T, h, D, D, 64, 0.0883883f, 1, c->q, c->k, c->v,
                              c->mode == MODE_DELTANET ? NULL : c->g, c->beta, c->state, c->o,
                              c->scratch, NULL, e);
 }
@@ -858,23 +860,29 @@ int main(void) {
                    mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0, ms / (bytes / (bw * 1e9) * 1e3));
             teardown(&c);
         }
-    /* gdn with slow gates, g in [-0.02, 0): over 16 chunks (the most a segment of the state
-     * pass warms up from) they decay a state by about 2^-15 only, so every segment walks from the
-     * first chunk (delta_tc_shared.cuh); the rows above (g in [-0.5, 0)) decay 2^-23 a chunk */
-    for (int i = 2; i < 5 && !decode_only; i += 2) {
+    /* gdn with 4 heads (a 16-head layer split over 4 GPUs), where the state pass's few blocks
+     * leave most multiprocessors to the rest and its segments of time pay; and with slow gates,
+     * g in [-0.02, 0): over 16 chunks (the most a segment of the state pass warms up from) they
+     * decay a state by about 2^-15 only, so every segment walks from the first chunk
+     * (delta_tc_shared.cuh); the rows above (g in [-0.5, 0)) decay 2^-23 a chunk */
+    static const int rows[5][3] = {{2, 4, 0}, {4, 4, 0}, {2, 4, 1}, {2, H, 1}, {4, H, 1}};
+    for (int r = 0; r < 5 && !decode_only; r++) {
+        const int i = rows[r][0], heads = rows[r][1], slow = rows[r][2]; /* T index */
         delta_ctx c;
         if (setup(&c, 1, Ts[i], MODE_GDN, 1, &e) ||
-            gpu_fill_uniform(c.g, (size_t)Ts[i] * H, 0, 0.01f, -0.01f, 4, &e))
+            (slow && gpu_fill_uniform(c.g, (size_t)Ts[i] * H, 0, 0.01f, -0.01f, 4, &e)))
             break;
+        c.h = heads;
         double ms;
         if (gpu_time_median(run_prefill, &c, 2, 20, &ms, &e)) {
             printf("%s\n", e.msg);
             teardown(&c);
             continue;
         }
-        double bytes = (double)Ts[i] * H * (3.0 * D * 2 + 8 + D * 4);
+        double bytes = (double)Ts[i] * heads * (3.0 * D * 2 + 8 + D * 4);
         char name[64];
-        snprintf(name, sizeof name, "gdn chunked T=%dK slow gates", Ts[i] / 1024);
+        snprintf(name, sizeof name, "gdn chunked T=%dK H=%d%s", Ts[i] / 1024, heads,
+                 slow ? " slow g" : "");
         printf("%-28s %10.3f %10s %10s %8s %10.3f   %.1fx the bytes floor\n", name, ms, "-", "-",
                "-", bytes / (bw * 1e9) * 1e3, ms / (bytes / (bw * 1e9) * 1e3));
         teardown(&c);
