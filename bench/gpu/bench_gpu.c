@@ -880,11 +880,14 @@ int main(void) {
             continue;
         }
         double bytes = (double)Ts[i] * heads * (3.0 * D * 2 + 8 + D * 4);
-        char name[64];
+        char name[64], ps[32] = "-", xs[32] = "-";
         snprintf(name, sizeof name, "gdn chunked T=%dK H=%d%s", Ts[i] / 1024, heads,
                  slow ? " slow g" : "");
-        printf("%-28s %10.3f %10s %10s %8s %10.3f   %.1fx the bytes floor\n", name, ms, "-", "-",
-               "-", bytes / (bw * 1e9) * 1e3, ms / (bytes / (bw * 1e9) * 1e3));
+        const double peer = heads == 4 && !slow ? peer_ms("fla_gdn_chunk_h4", Ts[i]) : -1;
+        if (peer > 0)
+            snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
+        printf("%-28s %10.3f %10s %10s %8s %10.3f   %.1fx the bytes floor\n", name, ms, ps, "-", xs,
+               bytes / (bw * 1e9) * 1e3, ms / (bytes / (bw * 1e9) * 1e3));
         teardown(&c);
     }
     if (only && !strcmp(only, "delta")) return 0;

@@ -111,6 +111,15 @@ with torch.inference_mode():
         emit("fla_delta_chunk", T, lambda: chunk_delta_rule(q, k, v, beta, scale=scale))
         del q, k, v, g, beta
 
+    for T in (32768, 131072):  # 4 heads: a 16-head layer split over 4 GPUs
+        q, k = unit(rnd(1, T, 4, D)), unit(rnd(1, T, 4, D))
+        v = rnd(1, T, 4, D)
+        g = rnd(1, T, 4, scale=0.25, offset=-0.25, dtype=torch.float32)
+        beta = rnd(1, T, 4, scale=0.45, offset=0.5, dtype=torch.float32)
+        emit("fla_gdn_chunk_h4", T,
+             lambda: chunk_gated_delta_rule(q, k, v, g, beta, scale=scale))
+        del q, k, v, g, beta
+
     for B in (1, 8, 64):
         q, k = unit(rnd(B, 1, H, D)), unit(rnd(B, 1, H, D))
         v = rnd(B, 1, H, D)
