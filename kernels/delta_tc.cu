@@ -108,34 +108,33 @@ __device__ __forceinline__ void tf32_rows16(float (*d)[4], const float *A, int l
     }
 }
 
-// grid (N, nchunks), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
+// grid (N, slots), 128 threads: warp w owns rows 16 w .. 16 w + 15 of every C x C and C x d
 // product. Shared (bf16 rows padded by 8 so that ldmatrix rows hit distinct banks):
-// K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4]), V [C][DV+8], AW, AU [C][C+8], then fp32 G,
-// beta, kc [C]. With VL (V late), V has no place of its own: it is copied into Q's place once M is
-// dead (its rows prefetched into L2 at the start), which leaves 4 blocks a multiprocessor room
-// instead of 3.
-template <int DK, int DV, bool VL> struct prep_smem {
+// K [C][DK+8], Q [C][DK+8] (later M fp32 [C][C+4], later V [C][DV+8]: V's rows go into L2 at the
+// start and into Q's place once M is dead, which leaves room for 4 blocks a multiprocessor; 6a0a825
+// timed it the same as 3 with a place of its own), AW, AU [C][C+8], then fp32 G, beta, kc and the
+// tokens' norm terms [C].
+template <int DK, int DV> struct prep_smem {
     static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4;
     static constexpr size_t QK = (size_t)TC_C * LK * 2, QMM = (size_t)TC_C * LM * 4,
                             VB = (size_t)TC_C * LV * 2;
     static constexpr size_t QM0 = QK > QMM ? QK : QMM;
-    static constexpr size_t QM = VL && VB > QM0 ? VB : QM0;
+    static constexpr size_t QM = VB > QM0 ? VB : QM0;
     static constexpr size_t bytes =
-        (size_t)TC_C * LK * 2 + QM + (VL ? 0 : VB) + 2 * (size_t)TC_C * LA * 2 + 4 * TC_C * 4;
+        (size_t)TC_C * LK * 2 + QM + 2 * (size_t)TC_C * LA * 2 + 4 * TC_C * 4;
 };
 
-template <int DK, int DV, bool KACZ, bool VL>
-__global__ void __launch_bounds__(128)
+template <int DK, int DV, bool KACZ>
+__global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 registers at most
     delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
                   const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
-    typedef prep_smem<DK, DV, VL> L;
+    typedef prep_smem<DK, DV> L;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16_t *Ks = (bf16_t *)smem;
     bf16_t *Qs = (bf16_t *)(smem + (size_t)TC_C * L::LK * 2);
     float *Ms = (float *)Qs; // Q is dead once Q K^T is in registers
-    bf16_t *Vs = VL ? Qs : (bf16_t *)((unsigned char *)Qs + L::QM); // VL: once M is dead
-    bf16_t *AW = (bf16_t *)((unsigned char *)Qs + L::QM + (VL ? 0 : L::VB)),
-           *AU = AW + TC_C * L::LA;
+    bf16_t *Vs = Qs;         // and M once the inverse's corner has read it
+    bf16_t *AW = (bf16_t *)((unsigned char *)Qs + L::QM), *AU = AW + TC_C * L::LA;
     float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C, *Es = Cs + TC_C;
 
     // grid (N, slots): blocks go out head-fastest, so the early chunks of every head come first
@@ -182,9 +181,7 @@ __global__ void __launch_bounds__(128)
                 *(uint4 *)(Vs + r * L::LV + vcol) = make_uint4(0, 0, 0, 0);
         }
     };
-    if (!VL) {
-        load_v();
-    } else { // V's rows into L2 now, into shared memory once M is dead
+    { // V's rows into L2 now, into shared memory once M is dead
         constexpr int LINES = DV * 2 / 128 > 0 ? DV * 2 / 128 : 1; // 128-byte lines a row
         for (int i = tid; i < TC_C * LINES; i += 128) {
             const int r = i / LINES;
@@ -346,10 +343,8 @@ __global__ void __launch_bounds__(128)
         tf32_rows16<H2, 2>(y, Ms + (H2 + wr) * L::LM, L::LM, At + wc, LT, gid, tig); // M21 A11
         put(y, y21, 2, 1.0f);
         __syncthreads();
-        if (VL) { // every thread is past its last read of M: V takes its place
-            load_v();
-            cp_async_commit();
-        }
+        load_v(); // every thread is past its last read of M: V takes its place
+        cp_async_commit();
         tf32_rows16<H2, 2>(y, At + (H2 + wr) * LT + H2, LT, At + H2 * LT + wc, LT, gid, tig);
         __syncthreads(); // every thread has read M21 A11
         put(y, y21, 2, -1.0f);
@@ -392,10 +387,8 @@ __global__ void __launch_bounds__(128)
             *(uint32_t *)(W + (i0 + 8) * DK + j * 8 + 2 * tig) = pack_bf16(acc[j][2], acc[j][3]);
         }
     }
-    if (VL) { // V is in
-        cp_async_wait<0>();
-        __syncthreads();
-    }
+    cp_async_wait<0>(); // V is in
+    __syncthreads();
     {
         float acc[DV / 8][4];
 #pragma unroll
@@ -852,18 +845,10 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int oslots = s.nseg > 1 ? s.nseg * s.seglen : nchunks;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
-    // prepare with V copied in late (4 blocks a multiprocessor) unless MIXSCOPE_DELTA_PREP=0
-    static const int vlate = tc_env("MIXSCOPE_DELTA_PREP", 1) != 0;
-    const size_t pb = vlate ? prep_smem<DK, DV, true>::bytes : prep_smem<DK, DV, false>::bytes;
-    const size_t ob = out_smem<DK, DV>::bytes;
-    if (tc_smem(delta_tc_prep<DK, DV, true, true>, prep_smem<DK, DV, true>::bytes,
-                "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_prep<DK, DV, false, true>, prep_smem<DK, DV, true>::bytes,
-                "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_prep<DK, DV, true, false>, prep_smem<DK, DV, false>::bytes,
-                "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_prep<DK, DV, false, false>, prep_smem<DK, DV, false>::bytes,
-                "gpu delta prefill: shared memory (prepare)", e) ||
+    const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
+    if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)", e) ||
+        tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
+                e) ||
         tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
         return -1;
     CUDA_TRY(cudaMemsetAsync(s.ready, 0,
@@ -882,10 +867,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaStreamWaitEvent(side, fork, 0), "gpu delta prefill: event");
     }
     auto prep = [&]() -> int {
-        auto kernel =
-            kacz ? (vlate ? delta_tc_prep<DK, DV, true, true> : delta_tc_prep<DK, DV, true, false>)
-                 : (vlate ? delta_tc_prep<DK, DV, false, true>
-                          : delta_tc_prep<DK, DV, false, false>);
+        auto kernel = kacz ? delta_tc_prep<DK, DV, true> : delta_tc_prep<DK, DV, false>;
         kernel<<<dim3(N, pslots), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
         CUDA_LAUNCHED("gpu delta prefill: prepare");
         return 0;
