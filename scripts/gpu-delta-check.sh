@@ -12,12 +12,7 @@
 # settings); with NCU=regex, ncu of one launch of the matching kernel at
 # SKIP (default 46: gdn's third run at 32K) under MIXSCOPE_DELTA_PROFILE=1, which ncu's serialised
 # launches need (scripts/gpu-ncu-kernel.sh). Output: stdout and $OUT/delta-*.txt.
-[ -f build/gpubin.tar.xz ] && xz -dc build/gpubin.tar.xz | tar xf -
-mkdir -p /tmp/dd && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
-export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
-OUT=${OUT:-/tmp}
-ENVS=${ENVS:--}
-cat gpubin/COMMIT
+. scripts/gpu-unpack.sh
 if [ "${TEST:-1}" = 1 ]; then
     for t in gpubin/tests/gpu/test_gpu*; do
         [ -x "$t" ] || continue
@@ -31,18 +26,7 @@ if [ "${TEST:-1}" = 1 ]; then
         done
     done | tee "$OUT/delta-tests.txt"
 fi
-i=0
-while [ $i -lt "${ROUNDS:-2}" ]; do
-    for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
-        [ -x "$b" ] || continue
-        for cfg in $ENVS; do
-            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
-            echo "=== $(basename "$b") [$cfg] (round $i)"
-            env $envs MIXSCOPE_BENCH_ONLY=delta timeout 120 "$b" 2>&1 | grep -E "chunked|error"
-        done
-    done
-    i=$((i + 1))
-done | tee "$OUT/delta-bench.txt"
+sh scripts/gpu-bench-rounds.sh delta "chunked" | tee "$OUT/delta-bench.txt"
 if [ "${PROFILE:-0}" = 1 ]; then
     for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
       [ -x "$b" ] || continue

@@ -9,12 +9,7 @@
 # change beside its baselines) under every setting of ENVS, alternating ROUNDS times (default 2);
 # then, with NCU=1, ncu of one kx_apply launch of gpubin/bench/gpu/bench_gpu
 # (scripts/gpu-ncu-kernel.sh). Output: stdout and $OUT/kalman-*.txt.
-[ -f build/gpubin.tar.xz ] && xz -dc build/gpubin.tar.xz | tar xf -
-mkdir -p /tmp/dd && for f in .devdeps/*.deb; do dpkg -x "$f" /tmp/dd; done
-export LD_LIBRARY_PATH=/tmp/dd/usr/lib/x86_64-linux-gnu
-OUT=${OUT:-/tmp}
-ENVS=${ENVS:--}
-cat gpubin/COMMIT
+. scripts/gpu-unpack.sh
 {
     for t in gpubin/tests/gpu/test_gpu*; do
         [ -x "$t" ] || continue
@@ -32,18 +27,7 @@ cat gpubin/COMMIT
         timeout 300 gpubin/tests/gpu/$t 2>&1 | grep -E "FAIL|passed" | tail -3
     done
 } | tee "$OUT/kalman-tests.txt"
-i=0
-while [ $i -lt "${ROUNDS:-2}" ]; do
-    for b in gpubin/bench/gpu/bench_gpu gpubin/bench/gpu/bench_gpu_*; do
-        [ -x "$b" ] || continue
-        for cfg in $ENVS; do
-            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
-            echo "=== $(basename "$b") [$cfg] (round $i)"
-            env $envs MIXSCOPE_BENCH_ONLY=kalman timeout 120 "$b" 2>&1 | grep -E "^kalman scan|error"
-        done
-    done
-    i=$((i + 1))
-done | tee "$OUT/kalman-bench.txt"
+sh scripts/gpu-bench-rounds.sh kalman "^kalman scan" | tee "$OUT/kalman-bench.txt"
 if [ "${NCU:-0}" = 1 ]; then
     KERNEL=kx_apply SECTION=kalman SKIP=2 sh scripts/gpu-ncu-kernel.sh | tee "$OUT/kalman-ncu.txt"
 fi
