@@ -97,14 +97,14 @@ __global__ void __launch_bounds__(256, 1)
     const int tid = threadIdx.x % 128, warp = tid >> 5, lane = tid & 31, gid = lane >> 2,
               tig = lane & 3;
     if (threadIdx.x == 0) tc_trace(sc.trace, 1, 0);
-    // segment j of the chunks: writes chunks lo .. hi - 1, walks from chunk c0 (<= lo: a warm-up
-    // from a zero state where the chunks between have decayed enough, else from the first chunk
-    // and the state there; tc_scratch says why)
-    const int j = blockIdx.z, lo = j * sc.seglen, hi = min(nchunks, lo + sc.seglen);
+    // segment seg of the chunks: writes chunks lo .. hi - 1, walks from chunk c0 (<= lo: a
+    // warm-up from a zero state where the chunks between have decayed enough, else from the first
+    // chunk and the state there; tc_scratch says why)
+    const int seg = blockIdx.z, lo = seg * sc.seglen, hi = min(nchunks, lo + sc.seglen);
     __shared__ int from_s;
     if (threadIdx.x == 0) {
         int c = lo;
-        if (j > 0) {
+        if (seg > 0) {
             float sum = 0.0f;
             while (c > 0 && lo - c < TC_CP_WARM && sum > TC_CP_LOG2TOL) {
                 c--;
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(256, 1)
     }
     __syncthreads();
     const int c0 = from_s, cnt = hi - c0; // chunks walked
-    const int *done = sc.done + ((size_t)n * sc.nseg + j) * nsl + blockIdx.x;
+    int *done = sc.done + ((size_t)n * sc.nseg + seg) * nsl + blockIdx.x;
     auto stage_w = [&](int s) { return base + s * L::STAGE; };
     auto stage_u = [&](int s) { return (bf16_t *)(stage_w(s) + 2 * L::TILE); };
     auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(256, 1)
                 *(uint4 *)(Dt + 16 * j * TC_C) = vd[j];
             if ((m + 1) % 8 == 0 || m + 1 == hi) {
                 bar_sync(DSW_PROD, 128);
-                if (ut == 0) st_release((int *)done, m + 1);
+                if (ut == 0) st_release(done, m + 1);
             }
         };
 #pragma unroll
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(256, 1)
         wgmma_fence_regs<64>(h);
         if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), 256);
     }
-    if (j + 1 == (int)gridDim.z) { // the last segment: the state past the last chunk
+    if (seg + 1 == (int)gridDim.z) { // the last segment: the state past the last chunk
         float *So = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
         for (int jj = 0; jj < 16; jj++) {
