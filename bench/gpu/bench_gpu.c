@@ -4,7 +4,9 @@
  * parallel_parallax from the pinned snapshot, and PyTorch SDPA, each replayed as a CUDA graph; no
  * peer figure is typed in here). Each row also states the kernel's floor: the fewest
  * bytes it must move over the measured copy bandwidth; the compute-bound rows (attention, kata,
- * kalman) also give their achieved arithmetic rate.
+ * kalman) also give their achieved arithmetic rate. The chunked delta rows add gdn at 4 heads (a
+ * 16-head layer split over four GPUs, beside fla at 4 heads), where the state pass runs in
+ * segments of time, and gdn with slow gates, where its segments cannot warm up.
  *
  * The step section (MIXSCOPE_BENCH_ONLY=step selects it alone) steps whole random models resident
  * on the GPU (models/model_gpu.h): a 4-layer hidden-1024 model of every family (Gated DeltaNet,
