@@ -283,9 +283,13 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
     // kept in registers; four partial sums shorten the dependent chain), then two merges, each
     //   [X11 0; X21 X22]^-1 = [Y11 0; Y21 Y22],  Y21 = -Y22 (X21 Y11):
     // Q4 -> H2 (both halves at once, a warp a half and eight columns) and H2 -> C (a warp 16 rows
-    // and 16 columns), the products by tf32 mma.sync with fp32 accumulators, as fla's solve_tril
-    // rounds them (ncu at e0f3ece: 32 x 32 substitution and the corner's two products on the CUDA
-    // cores were 35% of the samples). A lives in fp32 where AW and AU go afterwards.
+    // and 16 columns), the products by tf32 mma.sync with fp32 accumulators (ncu at e0f3ece: the
+    // 32 x 32 substitution and the corner's two products on the CUDA cores were 35% of the
+    // samples). fla bc3b101's solve_tril runs its merges in fp32 by default (FLA_TRIL_PRECISION
+    // ieee; tf32 and tf32x3 on request): tf32's rounding (2^-11) lies under the bf16 rounding of A
+    // into AW and AU that follows (2^-9), which fla does too, and test_gpu's correlated keys give
+    // the same error both ways (docs/gpu-results.md). A lives in fp32 where AW and AU go
+    // afterwards.
     constexpr int Q4 = TC_C / 4, H2 = TC_C / 2, LT = TC_C + 4;
     float *At = (float *)AW; // [C][LT] fp32: fits in AW and AU
     static_assert((size_t)TC_C * LT * 4 <= 2 * (size_t)TC_C * L::LA * 2, "A in AW, AU");
