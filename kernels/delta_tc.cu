@@ -765,10 +765,7 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
 // multiprocessors); one of 4 heads runs four. Never more blocks than multiprocessors: every state
 // block is resident at once, which the flags between the kernels need.
 static int tc_cp_segments(int rows, int N, int nchunks, int dv) {
-    int dev = 0, sms = 1;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        cudaGetLastError(), sms = 1;
+    const int sms = std::max(1, gpu_sm_count());
     const int most = std::min(TC_CP_MAX, std::min(nchunks, sms / rows));
     const char *env = getenv("MIXSCOPE_DELTA_CP");
     if (env) return std::max(1, std::min(atoi(env), most));

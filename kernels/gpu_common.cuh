@@ -35,6 +35,15 @@ static inline int gpu_sm90a_usable(const char *env, const void *kernel) {
     return usable;
 }
 
+// Multiprocessors of the current GPU, or 0 when it cannot say (the error is cleared).
+static inline int gpu_sm_count(void) {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        cudaGetLastError(), sms = 0;
+    return sms > 0 ? sms : 0;
+}
+
 __device__ __forceinline__ float ld(const float *p) {
     return *p;
 }

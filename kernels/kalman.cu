@@ -1023,15 +1023,6 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-// Multiprocessors of the current GPU (132 when it cannot say).
-static int kx_sms(void) {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-        sms = 132;
-    return sms;
-}
-
 // Time chunks of the scan: one when the lanes alone give 4 warps per SM or more, else enough for
 // about 128 warps' worth of work per SM, at most KX_MAXCH and none shorter than KX_CHUNK tokens.
 // Chunks cost a second walk (the chunk maps) and pay only where one walk's latencies show: with
@@ -1113,7 +1104,8 @@ static int kx_run(int B, int T_, int H, int M, float scale, const void *q, const
     const int groups = (M + K::C - 1) / K::C;
     if (B > 65535 || H > 65535) return err_set(e, "gpu kalman scan: B=%d H=%d too large", B, H);
     int CL;
-    const int sms = kx_sms(), P = kx_lanes(sms, S, lanes);
+    const int n_sm = gpu_sm_count(), sms = n_sm ? n_sm : 132; // 132 when the GPU cannot say
+    const int P = kx_lanes(sms, S, lanes);
     const int nch = kx_chunks(sms, (size_t)groups * K::NT * H * B, T_, &CL);
     using R3 = kx_ring<T, S, LV, true>;
     using R1 = kx_ring<T, S, LV, false>;
