@@ -52,13 +52,6 @@ template <bool PLX, int NWG, int ST, bool QST> struct aw_cfg {
     static constexpr int SMEM = QREGION + ST * 2 * KBYTES + 1024; // + alignment
 };
 
-// 2^x on the special-function unit (flushes denormal results to 0; ex2(-inf) = 0)
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // The 16 values a thread holds of row half hr of a 64-key tile (x[4 t + 2 hr + e], t < 8, e < 2),
 // combined by op: pairwise (TREE), four dependent steps instead of fifteen, since the row maxima
 // and sums are on every tile's critical path and a scheduler has two or three warps to hide them

@@ -78,13 +78,6 @@ static tc_scratch tc_layout(void *scratch, int N, int nchunks, int dk, int dv) {
 // ---------------------------------------------------------------- prepare
 
 #define TC_LOG2E 1.4426950408889634f
-// 2^x by the hardware's approximation (what __expf runs, without its range fix-up for results
-// below 2^-126, which flush to zero here)
-__device__ __forceinline__ float tc_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // d[nt] = A B for 16 rows of A (fp32, leading dimension lda, from its first row) over K and the
 // 8 NT columns of B (fp32, ldb, from its first column), by tf32 mma.sync m16n8k8: the products of
@@ -218,8 +211,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
                 const float x = __bfloat162float(Ks[r * L::LK + d]);
                 s += x * x;
             }
-#pragma unroll
-            for (int off = 16; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+            s = warp_sumf(s);
             if (lane == 0) Cs[r] = rsqrtf(s + eps);
         }
     } else if (tid < TC_C) {
@@ -267,7 +259,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int jj = j * 8 + 2 * tig + e;
-                const float dec = i >= jj ? tc_exp2(Gi - gj[j][e]) : 0.0f;
+                const float dec = i >= jj ? ex2(Gi - gj[j][e]) : 0.0f;
                 Ms[i * L::LM + jj] = i > jj ? bi * cj[j][e] * kk[j][half * 2 + e] * dec : 0.0f;
                 if (i == jj) // log2 |I - beta kc^2 k k^T| = log2 max(1, |1 - beta kc^2 |k|^2|)
                     Es[i] = __log2f(fmaxf(1.0f, fabsf(1.0f - bi * cj[j][e] * kk[j][half * 2 + e])));
@@ -361,7 +353,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
         float a[TC_C / 2];
 #pragma unroll
         for (int r = 0; r < TC_C / 2; r++) a[r] = At[(i0 + 2 * r) * LT + cc];
-        const float su = Bs[cc] * Cs[cc], sw = su * tc_exp2(Gs[cc]);
+        const float su = Bs[cc] * Cs[cc], sw = su * ex2(Gs[cc]);
         __syncthreads();
 #pragma unroll
         for (int r = 0; r < TC_C / 2; r++) {
@@ -413,16 +405,14 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
         }
     }
     if (warp == 0) { // the chunk's transition bound: its decay (log2) and the tokens' norms
-        float x = Es[lane] + Es[lane + 32];
-#pragma unroll
-        for (int off = 16; off; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+        const float x = warp_sumf(Es[lane] + Es[lane + 32]);
         if (lane == 0) sc.lb[nc] = x + Gs[TC_C - 1];
     }
     if (tid < TC_C) {
         float *GK = sc.GK + nc * 2 * TC_C;
         const float Gl = Gs[TC_C - 1];
-        GK[tid] = tc_exp2(Gs[tid]);
-        GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * tc_exp2(Gl - Gs[tid]) : 0.0f;
+        GK[tid] = ex2(Gs[tid]);
+        GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * ex2(Gl - Gs[tid]) : 0.0f;
     }
     __syncthreads();
     if (tid == 0) st_release(sc.ready + nc, 1), tc_trace(sc.trace, 0, 1);

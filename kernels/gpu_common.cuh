@@ -44,6 +44,14 @@ static inline int gpu_sm_count(void) {
     return sms > 0 ? sms : 0;
 }
 
+// 2^x on the special-function unit (flushes denormal results to 0; ex2(-inf) = 0): what __expf
+// runs after its multiply by log2 e, without its range fix-up
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 __device__ __forceinline__ float ld(const float *p) {
     return *p;
 }
