@@ -131,6 +131,43 @@ static void teardown(delta_ctx *c) {
     gpu_free(c->state), gpu_free(c->o), gpu_free(c->scratch);
 }
 
+/* One row of the chunked prefill: mode's prefill at B = 1, T tokens and `heads` heads (over
+ * buffers laid out for H), its gates slow (g in [-0.02, 0)) or as setup makes them, beside the
+ * peer's median under peer_key (NULL: none) and, at H heads, SDPA's at T; with the bytes floor
+ * (read q, k, v in bf16, g, beta; write o in fp32) over the copy bandwidth bw and the compute
+ * floor over the matrix rate mm. -1 when the inputs cannot be set up. */
+static int delta_row(const char *name, int T, int mode, int heads, int slow, const char *peer_key,
+                     double bw, double mm, err *e) {
+    delta_ctx c;
+    if (setup(&c, 1, T, mode, 1, e)) return -1;
+    if (slow && gpu_fill_uniform(c.g, (size_t)T * H, 0, 0.01f, -0.01f, 4, e)) {
+        teardown(&c);
+        return -1;
+    }
+    c.h = heads;
+    double ms;
+    if (gpu_time_median(run_prefill, &c, 2, 20, &ms, e)) {
+        printf("%s\n", e->msg);
+        teardown(&c);
+        return 0;
+    }
+    teardown(&c);
+    const double bytes = (double)T * heads * (3.0 * D * 2 + 8 + D * 4);
+    /* compute floor: per chunk of C = 64 and head, K K^T, Q K^T, W, U and P Delta are C^2 d
+     * multiply-adds each, W S, Q S and K^T Delta C d^2 each */
+    const double flops = 2.0 * T * heads * (5.0 * 64 * D + 3.0 * D * D);
+    const double peer = peer_key ? peer_ms(peer_key, T) : -1;
+    const double sd = heads == H ? peer_ms("sdpa", T) : -1;
+    char ps[32] = "-", xs[32] = "-", ss[32] = "-";
+    if (peer > 0)
+        snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
+    if (sd > 0) snprintf(ss, sizeof ss, "%.3f", sd);
+    printf("%-28s %10.3f %10s %10s %8s %10.3f   compute floor %.3f ms, %.1fx the bytes floor\n",
+           name, ms, ps, ss, xs, bytes / (bw * 1e9) * 1e3, mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0,
+           ms / (bytes / (bw * 1e9) * 1e3));
+    return 0;
+}
+
 /* ---- softmax / parallax forward, kata, kalman ---------------------------------------------- */
 
 typedef struct other_ctx {
@@ -834,33 +871,11 @@ int main(void) {
     const int decode_only = only && !strcmp(only, "decode");
     for (int mode = MODE_GDN; mode <= MODE_DELTANET && !decode_only; mode++)
         for (int i = 0; i < 5; i++) {
-            delta_ctx c;
-            if (setup(&c, 1, Ts[i], mode, 1, &e)) break;
-            double ms;
-            if (gpu_time_median(run_prefill, &c, 2, 20, &ms, &e)) {
-                printf("%s\n", e.msg);
-                teardown(&c);
-                continue;
-            }
-            /* floor: read q, k, v (bf16), g, beta; write o (fp32) */
-            double bytes = (double)Ts[i] * H * (3.0 * D * 2 + 8 + D * 4);
             char name[64];
             snprintf(name, sizeof name, "%s chunked T=%dK", mode_name[mode], Ts[i] / 1024);
-            double peer =
-                peer_ms(mode == MODE_DELTANET ? "fla_delta_chunk" : "fla_gdn_chunk", Ts[i]);
-            double sd = peer_ms("sdpa", Ts[i]);
-            /* compute floor: per chunk of C = 64 and head, K K^T, Q K^T, W, U and P Delta are
-             * C^2 d multiply-adds each, W S, Q S and K^T Delta C d^2 each */
-            double flops = 2.0 * Ts[i] * H * (5.0 * 64 * D + 3.0 * D * D);
-            char ps[32] = "-", xs[32] = "-", ss[32] = "-";
-            if (peer > 0)
-                snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
-            if (sd > 0) snprintf(ss, sizeof ss, "%.3f", sd);
-            printf("%-28s %10.3f %10s %10s %8s %10.3f   compute floor %.3f ms, %.1fx the bytes "
-                   "floor\n",
-                   name, ms, ps, ss, xs, bytes / (bw * 1e9) * 1e3,
-                   mm > 0 ? flops / (mm * 1e12) * 1e3 : 0.0, ms / (bytes / (bw * 1e9) * 1e3));
-            teardown(&c);
+            if (delta_row(name, Ts[i], mode, H, 0,
+                          mode == MODE_DELTANET ? "fla_delta_chunk" : "fla_gdn_chunk", bw, mm, &e))
+                break;
         }
     /* gdn with 4 heads (a 16-head layer split over 4 GPUs), where the state pass's few blocks
      * leave most multiprocessors to the rest and its segments of time pay; and with slow gates,
@@ -870,27 +885,12 @@ int main(void) {
     static const int rows[5][3] = {{2, 4, 0}, {4, 4, 0}, {2, 4, 1}, {2, H, 1}, {4, H, 1}};
     for (int r = 0; r < 5 && !decode_only; r++) {
         const int i = rows[r][0], heads = rows[r][1], slow = rows[r][2]; /* T index */
-        delta_ctx c;
-        if (setup(&c, 1, Ts[i], MODE_GDN, 1, &e) ||
-            (slow && gpu_fill_uniform(c.g, (size_t)Ts[i] * H, 0, 0.01f, -0.01f, 4, &e)))
-            break;
-        c.h = heads;
-        double ms;
-        if (gpu_time_median(run_prefill, &c, 2, 20, &ms, &e)) {
-            printf("%s\n", e.msg);
-            teardown(&c);
-            continue;
-        }
-        double bytes = (double)Ts[i] * heads * (3.0 * D * 2 + 8 + D * 4);
-        char name[64], ps[32] = "-", xs[32] = "-";
+        char name[64];
         snprintf(name, sizeof name, "gdn chunked T=%dK H=%d%s", Ts[i] / 1024, heads,
                  slow ? " slow g" : "");
-        const double peer = heads == 4 && !slow ? peer_ms("fla_gdn_chunk_h4", Ts[i]) : -1;
-        if (peer > 0)
-            snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
-        printf("%-28s %10.3f %10s %10s %8s %10.3f   %.1fx the bytes floor\n", name, ms, ps, "-", xs,
-               bytes / (bw * 1e9) * 1e3, ms / (bytes / (bw * 1e9) * 1e3));
-        teardown(&c);
+        if (delta_row(name, Ts[i], MODE_GDN, heads, slow,
+                      heads == 4 && !slow ? "fla_gdn_chunk_h4" : NULL, bw, mm, &e))
+            break;
     }
     if (only && !strcmp(only, "delta")) return 0;
     /* the decode step: one step captured as a CUDA graph and replayed 100 times back to back, as
