@@ -36,14 +36,20 @@
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
-// After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
-// consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
-template <int ST> struct dsw_smem {
+// After the ring, two staging buffers. Unfused (FUSE = 0): Sc [64][128 + 8] and Dt [64][64 + 8]
+// (bf16), which the consumer writes with stmatrix and the producer copies out in 16-byte pieces.
+// Fused: four sw128 tiles, the operands of the output products: Sc [64][128] (S^T, B of Q S) at
+// SC, Dt [64][C] (Delta^T, B of P Delta) at DT, Q [C][128] at QT and P [C][C] at PT (A of each):
+// 48 KB a buffer, so that three ring stages and two buffers fill the 227 KB a block may have.
+template <int ST, bool FUSE> struct dsw_smem {
     static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
     static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
-    static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
+    static constexpr int SC = 0, DT = TILE, QT = TILE + TILE / 2, PT = 2 * TILE + TILE / 2;
+    static constexpr int SBUF = FUSE ? 3 * TILE : DSW_BV * (LS + LD) * 2;
     static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
+    static_assert(!FUSE || ST == 3, "fused: three stages (the staging leaves room for no more; "
+                                    "out() relies on the ring's lead of two chunks)");
 };
 
 __device__ __forceinline__ float2 lds_f2(uint32_t a) {
@@ -83,13 +89,20 @@ __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
 // Sc and Dt out of the staging and publishes the done flags, so that the consumer's instruction
 // stream is the chain alone (one warpgroup doing both issued an instruction every 3.4 cycles, ncu
 // at 9653370, most of them addresses and copies).
-template <int ST>
+//
+// FUSE: the output products too (delta_tc.cu's output pass, then not launched). The producer
+// warpgroup also copies each chunk's Q and P into the staging buffer beside Sc and Dt and, once
+// the consumer has staged them, runs O^T's transpose O [C tokens x 64 value rows] =
+// scale (diag(gamma) Q Sc^T + P Delta) as m64n64k16 x (8 + 4) from shared tiles and writes it
+// to o: Sc and Dt never leave the multiprocessor, and the output work runs on the state blocks'
+// multiprocessors, where the consumer's chain leaves the tensor cores idle most of the time.
+template <int ST, bool FUSE>
 __global__ void __launch_bounds__(256, 1)
-    delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
-                      float *state) {
+    delta_state_wgmma(int T, int H, int dv, int nchunks, float scale, const bf16_t *q,
+                      const bf16_t *k, tc_scratch sc, float *state, float *o) {
 #ifdef DSW_HAVE_WGMMA
     static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
-    typedef dsw_smem<ST> L;
+    typedef dsw_smem<ST, FUSE> L;
     extern __shared__ unsigned char dsw_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)dsw_raw + 1023) & ~(uintptr_t)1023);
     const uint32_t abase = (uint32_t)__cvta_generic_to_shared(base);
@@ -144,6 +157,14 @@ __global__ void __launch_bounds__(256, 1)
         const uint32_t sgs = abase + 2 * L::TILE + L::UB + ut * 16;
         const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
                        sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
+        // fused: Q as K (rows lr + 8 i, piece lc), P [C][C] piece pc of rows pr + 16 j; their
+        // places in staging buffer 0 (sw128: rows 8 apart share a swizzle)
+        const unsigned pr = ut / 8, pc = ut % 8;
+        const bf16_t *Qt = q + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
+        const bf16_t *Pt = sc.P + nc0 * TC_C * TC_C + pr * TC_C + pc * 8;
+        const uint32_t sb0 = abase + L::STAGE * ST;
+        const uint32_t sqs = sb0 + L::QT + sw128_chunk(TC_C, lr, lc),
+                       sps = sb0 + L::PT + sw128_chunk(TC_C, pr, pc);
         int pre[8]; // ready flags of the next group of eight chunks
 #pragma unroll
         for (int i = 0; i < 8; i++) pre[i] = c0 + i < hi ? ld_relaxed(sc.ready + nc0 + c0 + i) : 1;
@@ -211,16 +232,97 @@ __global__ void __launch_bounds__(256, 1)
                 if (ut == 0) st_release(done, m + 1);
             }
         };
+        // fused: Q and P of chunk c (prepare has written it: issue() saw its flag first) into
+        // staging buffer bb; Q's rows past T zero
+        auto issue_qp = [&](int c, int bb) {
+            const bf16_t *Q = Qt + (size_t)c * TC_C * kstep, *P = Pt + (size_t)c * TC_C * TC_C;
+            const uint32_t qs = sqs + bb * L::SBUF, ps = sps + bb * L::SBUF;
+            const int left = T - c * TC_C - (int)lr;
+#pragma unroll
+            for (int i = 0; i < TC_C / 8; i++) {
+                if (8 * i < left)
+                    cp_async16_s(qs + 1024 * i, Q + 8 * i * kstep);
+                else
+                    sts_zero16(qs + 1024 * i);
+            }
+#pragma unroll
+            for (int j = 0; j < TC_C / 16; j++) cp_async16_s(ps + 2048 * j, P + 16 * j * TC_C);
+        };
+        // fused: the output of the i-th chunk walked, m = c0 + i, once the consumer has staged its
+        // Sc and Dt in buffer i % 2 (Q and P came with the copies waited for before). Then the
+        // buffer is free for chunk m + 2: its Q and P go in (the ring's next commit group), and
+        // O's rows go out. gamma comes from chunk m's ring stage, which issue() refills only
+        // after this. Nothing for the warm-up (m < lo).
+        auto out = [&](int i) {
+            const int bb = i & 1, m = c0 + i;
+            const bool emit = m >= lo;
+            bar_sync(DSW_SFULL(bb), 256); // also orders every producer thread's copies before
+            float o1[32], o2[32], g0 = 0.0f, g1 = 0.0f;
+            const int row = warp * 16 + gid; // O rows row and row + 8 of the chunk
+            if (emit) {
+                const uint32_t sb = sb0 + bb * L::SBUF;
+                const uint64_t dS = wgmma_desc(sb + L::SC, 16, 1024),
+                               dD = wgmma_desc(sb + L::DT, 16, 1024),
+                               dQ = wgmma_desc(sb + L::QT, 16, 1024),
+                               dP = wgmma_desc(sb + L::PT, 16, 1024);
+                wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < DSW_DK / 16; ks++) { // Q Sc^T: k16 steps over the keys
+                    const uint64_t off = ((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4;
+                    wgmma_ss_n64(o1, dQ + off, dS + off, ks > 0);
+                }
+#pragma unroll
+                for (int ks = 0; ks < TC_C / 16; ks++) // P Delta: over the chunk's tokens
+                    wgmma_ss_n64(o2, dP + (ks * 2), dD + (ks * 2), ks > 0);
+                wgmma_commit();
+                const uint32_t agk = abase + (i % ST) * L::STAGE + 2 * L::TILE + L::UB;
+                g0 = scale * lds_f(agk + row * 4), g1 = scale * lds_f(agk + (row + 8) * 4);
+                wgmma_wait<0>();
+                wgmma_fence_regs<32>(o1);
+                wgmma_fence_regs<32>(o2);
+            }
+            if (i + 2 < cnt) {
+                bar_arrive(DSW_SEMPTY(bb), 256);
+                if (m + 2 >= lo) issue_qp(m + 2, bb);
+            }
+            if (!emit) return;
+#pragma unroll
+            for (int half = 0; half < 2; half++) {
+                const int t = m * TC_C + row + 8 * half;
+                if (t >= T) continue;
+                const float gh = half ? g1 : g0;
+                float *orow = o + (((size_t)b * T + t) * H + hh) * dv + bv0 + 2 * tig;
+#pragma unroll
+                for (int j = 0; j < DSW_BV / 8; j++)
+                    *(float2 *)(orow + 8 * j) = make_float2(
+                        gh * o1[4 * j + 2 * half] + scale * o2[4 * j + 2 * half],
+                        gh * o1[4 * j + 2 * half + 1] + scale * o2[4 * j + 2 * half + 1]);
+            }
+        };
+        // Commit groups: the prologue's ST - 1 (chunk s of the ring, and fused, its Q and P),
+        // then one an iteration: iteration i's holds the ring's chunk i + ST - 1 and, fused, Q and
+        // P of chunk i + 1 (issued once out(i - 1) freed its buffer). So the wait at iteration i
+        // (all but the newest ST - 2 = 1 groups) covers chunk i's stage and the Q and P that
+        // out(i - 1) reads; and issue() has seen chunk i + 2's ready flag before out(i) copies
+        // its P. Hence fused means three stages exactly.
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
-            if (s < cnt) issue(c0 + s, s);
+            if (s < cnt) {
+                issue(c0 + s, s);
+                if (FUSE && c0 + s >= lo) issue_qp(c0 + s, s);
+            }
             cp_async_commit();
         }
         for (int i = 0; i < cnt; i++) {
             cp_async_wait<ST - 2>(); // chunk c0 + i is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(i % ST), 256);
-            if (i >= 1) store_out(i - 1);
+            if (i >= 1) {
+                if constexpr (FUSE)
+                    out(i - 1);
+                else
+                    store_out(i - 1);
+            }
             const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
             if (in < cnt) {
                 if (in >= ST) bar_sync(DSW_EMPTY(in % ST), 256);
@@ -228,7 +330,10 @@ __global__ void __launch_bounds__(256, 1)
             }
             cp_async_commit();
         }
-        store_out(cnt - 1);
+        if constexpr (FUSE)
+            out(cnt - 1);
+        else
+            store_out(cnt - 1);
         cp_async_wait<0>();
         return;
     }
@@ -289,9 +394,17 @@ __global__ void __launch_bounds__(256, 1)
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
         if (i >= 2) bar_sync(DSW_SEMPTY(bb), 256);
+        // this lane's rows in the staging: padded rows, or (fused) sw128 tiles, where the 16-byte
+        // piece 2 ks + (lane >> 4) of row mr is at sw128_chunk
         bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
+        unsigned char *sb = base + L::STAGE * ST + bb * L::SBUF;
 #pragma unroll
-        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
+        for (int ks = 0; ks < DSW_DK / 16; ks++) {
+            if constexpr (FUSE)
+                stmatrix_x4(sb + L::SC + sw128_chunk(DSW_BV, mr, 2 * ks + (lane >> 4)), ah[ks]);
+            else
+                stmatrix_x4(sts + ks * 16, ah[ks]);
+        }
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
@@ -317,9 +430,15 @@ __global__ void __launch_bounds__(256, 1)
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
 #pragma unroll
-        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
-        bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
-        wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
+        for (int q = 0; q < TC_C / 16; q++) {
+            if constexpr (FUSE)
+                stmatrix_x4(sb + L::DT + sw128_chunk(DSW_BV, mr, 2 * q + (lane >> 4)), dq[q]);
+            else
+                stmatrix_x4(dts + q * 16, dq[q]);
+        }
+        if constexpr (FUSE) fence_proxy_async(); // read next by the producer's wgmma
+        bar_arrive(DSW_SFULL(bb), 256);          // the staging holds chunk c's Sc and Dt
+        wgmma_wait<0>(); // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);
         if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), 256);
     }
@@ -342,29 +461,32 @@ __global__ void __launch_bounds__(256, 1)
 
 int delta_state_wgmma_usable(void) {
     static const int usable =
-        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4>);
+        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4, false>);
     return usable;
 }
 
-template <int ST>
-static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
-                      float *state, cudaStream_t stream, err *e) {
-    const int bytes = dsw_smem<ST>::BYTES;
-    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST>,
+template <int ST, bool FUSE>
+static int dsw_launch(int T, int H, int N, int dv, int nchunks, float scale, const bf16_t *q,
+                      const bf16_t *k, tc_scratch sc, float *state, float *o, cudaStream_t stream,
+                      err *e) {
+    const int bytes = dsw_smem<ST, FUSE>::BYTES;
+    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST, FUSE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
-    delta_state_wgmma<ST>
-        <<<dim3(dv / DSW_BV, N, sc.nseg), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
+    delta_state_wgmma<ST, FUSE><<<dim3(dv / DSW_BV, N, sc.nseg), 256, bytes, stream>>>(
+        T, H, dv, nchunks, scale, q, k, sc, state, o);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
 }
 
-int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, const bf16_t *k,
-                             tc_scratch sc, float *state, cudaStream_t stream, err *e) {
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int fuse,
+                             float scale, const bf16_t *q, const bf16_t *k, tc_scratch sc,
+                             float *state, float *o, cudaStream_t stream, err *e) {
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-    return st == 2   ? dsw_launch<2>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-           : st == 3 ? dsw_launch<3>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-                     : dsw_launch<4>(T, H, N, dv, nchunks, k, sc, state, stream, e);
+#define DSW_GO(ST, F) dsw_launch<ST, F>(T, H, N, dv, nchunks, scale, q, k, sc, state, o, stream, e)
+    if (fuse) return DSW_GO(3, true);
+    return st == 2 ? DSW_GO(2, false) : st == 3 ? DSW_GO(3, false) : DSW_GO(4, false);
+#undef DSW_GO
 }
