@@ -36,21 +36,14 @@
 
 // One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
 // so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
-// After the ring, two staging buffers. Unfused (FUSE = 0): Sc [64][128 + 8] and Dt [64][64 + 8]
-// (bf16), which the consumer writes with stmatrix and the producer copies out in 16-byte pieces.
-// Fused: four sw128 tiles, the operands of the output products: Sc [64][128] (S^T, B of Q S) at
-// SC, Dt [64][C] (Delta^T, B of P Delta) at DT, Q [C][128] at QT and P [C][C] at PT (A of each),
-// and gamma at GM: 49 KB a buffer, so that three ring stages and two buffers fill the 227 KB a
-// block may have.
-template <int ST, bool FUSE> struct dsw_smem {
+// After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
+// consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
+template <int ST> struct dsw_smem {
     static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
     static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
-    static constexpr int SC = 0, DT = TILE, QT = TILE + TILE / 2, PT = 2 * TILE + TILE / 2;
-    static constexpr int GM = 3 * TILE; // fused: gamma [C] (fp32) of the chunk
-    static constexpr int SBUF = FUSE ? 3 * TILE + 1024 : DSW_BV * (LS + LD) * 2;
+    static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
     static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
-    static_assert(!FUSE || ST == 3, "fused: three stages (the staging leaves room for no more)");
 };
 
 __device__ __forceinline__ float2 lds_f2(uint32_t a) {
@@ -76,39 +69,6 @@ __device__ __forceinline__ void sts_zero16(uint32_t a) {
 __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
 }
-__device__ __forceinline__ float4 lds_f4(uint32_t a) {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(a));
-    return v;
-}
-__device__ __forceinline__ void sts_f2(uint32_t a, float x, float y) {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(x), "f"(y) : "memory");
-}
-// Bulk copies from shared to global memory (the async proxy: the writers fence first), a bulk
-// group a thread: wait_read until the shared source may be written again, wait until done.
-__device__ __forceinline__ void bulk_store(void *gmem, uint32_t a, int bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gmem),
-                 "r"(a), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-// Registers traded between warpgroups (sm_90a): a warpgroup's limit a thread, lowered or raised
-template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
 // Named barriers (wgmma.cuh's bar_sync, bar_arrive) between the two warpgroups (256 threads: one
 // side arrives, the other syncs), and among the producer's 128 threads.
 // ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; producer
@@ -117,32 +77,19 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
 #define DSW_SFULL(b)  (9 + (b))
 #define DSW_SEMPTY(b) (11 + (b))
 #define DSW_PROD      13
-#define DSW_OUT       14 // fused: among the output warpgroup's 128 threads
 
 // Block: two warpgroups. The consumer (warps 0-3) holds S^T and runs the products and Delta; the
 // producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
 // Sc and Dt out of the staging and publishes the done flags, so that the consumer's instruction
 // stream is the chain alone (one warpgroup doing both issued an instruction every 3.4 cycles, ncu
 // at 9653370, most of them addresses and copies).
-//
-// FUSE: the output products too (delta_tc.cu's output pass, then not launched), by a third
-// warpgroup (warps 8-11). It copies each chunk's Q, P and gamma into the staging buffer beside Sc
-// and Dt and, once the consumer has staged those, runs O [C tokens x 64 value rows] =
-// scale (diag(gamma) Q Sc^T + P Delta) as m64n64k16 x (8 + 4) from the shared tiles, puts O in
-// the buffer's Sc and Dt place and stores it by bulk copies (cp.async.bulk, a row of 256 bytes
-// each). Sc and Dt never leave the multiprocessor, and the output work runs where the consumer's
-// chain leaves the tensor cores idle most of the time. A warpgroup of its own because whatever
-// the producer waits on delays the ring, and the chain with it: with the output in the producer's
-// loop, its stores alone cost 0.2 ms at 32K (docs/gpu-results.md). 384 threads leave 168
-// registers a thread, so the warpgroups trade them (setmaxnreg): the producer 40, the output 168,
-// the consumer 232.
-template <int ST, bool FUSE>
-__global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
-    delta_state_wgmma(int T, int H, int dv, int nchunks, float scale, const bf16_t *q,
-                      const bf16_t *k, tc_scratch sc, float *state, float *o, int ovar) {
+template <int ST>
+__global__ void __launch_bounds__(256, 1)
+    delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
+                      float *state) {
 #ifdef DSW_HAVE_WGMMA
     static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
-    typedef dsw_smem<ST, FUSE> L;
+    typedef dsw_smem<ST> L;
     extern __shared__ unsigned char dsw_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)dsw_raw + 1023) & ~(uintptr_t)1023);
     const uint32_t abase = (uint32_t)__cvta_generic_to_shared(base);
@@ -176,132 +123,7 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
     auto sbuf_s = [&](int bb) { return (bf16_t *)(base + L::STAGE * ST + bb * L::SBUF); };
     auto sbuf_d = [&](int bb) { return sbuf_s(bb) + DSW_BV * L::LS; };
 
-    if (FUSE && threadIdx.x >= 256) { // ---------------------------------------- output (fused)
-        // Copies in: Q as the producer copies K (rows lr + 8 i, 16-byte piece lc), P [C][C] piece
-        // pc of rows pr + 16 j (sw128: rows 8 apart share a swizzle, so the shared offsets step by
-        // 1024 and 2048 bytes), gamma by 16 threads. O goes out through the buffer's Sc and Dt
-        // place as rows of 64 floats, padded to 68 so that the accumulators' stores hit distinct
-        // banks: row r at byte 272 r.
-        const unsigned ut = tid, lc = ut % 16, lr = ut / 16, pr = ut / 8, pc = ut % 8;
-        const size_t kstep = (size_t)H * DSW_DK, nc0 = (size_t)n * nchunks;
-        const bf16_t *Qt = q + (((size_t)b * T + lr) * H + hh) * DSW_DK + lc * 8;
-        const bf16_t *Pt = sc.P + nc0 * TC_C * TC_C + pr * TC_C + pc * 8;
-        const float *Gt = sc.GK + nc0 * 2 * TC_C + ut * 4;
-        const uint32_t sb0 = abase + L::STAGE * ST;
-        const uint32_t sqs = sb0 + L::QT + sw128_chunk(TC_C, lr, lc),
-                       sps = sb0 + L::PT + sw128_chunk(TC_C, pr, pc), sgs = sb0 + L::GM + ut * 16;
-        constexpr int LO = DSW_BV + 4; // O's row in the staging, floats
-        static_assert(TC_C * LO * 4 <= L::QT, "O fits in the Sc and Dt place");
-        // Q, P and gamma of chunk c into buffer bb, once prepare has written it (the producer
-        // checks the same flag, but may not have reached chunk c yet); Q's rows past T zero
-        auto issue_qp = [&](int c, int bb) {
-            for (unsigned spins = 0; ld_relaxed(sc.ready + nc0 + c) == 0;) {
-                __nanosleep(128);
-                if (++spins > (1u << 26)) __trap();
-            }
-            const bf16_t *Q = Qt + (size_t)c * TC_C * kstep, *P = Pt + (size_t)c * TC_C * TC_C;
-            const uint32_t qs = sqs + bb * L::SBUF, ps = sps + bb * L::SBUF;
-            const int left = T - c * TC_C - (int)lr;
-#pragma unroll
-            for (int i = 0; i < TC_C / 8; i++) {
-                if (8 * i < left)
-                    cp_async16_s(qs + 1024 * i, Q + 8 * i * kstep);
-                else
-                    sts_zero16(qs + 1024 * i);
-            }
-#pragma unroll
-            for (int j = 0; j < TC_C / 16; j++) cp_async16_s(ps + 2048 * j, P + 16 * j * TC_C);
-            if (ut < TC_C / 4) cp_async16_s(sgs + bb * L::SBUF, Gt + (size_t)c * 2 * TC_C);
-        };
-        // Commit groups: one a chunk walked, chunk i's Q, P and gamma (empty in the warm-up and
-        // past the end); chunk i + 2's go in once chunk i's products have read the buffer. So
-        // at chunk i all but the newest group are in.
-        for (int i = 0; i < 2; i++) {
-            if (i < cnt && c0 + i >= lo) issue_qp(c0 + i, i);
-            cp_async_commit();
-        }
-        for (int i = 0; i < cnt; i++) {
-            const int bb = i & 1, m = c0 + i, row = warp * 16 + gid; // O rows row, row + 8
-            const uint32_t sb = sb0 + bb * L::SBUF;
-            cp_async_wait<1>();
-            fence_proxy_async();          // the copies and zero stores, read next by wgmma
-            bar_sync(DSW_SFULL(bb), 256); // the consumer staged Sc and Dt; every copy above is in
-            if (m >= lo && ovar != 4) {
-                float o1[32], o2[32];
-                const uint64_t dS = wgmma_desc(sb + L::SC, 16, 1024),
-                               dD = wgmma_desc(sb + L::DT, 16, 1024),
-                               dQ = wgmma_desc(sb + L::QT, 16, 1024),
-                               dP = wgmma_desc(sb + L::PT, 16, 1024);
-                wgmma_fence();
-#pragma unroll
-                for (int ks = 0; ks < DSW_DK / 16; ks++) { // Q Sc^T: k16 steps over the keys
-                    const uint64_t off = ((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4;
-                    wgmma_ss_n64(o1, dQ + off, dS + off, ks > 0);
-                }
-#pragma unroll
-                for (int ks = 0; ks < TC_C / 16; ks++) // P Delta: over the chunk's tokens
-                    wgmma_ss_n64(o2, dP + ks * 2, dD + ks * 2, ks > 0);
-                wgmma_commit();
-                const float g0 = scale * lds_f(sb + L::GM + row * 4),
-                            g1 = scale * lds_f(sb + L::GM + (row + 8) * 4);
-                wgmma_wait<0>();
-                wgmma_fence_regs<32>(o1);
-                wgmma_fence_regs<32>(o2);
-                // O into the Sc and Dt place (the products have read it), then out by rows
-                if (ovar == 3) { // variant: straight from the registers
-#pragma unroll
-                    for (int half = 0; half < 2; half++) {
-                        const int t = m * TC_C + row + 8 * half;
-                        if (t >= T) continue;
-                        const float gh = half ? g1 : g0;
-                        float *orow = o + (((size_t)b * T + t) * H + hh) * dv + bv0 + 2 * tig;
-#pragma unroll
-                        for (int j = 0; j < DSW_BV / 8; j++)
-                            *(float2 *)(orow + 8 * j) = make_float2(
-                                gh * o1[4 * j + 2 * half] + scale * o2[4 * j + 2 * half],
-                                gh * o1[4 * j + 2 * half + 1] + scale * o2[4 * j + 2 * half + 1]);
-                    }
-                } else
-#pragma unroll
-                    for (int j = 0; j < DSW_BV / 8; j++) {
-                        sts_f2(sb + (row * LO + 8 * j + 2 * tig) * 4,
-                               g0 * o1[4 * j] + scale * o2[4 * j],
-                               g0 * o1[4 * j + 1] + scale * o2[4 * j + 1]);
-                        sts_f2(sb + ((row + 8) * LO + 8 * j + 2 * tig) * 4,
-                               g1 * o1[4 * j + 2] + scale * o2[4 * j + 2],
-                               g1 * o1[4 * j + 3] + scale * o2[4 * j + 3]);
-                    }
-                fence_proxy_async(); // read next by the bulk copies
-                bar_sync(DSW_OUT, 128);
-                const int t = m * TC_C + tid;
-                if (ovar == 2) { // variant: 16-byte stores, a row by 16 threads
-#pragma unroll
-                    for (int x = 0; x < TC_C * DSW_BV / 4 / 128; x++) {
-                        const int r = x * 8 + tid / 16, cc = tid % 16 * 4;
-                        if (m * TC_C + r < T)
-                            *(float4 *)(o + (((size_t)b * T + m * TC_C + r) * H + hh) * dv + bv0 +
-                                        cc) = lds_f4(sb + (r * LO + cc) * 4);
-                    }
-                    bar_sync(DSW_OUT, 128);
-                } else if (ovar != 1 && ovar != 3 && tid < TC_C && t < T) {
-                    bulk_store(o + (((size_t)b * T + t) * H + hh) * dv + bv0, sb + tid * LO * 4,
-                               DSW_BV * 4);
-                    bulk_commit();
-                    bulk_wait_read(); // the place is the consumer's again after this
-                }
-            }
-            if (i + 2 < cnt) {
-                bar_arrive(DSW_SEMPTY(bb), 256);
-                if (m + 2 >= lo) issue_qp(m + 2, bb);
-            }
-            cp_async_commit();
-        }
-        cp_async_wait<0>();
-        bulk_wait(); // o written before the block ends
-        return;
-    }
     if (threadIdx.x >= 128) { // ---------------------------------------------- producer
-        if (FUSE) setmaxnreg_dec<40>();
         // Every address below is a per-thread base, set once, plus a chunk's stride and constant
         // offsets (ncu at 0ca8b73: index arithmetic redone per copy made this side 408
         // instructions a warp a chunk, and the consumer waited on it half the time). Copies in:
@@ -398,7 +220,7 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
             cp_async_wait<ST - 2>(); // chunk c0 + i is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(i % ST), 256);
-            if (!FUSE && i >= 1) store_out(i - 1);
+            if (i >= 1) store_out(i - 1);
             const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
             if (in < cnt) {
                 if (in >= ST) bar_sync(DSW_EMPTY(in % ST), 256);
@@ -406,11 +228,10 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
             }
             cp_async_commit();
         }
-        if (!FUSE) store_out(cnt - 1);
+        store_out(cnt - 1);
         cp_async_wait<0>();
         return;
     }
-    if (FUSE) setmaxnreg_inc<232>();
 
     // ------------------------------------------------------------------------- consumer
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
@@ -468,17 +289,9 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
         for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
         const float gl = lds_f(agk + (TC_C - 1) * 4);
         if (i >= 2) bar_sync(DSW_SEMPTY(bb), 256);
-        // this lane's rows in the staging: padded rows, or (fused) sw128 tiles, where the 16-byte
-        // piece 2 ks + (lane >> 4) of row mr is at sw128_chunk
         bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
-        unsigned char *sb = base + L::STAGE * ST + bb * L::SBUF;
 #pragma unroll
-        for (int ks = 0; ks < DSW_DK / 16; ks++) {
-            if constexpr (FUSE)
-                stmatrix_x4(sb + L::SC + sw128_chunk(DSW_BV, mr, 2 * ks + (lane >> 4)), ah[ks]);
-            else
-                stmatrix_x4(sts + ks * 16, ah[ks]);
-        }
+        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
 
@@ -504,13 +317,7 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
         for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
         wgmma_commit();
 #pragma unroll
-        for (int q = 0; q < TC_C / 16; q++) {
-            if constexpr (FUSE)
-                stmatrix_x4(sb + L::DT + sw128_chunk(DSW_BV, mr, 2 * q + (lane >> 4)), dq[q]);
-            else
-                stmatrix_x4(dts + q * 16, dq[q]);
-        }
-        if (FUSE) fence_proxy_async();  // read next by the output warpgroup's wgmma
+        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
         bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
         wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
         wgmma_fence_regs<64>(h);
@@ -535,33 +342,29 @@ __global__ void __launch_bounds__(FUSE ? 384 : 256, 1)
 
 int delta_state_wgmma_usable(void) {
     static const int usable =
-        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4, false>);
+        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4>);
     return usable;
 }
 
-template <int ST, bool FUSE>
-static int dsw_launch(int T, int H, int N, int dv, int nchunks, float scale, const bf16_t *q,
-                      const bf16_t *k, tc_scratch sc, float *state, float *o, cudaStream_t stream,
-                      err *e) {
-    const int bytes = dsw_smem<ST, FUSE>::BYTES;
-    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST, FUSE>,
+template <int ST>
+static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
+                      float *state, cudaStream_t stream, err *e) {
+    const int bytes = dsw_smem<ST>::BYTES;
+    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
-    delta_state_wgmma<ST, FUSE><<<dim3(dv / DSW_BV, N, sc.nseg), FUSE ? 384 : 256, bytes, stream>>>(
-        T, H, dv, nchunks, scale, q, k, sc, state, o,
-        getenv("MIXSCOPE_DELTA_OVAR") ? atoi(getenv("MIXSCOPE_DELTA_OVAR")) : 0);
+    delta_state_wgmma<ST>
+        <<<dim3(dv / DSW_BV, N, sc.nseg), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
 }
 
-int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int fuse,
-                             float scale, const bf16_t *q, const bf16_t *k, tc_scratch sc,
-                             float *state, float *o, cudaStream_t stream, err *e) {
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, const bf16_t *k,
+                             tc_scratch sc, float *state, cudaStream_t stream, err *e) {
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-#define DSW_GO(ST, F) dsw_launch<ST, F>(T, H, N, dv, nchunks, scale, q, k, sc, state, o, stream, e)
-    if (fuse) return DSW_GO(3, true);
-    return st == 2 ? DSW_GO(2, false) : st == 3 ? DSW_GO(3, false) : DSW_GO(4, false);
-#undef DSW_GO
+    return st == 2   ? dsw_launch<2>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+           : st == 3 ? dsw_launch<3>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+                     : dsw_launch<4>(T, H, N, dv, nchunks, k, sc, state, stream, e);
 }

@@ -751,16 +751,15 @@ static int launch_state(int T, int H, int N, int dv, int nchunks, const bf16_t *
 //   time(n) ~ max(A (nchunks / n + TC_CP_WARM / 2),  B N nchunks / (sms - n rows))
 // with A = 1.3 us, the chain's time a chunk beside the other two, and B = 9 us dv / 128, the two
 // passes' multiprocessor time a chunk and head (measured on the H200 at dk = dv = 128, 32K
-// tokens: docs/gpu-results.md), 5.5 us when the state pass writes the output (fused: prepare's
-// alone). A layer of 16 heads keeps one segment (the other passes need the
+// tokens: docs/gpu-results.md). A layer of 16 heads keeps one segment (the other passes need the
 // multiprocessors); one of 4 heads runs four. Never more blocks than multiprocessors: every state
 // block is resident at once, which the flags between the kernels need.
-static int tc_cp_segments(int rows, int N, int nchunks, int dv, bool fuse) {
+static int tc_cp_segments(int rows, int N, int nchunks, int dv) {
     const int sms = std::max(1, gpu_sm_count());
     const int most = std::min(TC_CP_MAX, std::min(nchunks, sms / rows));
     const char *env = getenv("MIXSCOPE_DELTA_CP");
     if (env) return std::max(1, std::min(atoi(env), most));
-    const double A = 1.3, B = (fuse ? 5.5 : 9.0) * dv / 128;
+    const double A = 1.3, B = 9.0 * dv / 128;
     auto cost = [&](int n) {
         const double chain = A * ((nchunks + n - 1) / n + (n > 1 ? TC_CP_WARM / 2 : 0));
         return std::max(chain, B * N * nchunks / std::max(1, sms - n * rows));
@@ -817,13 +816,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         s.trace = trace_buf;
     }
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
-    // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise;
-    // the wgmma pass writes the output itself (fused) unless MIXSCOPE_DELTA_FUSE=0
+    // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
-    const bool fuse = wg && tc_env("MIXSCOPE_DELTA_FUSE", 1) != 0;
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
     if (wg) { // segments of time for the wgmma state pass (tc_cp_segments)
-        s.nseg = tc_cp_segments(N * nslices, N, nchunks, DV, fuse);
+        s.nseg = tc_cp_segments(N * nslices, N, nchunks, DV);
         s.seglen = (nchunks + s.nseg - 1) / s.nseg;
         s.nseg = (nchunks + s.seglen - 1) / s.seglen; // every segment has chunks
     }
@@ -868,9 +865,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-        if (wg)
-            return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, fuse, scale, q, k, s, state,
-                                            o, st, e);
+        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, k, s, state, st, e);
 #define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
@@ -886,11 +881,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         if (state_pass()) return -1;
         timer.mark(2);
     }
-    if (!fuse) {
-        delta_tc_out<DK, DV>
-            <<<dim3(N, oslots), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
-        CUDA_LAUNCHED("gpu delta prefill: output pass");
-    }
+    delta_tc_out<DK, DV>
+        <<<dim3(N, oslots), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
+    CUDA_LAUNCHED("gpu delta prefill: output pass");
     if (overlap) {
         CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
         CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");
@@ -900,14 +893,13 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaMemcpyAsync(t, trace_buf, sizeof t, cudaMemcpyDeviceToHost, st),
                  "gpu delta prefill: trace");
         CUDA_TRY(cudaStreamSynchronize(st), "gpu delta prefill: trace");
-        if (fuse) t[4] = t[2], t[5] = t[3]; // the state pass wrote the output
         unsigned long long t0 = t[0] < t[2] ? t[0] : t[2];
         t0 = t[4] < t0 ? t[4] : t0;
         auto ms = [&](int i) { return (double)(t[i] - t0) * 1e-6; };
         fprintf(stderr,
                 "delta_tc trace T=%d: prepare %.3f-%.3f, state %.3f-%.3f, output %.3f-%.3f ms "
-                "(%d segments%s)\n",
-                T, ms(0), ms(1), ms(2), ms(3), ms(4), ms(5), s.nseg, fuse ? ", fused" : "");
+                "(%d segments)\n",
+                T, ms(0), ms(1), ms(2), ms(3), ms(4), ms(5), s.nseg);
     }
     if (profile) {
         float ms[3] = {0, 0, 0};
