@@ -2,9 +2,9 @@
 // warpgroup products, for dk = 128. Built for sm_90a alone (the Makefile's *_wgmma rule); on other
 // GPUs delta_state_wgmma_usable() says no and delta_tc.cu keeps its mma.sync state pass.
 //
-// Per head n and value slice of 64 rows (grid (dv / 64, N)), chunks in order, a block of two
-// warpgroups. The consumer holds S^T [64 value rows x 128 keys] in its registers as a wgmma
-// m64n128 accumulator and runs, per chunk:
+// Per head n and value slice of 64 rows (grid (dv / 64, N)), chunks in order, a block of three
+// warpgroups (two with MIXSCOPE_DELTA_WG=2). The consumer holds S^T [64 value rows x 128 keys] in
+// its registers as a wgmma m64n128 accumulator and runs, per chunk:
 //   Sc = S^T (bf16, the A fragments of the first product, staged for the output pass)
 //   D = S^T W^T                 m64n64k16 x 8: A = Sc from registers, B = W [C][128] K-major
 //   Delta^T = U^T - D           staged as Dt (bf16) for the output pass
@@ -13,11 +13,12 @@
 //                               [C][128] read N-major (imm-trans-b), so K needs no transpose
 // the same arithmetic as delta_tc_state (bf16 operands, fp32 accumulators), in two products a
 // chunk instead of 64 mma.sync a warp. The producer streams W, K (sw128 tiles) and U, GK (padded
-// rows) through a ring of ST cp.async stages and copies Sc and Dt out of two staging buffers;
-// named barriers hand stages and buffers between the two. The flags with prepare and output are
-// delta_tc.cu's. Measured on the H200 (B = 1, H = 16, d = 128, 128K tokens): the state pass alone
-// 2.36 ms against 3.60 for the mma.sync pass, gdn's whole prefill 3.12 ms against 4.15 (and fla's
-// 4.97); the steps and what ncu said at each: docs/gpu-results.md.
+// rows) through a ring of ST cp.async stages; the storer copies Sc and Dt out of two staging
+// buffers; named barriers hand stages and buffers between them. The flags with prepare and output
+// are delta_tc.cu's. Measured on the H200 (B = 1, H = 16, d = 128, 128K tokens): the state pass
+// alone 2.36 ms against 3.60 for the mma.sync pass with two warpgroups, gdn's whole prefill 3.12
+// ms against 4.15 (and fla's 4.97), 3.00 with the storer; the steps and what ncu said at each:
+// docs/gpu-results.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -69,9 +70,19 @@ __device__ __forceinline__ void sts_zero16(uint32_t a) {
 __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
 }
-// Named barriers (wgmma.cuh's bar_sync, bar_arrive) between the two warpgroups (256 threads: one
-// side arrives, the other syncs), and among the producer's 128 threads.
-// ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; producer
+// Registers traded between warpgroups (sm_90a): the limit a thread of this warpgroup, lowered or
+// raised (raising waits until others have lowered theirs)
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+// Named barriers (wgmma.cuh's bar_sync, bar_arrive) between two warpgroups (256 threads: one side
+// arrives, the other syncs): the ring's between consumer and producer, the staging's between
+// consumer and whoever copies it out (the producer, or with NWG = 3 the storer); and among the
+// 128 threads that copy out.
+// ids: 0 is __syncthreads'; ring stage s full / empty; staging buffer b full / empty; copiers
 #define DSW_FULL(s)   (1 + (s))
 #define DSW_EMPTY(s)  (5 + (s))
 #define DSW_SFULL(b)  (9 + (b))
@@ -83,12 +94,18 @@ __device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
 // Sc and Dt out of the staging and publishes the done flags, so that the consumer's instruction
 // stream is the chain alone (one warpgroup doing both issued an instruction every 3.4 cycles, ncu
 // at 9653370, most of them addresses and copies).
-template <int ST>
-__global__ void __launch_bounds__(256, 1)
+//
+// NWG = 3: the copies out move to a third warpgroup (warps 8-11), so that the producer's loop is
+// the ring alone: FULL arrives as soon as a chunk's copies are in, never behind a store. 384
+// threads leave 168 registers a thread, so the warpgroups trade them (setmaxnreg): the producer
+// 64, the consumer 232, the storer 168.
+template <int ST, int NWG>
+__global__ void __launch_bounds__(128 * NWG, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                       float *state) {
 #ifdef DSW_HAVE_WGMMA
     static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
+    static_assert(NWG == 2 || NWG == 3, "a consumer, a producer and perhaps a storer");
     typedef dsw_smem<ST> L;
     extern __shared__ unsigned char dsw_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)dsw_raw + 1023) & ~(uintptr_t)1023);
@@ -211,6 +228,11 @@ __global__ void __launch_bounds__(256, 1)
                 if (ut == 0) st_release(done, m + 1);
             }
         };
+        if (NWG == 3 && threadIdx.x >= 256) { // the storer
+            for (int i = 0; i < cnt; i++) store_out(i);
+            return;
+        }
+        if (NWG == 3) setmaxnreg_dec<80>();
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
             if (s < cnt) issue(c0 + s, s);
@@ -220,7 +242,7 @@ __global__ void __launch_bounds__(256, 1)
             cp_async_wait<ST - 2>(); // chunk c0 + i is in
             fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(i % ST), 256);
-            if (i >= 1) store_out(i - 1);
+            if (NWG == 2 && i >= 1) store_out(i - 1);
             const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
             if (in < cnt) {
                 if (in >= ST) bar_sync(DSW_EMPTY(in % ST), 256);
@@ -228,10 +250,11 @@ __global__ void __launch_bounds__(256, 1)
             }
             cp_async_commit();
         }
-        store_out(cnt - 1);
+        if (NWG == 2) store_out(cnt - 1);
         cp_async_wait<0>();
         return;
     }
+    if (NWG == 3) setmaxnreg_inc<232>();
 
     // ------------------------------------------------------------------------- consumer
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
@@ -342,29 +365,34 @@ __global__ void __launch_bounds__(256, 1)
 
 int delta_state_wgmma_usable(void) {
     static const int usable =
-        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4>);
+        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4, 2>);
     return usable;
 }
 
-template <int ST>
+template <int ST, int NWG>
 static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                       float *state, cudaStream_t stream, err *e) {
     const int bytes = dsw_smem<ST>::BYTES;
-    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST>,
+    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST, NWG>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
-    delta_state_wgmma<ST>
-        <<<dim3(dv / DSW_BV, N, sc.nseg), 256, bytes, stream>>>(T, H, dv, nchunks, k, sc, state);
+    delta_state_wgmma<ST, NWG><<<dim3(dv / DSW_BV, N, sc.nseg), 128 * NWG, bytes, stream>>>(
+        T, H, dv, nchunks, k, sc, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
 }
 
+// Three warpgroups (the storer, NWG = 3) by default; MIXSCOPE_DELTA_WG=2 the producer storing too
+// (gdn on the H200, 16 heads: 0.78 ms against 0.84 at 32K, 3.00 against 3.19 at 128K, same run).
 int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, const bf16_t *k,
                              tc_scratch sc, float *state, cudaStream_t stream, err *e) {
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-    return st == 2   ? dsw_launch<2>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-           : st == 3 ? dsw_launch<3>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-                     : dsw_launch<4>(T, H, N, dv, nchunks, k, sc, state, stream, e);
+    static const char *wg = getenv("MIXSCOPE_DELTA_WG");
+    static const int nwg = wg && atoi(wg) == 2 ? 2 : 3;
+#define DSW_GO(ST, NWG) dsw_launch<ST, NWG>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+    if (nwg == 3) return st == 2 ? DSW_GO(2, 3) : st == 3 ? DSW_GO(3, 3) : DSW_GO(4, 3);
+    return st == 2 ? DSW_GO(2, 2) : st == 3 ? DSW_GO(3, 2) : DSW_GO(4, 2);
+#undef DSW_GO
 }
