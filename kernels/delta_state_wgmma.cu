@@ -98,7 +98,7 @@ template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
 // NWG = 3: the copies out move to a third warpgroup (warps 8-11), so that the producer's loop is
 // the ring alone: FULL arrives as soon as a chunk's copies are in, never behind a store. 384
 // threads leave 168 registers a thread, so the warpgroups trade them (setmaxnreg): the producer
-// 64, the consumer 232, the storer 168.
+// 80 (at 56 and less ptxas spills), the consumer 232, the storer 168: 480 of the 512 a lane.
 template <int ST, int NWG>
 __global__ void __launch_bounds__(128 * NWG, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
