@@ -10,7 +10,7 @@
 #   interv: the attribution kernel against the CPU, the engine's interventions under device gpu,
 #           and bench-attribution
 #   train: builds mixscope and runs tools/train_peer.py (carry .fla too: the pinned
-#          flash-linear-attention snapshot, `git archive` of the fetched repo plus a COMMIT file)
+#          flash-linear-attention snapshot that scripts/fla-snapshot.sh makes)
 #   step: make test-gpu (both binaries, the engine's gpu paths included) and the step rows of
 #         bench-gpu (the GPU-resident model stepper)
 #   attn: scripts/wgmma-probe.cu, the attention lines of test-gpu, and the attention rows of
