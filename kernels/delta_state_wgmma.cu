@@ -382,15 +382,14 @@ static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k,
     return 0;
 }
 
-// Three warpgroups (the storer, NWG = 3) by default; MIXSCOPE_DELTA_WG=2 the producer storing too
+// nwg = 3, the storer, is delta_tc.cu's default; 2 (MIXSCOPE_DELTA_WG=2) has the producer store too
 // (gdn on the H200, 16 heads: 0.78 ms against 0.84 at 32K, 3.00 against 3.19 at 128K, same run).
-int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, const bf16_t *k,
-                             tc_scratch sc, float *state, cudaStream_t stream, err *e) {
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg,
+                             const bf16_t *k, tc_scratch sc, float *state, cudaStream_t stream,
+                             err *e) {
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-    static const char *wg = getenv("MIXSCOPE_DELTA_WG");
-    static const int nwg = wg && atoi(wg) == 2 ? 2 : 3;
 #define DSW_GO(ST, NWG) dsw_launch<ST, NWG>(T, H, N, dv, nchunks, k, sc, state, stream, e)
     if (nwg == 3) return st == 2 ? DSW_GO(2, 3) : st == 3 ? DSW_GO(3, 3) : DSW_GO(4, 3);
     return st == 2 ? DSW_GO(2, 2) : st == 3 ? DSW_GO(3, 2) : DSW_GO(4, 2);

@@ -724,8 +724,9 @@ template <typename K> static int tc_smem(K kernel, size_t bytes, const char *wha
 }
 
 // Tuning knobs read from the environment (benchmarks compare them): the depth of the state pass's
-// copy ring (MIXSCOPE_DELTA_ST: 3 or 4 chunks) and the warps that share a row group's key columns
-// (MIXSCOPE_DELTA_KS: 1, 2 or 4).
+// copy ring (MIXSCOPE_DELTA_ST: 2, 3 or 4 chunks), the warps that share a row group's key columns
+// (MIXSCOPE_DELTA_KS: 1, 2 or 4; the mma.sync pass) and the wgmma pass's warpgroups
+// (MIXSCOPE_DELTA_WG: 3, or 2 without the storer).
 static int tc_env(const char *name, int def) {
     const char *s = getenv(name);
     return s ? atoi(s) : def;
@@ -816,6 +817,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         s.trace = trace_buf;
     }
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
+    const int nwg = tc_env("MIXSCOPE_DELTA_WG", 3) == 2 ? 2 : 3;
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
@@ -865,7 +867,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, k, s, state, st, e);
+        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, nwg, k, s, state, st, e);
 #define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
