@@ -64,20 +64,6 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
                  : "r"(a));
     return v;
 }
-__device__ __forceinline__ void sts_zero16(uint32_t a) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
-}
-__device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
-}
-// Registers traded between warpgroups (sm_90a): the limit a thread of this warpgroup, lowered or
-// raised (raising waits until others have lowered theirs)
-template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
-}
-template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
-}
 // Named barriers (wgmma.cuh's bar_sync, bar_arrive) between two warpgroups (256 threads: one side
 // arrives, the other syncs): the ring's between consumer and producer, the staging's between
 // consumer and whoever copies it out (the producer, or with NWG = 3 the storer); and among the

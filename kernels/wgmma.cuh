@@ -63,6 +63,41 @@ __device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
+// Shared memory by 32-bit address: 16 zero bytes; a 16-byte cp.async (L2 only).
+__device__ __forceinline__ void sts_zero16(uint32_t a) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+}
+__device__ __forceinline__ void cp_async16_s(uint32_t a, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem));
+}
+// Registers traded between warpgroups (sm_90a): the limit a thread of this warpgroup, lowered or
+// raised (raising waits until others have lowered theirs). ptxas allocates the code after each
+// to its limit.
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// mbarriers (8 bytes of shared memory each, by 32-bit address): init by one thread before a
+// __syncthreads; arrive counts one of `count` arrivals in (release); wait spins until the phase
+// of the given parity has completed (acquire). A barrier's first phase has parity 0; waiting on
+// parity 1 before any phase completed returns at once (a producer's first pass over free slots).
+__device__ __forceinline__ void mbar_init(uint32_t a, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t a, int parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT;\n}\n" ::"r"(a),
+                 "r"(parity)
+                 : "memory");
+}
+
 // Four 8 x 8 bf16 matrices from registers to shared memory (sm_90): r[i] is matrix i in the
 // mma.m16n8k16 C layout (row gid, cols 2 tig, 2 tig + 1, packed); lane 8 i + j gives the address
 // of row j of matrix i. So the A fragment of a k16 step, a[0..3], goes out as rows 0-7 and 8-15
@@ -111,6 +146,30 @@ __device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db
                    "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
                    "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(acc));
+}
+
+// d = A B, the shapes of wgmma_ss_n128: the first k step of a product whose accumulators hold
+// nothing yet. d is written only, so that ptxas sees no register of it defined by the code before
+// (which, while other products are in flight, makes it serialise them: C7513).
+__device__ __forceinline__ void wgmma_ss_n128_zero(float *d, uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, "
+                 "%6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
+                 "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, "
+                 "%39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, "
+                 "%55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]),
+                   "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]),
+                   "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]),
+                   "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
+                   "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]),
+                   "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]),
+                   "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]),
+                   "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]),
+                   "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]),
+                   "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]),
+                   "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+                 : "l"(da), "l"(db), "r"(0));
 }
 
 // d (+)= A B: A [64 x 16] in registers (the mma.m16n8k16 A fragment of each warp's 16 rows),

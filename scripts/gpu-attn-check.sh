@@ -1,0 +1,33 @@
+#!/bin/sh
+# gpu-attn-check.sh: on the GPU machine, one sitting for a change to attention's tensor-core
+# forward (kernels/attention_ws_wgmma.cu, attention_wgmma.cu). Binaries come prebuilt from here
+# (scripts/gpu-prebuild.sh, packed as build/gpubin.tar.xz to fit the carry). Runs, with TEST=1
+# (the default), every gpubin/tests/gpu/test_gpu* on the softmax and Parallax cases under every
+# setting of ENVS (space-separated, "-" for none, "," between the variables of one setting; e.g.
+# "- MIXSCOPE_ATTN_WS=3 MIXSCOPE_ATTN_WS=0"); then PyTorch's SDPA timed once (bench/gpu/peers.py
+# with no fla snapshot: SDPA alone) and bench_gpu's attention rows from every
+# gpubin/bench/gpu/bench_gpu* under every setting, alternating ROUNDS times (default 2), each row
+# with its ratio to that SDPA. With ALL=1, then every GPU test binary in full
+# (tests/gpu/run.sh). Output: stdout and $OUT/attn-*.txt.
+. scripts/gpu-unpack.sh
+if [ "${TEST:-1}" = 1 ]; then
+    for t in gpubin/tests/gpu/test_gpu*; do
+        [ -x "$t" ] || continue
+        for cfg in $ENVS; do
+            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
+            for m in softmax parallax; do
+                printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
+                f="$OUT/attn-test-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
+                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 "$t" >"$f" 2>&1
+                grep -E "FAIL|gpu: .* passed" "$f" | head -5
+            done
+        done
+    done | tee "$OUT/attn-tests.txt"
+fi
+FLA_DIR=/nonexistent python3 bench/gpu/peers.py >"$OUT/attn-sdpa.txt" 2>/dev/null
+cat "$OUT/attn-sdpa.txt"
+PEER_FILE="$OUT/attn-sdpa.txt" sh scripts/gpu-bench-rounds.sh attn "forward" | tee "$OUT/attn-bench.txt"
+if [ "${ALL:-0}" = 1 ]; then
+    sh tests/gpu/run.sh gpubin >"$OUT/test-gpu-all.txt" 2>&1 && echo "test-gpu: ok" || echo "test-gpu: FAILED"
+    grep -E "FAIL|passed" "$OUT/test-gpu-all.txt"
+fi
