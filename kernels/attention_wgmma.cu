@@ -1,9 +1,10 @@
 // attention_wgmma.cu: the bf16 flash forward of causal softmax attention and Parallax on Hopper's
 // warpgroup matrix instructions (wgmma, sm_90a), d = 128. Softmax goes to the warp-specialized
-// kernel of attention_ws_wgmma.cu unless MIXSCOPE_ATTN_WS=0; Parallax always runs here. The same arithmetic as attn_fwd_mma in
-// attention.cu (which stays the path for every other shape and GPU): scores and the probe scores
-// u = r.k on the tensor cores, the online softmax in fp32, the weights w (and Parallax's w u)
-// rounded to bf16 for the value products, fp32 accumulators. Spec: kata-parallax.md B.4.
+// kernel of attention_ws_wgmma.cu unless MIXSCOPE_ATTN_WS=0; Parallax always runs here. The same
+// arithmetic as attn_fwd_mma in attention.cu (which stays the path for every other shape and GPU):
+// scores and the probe scores u = r.k on the tensor cores, the online softmax in fp32, the weights
+// w (and Parallax's w u) rounded to bf16 for the value products, fp32 accumulators. Spec:
+// kata-parallax.md B.4.
 //
 // Built for compute_90a only (Makefile NVFLAGS_90A): on any other GPU the kernel has no image,
 // attn_wgmma_usable() says so and attention.cu keeps the mma.sync kernel.
@@ -477,8 +478,10 @@ extern "C" int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int wi
                                   const void *q, const void *r, const void *k, const void *v,
                                   float *o, void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
-    if (!r && attn_ws_stages())
-        return attn_ws_forward(B, Tq, Tk, H, pos0, window, scale, q, k, v, o, stream, e);
+    static const int ws_plx =
+        getenv("MIXSCOPE_ATTN_WS_PLX") && atoi(getenv("MIXSCOPE_ATTN_WS_PLX"));
+    if (attn_ws_stages() && (!r || ws_plx))
+        return attn_ws_forward(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, stream, e);
     return r ? aw_dispatch<true>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
              : aw_dispatch<false>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
 }

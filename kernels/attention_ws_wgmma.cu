@@ -38,14 +38,16 @@
 
 #define AWS_D  128 // dk = dv
 #define AWS_BM 128 // query rows of a block: two consumers of 64
-#define AWS_BN 128 // keys of a tile
+// keys of a tile: 128 for softmax; 64 for Parallax, whose consumers hold S, U, O1 and O2
 
-// Shared memory: the consumers' Q tiles (sw128, 64 rows each), the K ring, the V ring (sw128,
-// 128 rows a stage), then the mbarriers FULL_K, FULL_V, EMPTY_K, EMPTY_V of each stage.
-template <int ST> struct aws_smem {
-    static constexpr int QB = 64 * AWS_D * 2;     // 16 KB
-    static constexpr int KB = AWS_BN * AWS_D * 2; // 32 KB a K or V tile
-    static constexpr int Q = 0, K = 2 * QB, V = K + ST * KB, BAR = V + ST * KB;
+// Shared memory: the consumers' Q tiles (sw128, 64 rows each; Parallax's R tiles after them),
+// the K ring, the V ring (sw128, BN rows a stage), then the mbarriers FULL_K, FULL_V, EMPTY_K,
+// EMPTY_V of each stage.
+template <bool PLX, int BN, int ST> struct aws_smem {
+    static constexpr int QB = 64 * AWS_D * 2; // 16 KB
+    static constexpr int KB = BN * AWS_D * 2; // a K or V tile
+    static constexpr int Q = 0, R = 2 * QB, K = (PLX ? 4 : 2) * QB, V = K + ST * KB,
+                         BAR = V + ST * KB;
     static constexpr int BYTES = BAR + 4 * ST * 8 + 1024; // + alignment of the sw128 tiles
 };
 // mbarrier kinds
@@ -57,30 +59,34 @@ template <int ST> struct aws_smem {
 #define AWS_QBAR(c)  (1 + (c))
 #define AWS_SCHED(c) (3 + (c))
 
-// The 32 values a thread holds of row half hr of a 128-key tile (x[4 t + 2 hr + e], t < 16,
-// e < 2), combined pairwise (five dependent steps).
-template <typename F>
+// The BN / 4 values a thread holds of row half hr of a tile of BN keys (x[4 t + 2 hr + e],
+// t < BN / 8, e < 2), combined pairwise (a tree: five dependent steps at 128 keys).
+template <int BN, typename F>
 __device__ __forceinline__ float aws_row_reduce(const float *x, int hr, F op) {
-    float a[16];
+    static_assert(BN == 64 || BN == 128, "tiles of 64 or 128 keys");
+    float a[BN / 8];
 #pragma unroll
-    for (int t = 0; t < 16; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
+    for (int t = 0; t < BN / 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
+    if constexpr (BN == 128) {
 #pragma unroll
-    for (int t = 0; t < 8; t++) a[t] = op(a[t], a[t + 8]);
+        for (int t = 0; t < 8; t++) a[t] = op(a[t], a[t + 8]);
+    }
 #pragma unroll
     for (int t = 0; t < 4; t++) a[t] = op(a[t], a[t + 4]);
     a[0] = op(a[0], a[2]), a[1] = op(a[1], a[3]);
     return op(a[0], a[1]);
 }
 
-// grid (B H, ceil(Tq / 128)), 384 threads. q [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B, Tq,
-// H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
+// grid (B H, ceil(Tq / 128)), 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B,
+// Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
 // fastest, so that every head's longest row blocks start first.
-template <int ST>
+template <bool PLX, int BN, int ST>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
-                const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
+                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
 #ifdef AWS_HAVE_WGMMA
-    typedef aws_smem<ST> L;
+    typedef aws_smem<PLX, BN, ST> L;
+    constexpr int NS = BN / 2; // S accumulators a thread: 64 x BN / 128
     extern __shared__ unsigned char aws_raw[];
     unsigned char *base =
         (unsigned char *)(((uintptr_t)aws_raw + 1023) & ~(uintptr_t)1023); // sw128 tiles
@@ -93,8 +99,8 @@ __global__ void __launch_bounds__(384, 1)
     const size_t qrow = (size_t)H * AWS_D; // elements between consecutive tokens
     // the block's key tiles (both consumers walk all of them)
     const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
-    const int kfirst = attn_first(pfirst, window) / AWS_BN * AWS_BN;
-    const int ntiles = plast >= kfirst ? (plast - kfirst) / AWS_BN + 1 : 0;
+    const int kfirst = attn_first(pfirst, window) / BN * BN;
+    const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
@@ -108,7 +114,7 @@ __global__ void __launch_bounds__(384, 1)
 
     if (wg == 0) {
         // The producer: warps 0-1 K, warps 2-3 V. A thread copies 16-byte piece lc of rows
-        // r0 + 4 i (i < 32) of each tile; rows past Tk are zero (their weights are 0, and
+        // r0 + 4 i (i < BN / 4) of each tile; rows past Tk are zero (their weights are 0, and
         // 0 x garbage could be NaN).
         setmaxnreg_dec<40>();
         const int kind = wtid / 64, t = wtid % 64, lc = t % 16, r0 = t / 16;
@@ -116,14 +122,14 @@ __global__ void __launch_bounds__(384, 1)
             (kind ? v : k) + ((size_t)b * Tk + r0) * qrow + (size_t)h * AWS_D + lc * 8;
         const uint32_t ring = abase + (kind ? L::V : L::K);
         for (int j = 0; j < ntiles; j++) {
-            const int s = j % ST, k0 = kfirst + j * AWS_BN;
+            const int s = j % ST, k0 = kfirst + j * BN;
             mbar_wait(bar(AWS_EMPTY_K + kind, s), ((j / ST) & 1) ^ 1);
             const uint32_t dst = ring + s * L::KB;
             const bf16_t *g = src + (size_t)k0 * qrow;
 #pragma unroll 4
-            for (int i = 0; i < 32; i++) {
+            for (int i = 0; i < BN / 4; i++) {
                 const int row = r0 + 4 * i;
-                const uint32_t off = sw128_chunk(AWS_BN, row, lc);
+                const uint32_t off = sw128_chunk(BN, row, lc);
                 if (k0 + row < Tk)
                     cp_async16_s(dst + off, g + 4 * i * qrow);
                 else
@@ -141,18 +147,21 @@ __global__ void __launch_bounds__(384, 1)
     const int c = wg - 1; // this consumer
     const int warp = wtid / 32, lane = wtid % 32, gid = lane / 4, tig = lane % 4;
     const int wq0 = q0 + c * 64, wnq = min(64, Tq - wq0); // its rows (wnq <= 0: none)
-    const uint32_t aQ = abase + L::Q + c * L::QB;
+    const uint32_t aQ = abase + L::Q + c * L::QB, aR = abase + L::R + c * L::QB;
     {
-        // its Q tile: thread piece lc of rows lr + 8 i (rows 8 apart share their swizzle)
+        // its Q (and R) tile: thread piece lc of rows lr + 8 i (rows 8 apart share their swizzle)
         const int lc = wtid % 16, lr = wtid / 16;
-        const uint32_t soff = aQ + sw128_chunk(64, lr, lc);
-        const bf16_t *gq = q + ((size_t)b * Tq + wq0 + lr) * qrow + (size_t)h * AWS_D + lc * 8;
+        const uint32_t soff = sw128_chunk(64, lr, lc);
+        const size_t goff = ((size_t)b * Tq + wq0 + lr) * qrow + (size_t)h * AWS_D + lc * 8;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            if (lr + 8 * i < wnq)
-                cp_async16_s(soff + 1024 * i, gq + 8 * i * qrow);
-            else
-                sts_zero16(soff + 1024 * i);
+            if (lr + 8 * i < wnq) {
+                cp_async16_s(aQ + soff + 1024 * i, q + goff + 8 * i * qrow);
+                if constexpr (PLX) cp_async16_s(aR + soff + 1024 * i, r + goff + 8 * i * qrow);
+            } else {
+                sts_zero16(aQ + soff + 1024 * i);
+                if constexpr (PLX) sts_zero16(aR + soff + 1024 * i);
+            }
         }
         cp_async_commit();
         cp_async_wait<0>();
@@ -161,40 +170,51 @@ __global__ void __launch_bounds__(384, 1)
     }
     const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
     const int wpfirst = pos0 + wq0;
-    float O[64];
+    float O1[64], O2[PLX ? 64 : 1];
 #pragma unroll
-    for (int i = 0; i < 64; i++) O[i] = 0.0f;
+    for (int i = 0; i < 64; i++) {
+        O1[i] = 0.0f;
+        if constexpr (PLX) O2[i] = 0.0f;
+    }
     float mrow[2] = {-INFINITY, -INFINITY}, d1[2] = {0.0f, 0.0f}, d2[2] = {0.0f, 0.0f};
     // descriptors of k step 0 (stage 0); a k step adds its byte offset >> 4
-    const uint64_t dQ = wgmma_desc(aQ, 16, 1024);
+    const uint64_t dQ = wgmma_desc(aQ, 16, 1024), dR = wgmma_desc(aR, 16, 1024);
     const uint64_t dK0 = wgmma_desc(abase + L::K, 16, 1024),
-                   dV0 = wgmma_desc(abase + L::V, AWS_BN * 128, 1024);
+                   dV0 = wgmma_desc(abase + L::V, BN * 128, 1024);
     auto stage = [&](uint64_t d0, int j) { return d0 + (uint64_t)((j % ST) * L::KB >> 4); };
 
-    // S = Q K^T of the tile in stage j % ST (issued, not committed): Q's regions are 64 rows
-    // apart, K's 128
-    auto scores = [&](float *S, int j) {
+    // S = A K^T (A = Q, or R for Parallax's U) of the tile in stage j % ST (issued, not
+    // committed): A's regions are 64 rows apart, K's BN
+    auto scores = [&](float *S, uint64_t dA, int j) {
         const uint64_t dK = stage(dK0, j);
-        wgmma_ss_n128_zero(S, dQ, dK);
+        if constexpr (BN == 128)
+            wgmma_ss_n128_zero(S, dA, dK);
+        else
+            wgmma_ss_n64_zero(S, dA, dK);
 #pragma unroll
-        for (int ks = 1; ks < AWS_D / 16; ks++)
-            wgmma_ss_n128(S, dQ + (((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4),
-                          dK + (((ks >> 2) * AWS_BN * 128 + (ks & 3) * 32) >> 4), 1);
+        for (int ks = 1; ks < AWS_D / 16; ks++) {
+            const uint64_t a = dA + (((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4),
+                           bk = dK + (((ks >> 2) * BN * 128 + (ks & 3) * 32) >> 4);
+            if constexpr (BN == 128)
+                wgmma_ss_n128(S, a, bk, 1);
+            else
+                wgmma_ss_n64(S, a, bk, 1);
+        }
     };
     // O += P V of the tile in stage j % ST (issued, not committed)
-    auto values = [&](const uint32_t(*P)[4], int j) {
+    auto values = [&](float *O, const uint32_t(*P)[4], int j) {
         const uint64_t dV = stage(dV0, j);
 #pragma unroll
-        for (int kk = 0; kk < AWS_BN / 16; kk++) wgmma_rs_n128_tb(O, P[kk], dV + (kk * 2048 >> 4));
+        for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O, P[kk], dV + (kk * 2048 >> 4));
     };
     // The online softmax of the scores S of the tile at key k0 for rows lo (c = 0, 1) and hi
-    // (c = 2, 3), in base 2 (attention_wgmma.cu's weigh at 128 keys): invisible keys get -inf, so
-    // w = 0 for them; a row that has seen no key keeps m = -inf and uses 0 in its place. The
-    // weights replace S; al the factor O takes for the new maximum.
-    auto weigh = [&](float *S, int k0, float *al) {
-        if (!attn_tile_whole(k0, AWS_BN, wpfirst, 64, Tk, window)) {
+    // (c = 2, 3), in base 2 (attention_wgmma.cu's weigh): invisible keys get -inf, so w = 0 for
+    // them; a row that has seen no key keeps m = -inf and uses 0 in its place. The weights w
+    // replace S (and w u replaces Parallax's U); al the factor O1, O2 take for the new maximum.
+    auto weigh = [&](float *S, float *U, int k0, float *al) {
+        if (!attn_tile_whole(k0, BN, wpfirst, 64, Tk, window)) {
 #pragma unroll
-            for (int t = 0; t < AWS_BN / 8; t++)
+            for (int t = 0; t < BN / 8; t++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = k0 + t * 8 + 2 * tig + (e & 1), p = e < 2 ? p_lo : p_hi;
@@ -203,7 +223,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         const auto mx = [](float x, float y) { return fmaxf(x, y); };
         const auto add = [](float x, float y) { return x + y; };
-        float mt[2] = {aws_row_reduce(S, 0, mx), aws_row_reduce(S, 1, mx)}, ms[2];
+        float mt[2] = {aws_row_reduce<BN>(S, 0, mx), aws_row_reduce<BN>(S, 1, mx)}, ms[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
@@ -212,92 +232,150 @@ __global__ void __launch_bounds__(384, 1)
             al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
             mrow[hr] = mn;
             ms[hr] = mn == -INFINITY ? 0.0f : mn;
-            d1[hr] *= al[hr];
+            d1[hr] *= al[hr], d2[hr] *= al[hr];
         }
 #pragma unroll
-        for (int t = 0; t < AWS_BN / 8; t++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                S[4 * t + e] = ex2(fmaf(S[4 * t + e], scale_l2, -ms[e >> 1]));
+        for (int i = 0; i < NS; i++) {
+            S[i] = ex2(fmaf(S[i], scale_l2, -ms[(i >> 1) & 1]));
+            if constexpr (PLX) U[i] *= S[i];
         }
-        d1[0] += aws_row_reduce(S, 0, add), d1[1] += aws_row_reduce(S, 1, add);
+        d1[0] += aws_row_reduce<BN>(S, 0, add), d1[1] += aws_row_reduce<BN>(S, 1, add);
+        if constexpr (PLX)
+            d2[0] += aws_row_reduce<BN>(U, 0, add), d2[1] += aws_row_reduce<BN>(U, 1, add);
     };
-    // The weights in bf16 as the A fragments of the value products (n8 blocks 2 kk and 2 kk + 1
-    // are those of keys 16 kk .. 16 kk + 15). Only once the last value products are done: packed
+    // Weights in bf16 as the A fragments of the value products (n8 blocks 2 kk and 2 kk + 1 are
+    // those of keys 16 kk .. 16 kk + 15). Only once the last value products are done: packed
     // while those are in flight, ptxas gives P's registers to the new weights and serialises the
     // products (C7513), as FlashAttention-3 found.
     auto pack = [](const float *S, uint32_t(*P)[4]) {
 #pragma unroll
-        for (int t = 0; t < AWS_BN / 8; t++) {
+        for (int t = 0; t < BN / 8; t++) {
             P[t / 2][(t & 1) * 2 + 0] = pack_bf16(S[4 * t], S[4 * t + 1]);
             P[t / 2][(t & 1) * 2 + 1] = pack_bf16(S[4 * t + 2], S[4 * t + 3]);
         }
     };
     auto pin = [](uint32_t(*P)[4]) {
 #pragma unroll
-        for (int kk = 0; kk < AWS_BN / 16; kk++)
+        for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
             for (int x = 0; x < 4; x++) asm volatile("" : "+r"(P[kk][x])::"memory");
+    };
+    // the value products' registers, defined before the fence so that the products need not wait
+    auto settle = [&](uint32_t(*P)[4], uint32_t(*PU)[4]) {
+        pin(P);
+        wgmma_fence_regs<64>(O1);
+        if constexpr (PLX) pin(PU), wgmma_fence_regs<64>(O2);
     };
     // a stage's EMPTY: once per warp, after the warpgroup's wait
     auto release = [&](int kind, int j) {
         if (lane == 0) mbar_arrive(bar(kind, j % ST));
     };
 
-    if (ntiles > 0) {
+    if (ntiles > 0 && PLX) {
+        // Parallax: S, U, O1 and O2 leave no registers for the overlap within a warpgroup (ptxas
+        // spills and serialises the products), so each tile is two turns, the scores and then
+        // the value products, the other consumer's softmax running between them.
+        if (pingpong && c == 1) bar_arrive(AWS_SCHED(0), 256);
+        for (int j = 0; j < ntiles; j++) {
+            float S[NS], U[PLX ? NS : 1], al[2];
+            uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
+            mbar_wait(bar(AWS_FULL_K, j % ST), (j / ST) & 1);
+            if (pingpong) bar_sync(AWS_SCHED(c), 256);
+            wgmma_fence();
+            scores(S, dQ, j);
+            scores(U, dR, j);
+            wgmma_commit();
+            if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
+            wgmma_wait<0>();
+            wgmma_fence_regs<NS>(S);
+            wgmma_fence_regs<NS>(U);
+            release(AWS_EMPTY_K, j);
+            weigh(S, U, kfirst + j * BN, al);
+            if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
+#pragma unroll
+                for (int i = 0; i < 64; i++) O1[i] *= al[(i >> 1) & 1], O2[i] *= al[(i >> 1) & 1];
+            }
+            pack(S, P);
+            pack(U, PU);
+            mbar_wait(bar(AWS_FULL_V, j % ST), (j / ST) & 1);
+            if (pingpong) bar_sync(AWS_SCHED(c), 256);
+            settle(P, PU);
+            wgmma_fence();
+            values(O1, P, j);
+            values(O2, PU, j);
+            wgmma_commit();
+            // consumer 1's last turn goes to no one: consumer 0 has taken its last
+            if (pingpong && (c == 0 || j + 1 < ntiles)) bar_arrive(AWS_SCHED(1 - c), 256);
+            wgmma_wait<0>();
+            wgmma_fence_regs<64>(O1);
+            wgmma_fence_regs<64>(O2);
+            release(AWS_EMPTY_V, j);
+        }
+    } else if (ntiles > 0) {
         // consumer 0 issues first: consumer 1 lets it
         if (pingpong && c == 1) bar_arrive(AWS_SCHED(0), 256);
-        float S[64], al[2];
-        uint32_t P[AWS_BN / 16][4];
+        float S[NS], U[PLX ? NS : 1], al[2];
+        uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
         mbar_wait(bar(AWS_FULL_K, 0), 0);
         if (pingpong) bar_sync(AWS_SCHED(c), 256);
         wgmma_fence();
-        scores(S, 0);
+        scores(S, dQ, 0);
+        if constexpr (PLX) scores(U, dR, 0);
         wgmma_commit();
         if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
         wgmma_wait<0>();
-        wgmma_fence_regs<64>(S);
+        wgmma_fence_regs<NS>(S);
+        if constexpr (PLX) wgmma_fence_regs<NS>(U);
         release(AWS_EMPTY_K, 0);
-        weigh(S, kfirst, al);
+        weigh(S, U, kfirst, al);
         pack(S, P);
+        if constexpr (PLX) pack(U, PU);
         for (int j = 1; j < ntiles; j++) {
             mbar_wait(bar(AWS_FULL_K, j % ST), (j / ST) & 1);
             if (pingpong) bar_sync(AWS_SCHED(c), 256);
-            pin(P); // defined before the fence, so that the value products need not wait
-            wgmma_fence_regs<64>(O);
+            settle(P, PU);
             wgmma_fence();
-            scores(S, j);
+            scores(S, dQ, j);
+            if constexpr (PLX) scores(U, dR, j);
             wgmma_commit();
             mbar_wait(bar(AWS_FULL_V, (j - 1) % ST), ((j - 1) / ST) & 1);
             wgmma_fence(); // (the wait's branch ends the fence's reach: ptxas C7513 without it)
-            values(P, j - 1);
+            values(O1, P, j - 1);
+            if constexpr (PLX) values(O2, PU, j - 1);
             wgmma_commit();
             if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
-            wgmma_wait<1>(); // S_j
-            wgmma_fence_regs<64>(S);
+            wgmma_wait<1>(); // S_j (and U_j)
+            wgmma_fence_regs<NS>(S);
+            if constexpr (PLX) wgmma_fence_regs<NS>(U);
             release(AWS_EMPTY_K, j);
-            weigh(S, kfirst + j * AWS_BN, al);
-            wgmma_wait<0>(); // P_{j-1} V_{j-1}: P and the V stage stay untouched until then
-            wgmma_fence_regs<64>(O);
+            weigh(S, U, kfirst + j * BN, al);
+            wgmma_wait<0>(); // the value products of tile j - 1: P and the V stage stay until then
+            wgmma_fence_regs<64>(O1);
+            if constexpr (PLX) wgmma_fence_regs<64>(O2);
             release(AWS_EMPTY_V, j - 1);
             if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
-                for (int i = 0; i < 64; i++) O[i] *= al[(i >> 1) & 1];
+                for (int i = 0; i < 64; i++) {
+                    O1[i] *= al[(i >> 1) & 1];
+                    if constexpr (PLX) O2[i] *= al[(i >> 1) & 1];
+                }
             }
             pack(S, P);
+            if constexpr (PLX) pack(U, PU);
         }
         const int j = ntiles - 1;
         mbar_wait(bar(AWS_FULL_V, j % ST), (j / ST) & 1);
         if (pingpong) bar_sync(AWS_SCHED(c), 256);
-        pin(P);
-        wgmma_fence_regs<64>(O);
+        settle(P, PU);
         wgmma_fence();
-        values(P, j);
+        values(O1, P, j);
+        if constexpr (PLX) values(O2, PU, j);
         wgmma_commit();
         // consumer 1's last turn goes to no one: consumer 0 has taken its last
         if (pingpong && c == 0) bar_arrive(AWS_SCHED(1), 256);
         wgmma_wait<0>();
-        wgmma_fence_regs<64>(O);
+        wgmma_fence_regs<64>(O1);
+        if constexpr (PLX) wgmma_fence_regs<64>(O2);
         release(AWS_EMPTY_V, j);
     }
 
@@ -307,7 +385,7 @@ __global__ void __launch_bounds__(384, 1)
         const int row = r_lo + 8 * hr;
         orow[hr] = row < wq0 + wnq ? o + ((size_t)b * Tq + row) * qrow + (size_t)h * AWS_D : NULL;
     }
-    attn_store_rows<false, 16>(d1, d2, O, O, orow, tig);
+    attn_store_rows<PLX, 16>(d1, d2, O1, O2, orow, tig);
 #else
     __trap(); // no wgmma in this image: attn_wgmma_usable() keeps launches away
 #endif
@@ -334,28 +412,29 @@ static int aws_pingpong(void) {
     return pp;
 }
 
-template <int ST>
+template <bool PLX, int BN, int ST>
 static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
-                      const void *q, const void *k, const void *v, float *o, cudaStream_t st,
-                      err *e) {
-    const int smem = aws_smem<ST>::BYTES;
-    CUDA_TRY(
-        cudaFuncSetAttribute(attn_fwd_ws<ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-        "gpu attention: shared memory (warp specialized)");
-    attn_fwd_ws<ST><<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
-        Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)k,
-        (const bf16_t *)v, o, aws_pingpong());
+                      const void *q, const void *r, const void *k, const void *v, float *o,
+                      cudaStream_t st, err *e) {
+    const int smem = aws_smem<PLX, BN, ST>::BYTES;
+    auto kernel = attn_fwd_ws<PLX, BN, ST>;
+    CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+             "gpu attention: shared memory (warp specialized)");
+    kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
+        Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
+        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong());
     CUDA_LAUNCHED("gpu attention: forward (warp specialized)");
     return 0;
 }
 
 extern "C" int attn_ws_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
-                               const void *q, const void *k, const void *v, float *o, void *stream,
-                               err *e) {
+                               const void *q, const void *r, const void *k, const void *v, float *o,
+                               void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
     if ((Tq + AWS_BM - 1) / AWS_BM > 65535)
         return err_set(e, "gpu attention: %d query tokens too many for one launch", Tq);
+    if (r) return aws_launch<true, 64, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
     return attn_ws_stages() == 3
-               ? aws_launch<3>(B, Tq, Tk, H, pos0, window, scale, q, k, v, o, st, e)
-               : aws_launch<2>(B, Tq, Tk, H, pos0, window, scale, q, k, v, o, st, e);
+               ? aws_launch<false, 128, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
+               : aws_launch<false, 128, 2>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
 }
