@@ -1,6 +1,7 @@
 // attention_wgmma.cu: the bf16 flash forward of causal softmax attention and Parallax on Hopper's
-// warpgroup matrix instructions (wgmma, sm_90a), d = 128. Softmax goes to the warp-specialized
-// kernel of attention_ws_wgmma.cu unless MIXSCOPE_ATTN_WS=0; Parallax always runs here. The same
+// warpgroup matrix instructions (wgmma, sm_90a), d = 128. Both go to the warp-specialized kernel
+// of attention_ws_wgmma.cu unless MIXSCOPE_ATTN_WS=0 (or, for Parallax, MIXSCOPE_ATTN_WS_PLX=0);
+// the kernels here stay for those settings and as bench-gpu's comparison. The same
 // arithmetic as attn_fwd_mma in attention.cu (which stays the path for every other shape and GPU):
 // scores and the probe scores u = r.k on the tensor cores, the online softmax in fp32, the weights
 // w (and Parallax's w u) rounded to bf16 for the value products, fp32 accumulators. Spec:
@@ -479,7 +480,7 @@ extern "C" int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int wi
                                   float *o, void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
     static const int ws_plx =
-        getenv("MIXSCOPE_ATTN_WS_PLX") && atoi(getenv("MIXSCOPE_ATTN_WS_PLX"));
+        !(getenv("MIXSCOPE_ATTN_WS_PLX") && atoi(getenv("MIXSCOPE_ATTN_WS_PLX")) == 0);
     if (attn_ws_stages() && (!r || ws_plx))
         return attn_ws_forward(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, stream, e);
     return r ? aw_dispatch<true>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)

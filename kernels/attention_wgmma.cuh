@@ -11,8 +11,8 @@ int attn_wgmma_usable(void);
 int attn_wgmma_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
                        const void *q, const void *r, const void *k, const void *v, float *o,
                        void *stream, err *e);
-// The warp-specialized forward (attention_ws_wgmma.cu), the same contract: softmax's default,
-// Parallax's with MIXSCOPE_ATTN_WS_PLX=1; attn_ws_stages() gives the stages of its rings, or 0
+// The warp-specialized forward (attention_ws_wgmma.cu), the same contract: the default for both
+// (MIXSCOPE_ATTN_WS_PLX=0 keeps Parallax here); attn_ws_stages() gives the stages of its rings, or 0
 // when MIXSCOPE_ATTN_WS=0 keeps attn_wgmma_forward's kernels for both.
 int attn_ws_stages(void);
 int attn_ws_forward(int B, int Tq, int Tk, int H, int pos0, int window, float scale, const void *q,

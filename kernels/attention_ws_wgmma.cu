@@ -80,7 +80,7 @@ __device__ __forceinline__ float aws_row_reduce(const float *x, int hr, F op) {
 // grid (B H, ceil(Tq / 128)), 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B,
 // Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
 // fastest, so that every head's longest row blocks start first.
-template <bool PLX, int BN, int ST>
+template <bool PLX, int BN, int ST, bool QR>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                 const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
@@ -168,6 +168,18 @@ __global__ void __launch_bounds__(384, 1)
         fence_proxy_async();
         bar_sync(AWS_QBAR(c), 128);
     }
+    // QR: Q moves into registers (the A fragments of its 8 k steps), so that the score products
+    // read only K from shared memory
+    uint32_t qf[QR ? AWS_D / 16 : 1][4];
+    if constexpr (QR) {
+        static_assert(!PLX, "Q in registers: softmax only");
+        const bf16_t *sQ = (const bf16_t *)(base + L::Q + c * L::QB);
+#pragma unroll
+        for (int ks = 0; ks < AWS_D / 16; ks++)
+            ldmatrix_x4(qf[ks], (const bf16_t *)((const unsigned char *)sQ +
+                                                 sw128_chunk(64, warp * 16 + (lane & 15),
+                                                             2 * ks + (lane >> 4))));
+    }
     const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
     const int wpfirst = pos0 + wq0;
     float O1[64], O2[PLX ? 64 : 1];
@@ -187,6 +199,14 @@ __global__ void __launch_bounds__(384, 1)
     // committed): A's regions are 64 rows apart, K's BN
     auto scores = [&](float *S, uint64_t dA, int j) {
         const uint64_t dK = stage(dK0, j);
+        if constexpr (QR) {
+            wgmma_rs_n128_kb<true>(S, qf[0], dK);
+#pragma unroll
+            for (int ks = 1; ks < AWS_D / 16; ks++)
+                wgmma_rs_n128_kb<false>(S, qf[ks],
+                                        dK + (((ks >> 2) * BN * 128 + (ks & 3) * 32) >> 4));
+            return;
+        }
         if constexpr (BN == 128)
             wgmma_ss_n128_zero(S, dA, dK);
         else
@@ -391,17 +411,27 @@ __global__ void __launch_bounds__(384, 1)
 #endif
 }
 
-// Stages of the K and V rings: MIXSCOPE_ATTN_WS=2 or 3 (3 fills 224 KB of the 227), 0 keeps
-// attention_wgmma.cu's kernels; read once. MIXSCOPE_ATTN_PINGPONG=0 lets both consumers issue
-// whenever they are ready (the turns timed left out).
+// Stages of softmax's K and V rings: MIXSCOPE_ATTN_WS=3 (the default: 224 KB of the 227; 1-2%
+// faster than 2 on the H200, docs/gpu-results.md) or 2; 0 keeps attention_wgmma.cu's kernels;
+// read once. MIXSCOPE_ATTN_PINGPONG=0 lets both consumers issue whenever they are ready (the
+// turns timed left out).
 extern "C" int attn_ws_stages(void) {
     static int st = -1;
     if (st < 0) {
         const char *s = getenv("MIXSCOPE_ATTN_WS");
-        st = s ? atoi(s) : 2;
-        if (st != 0 && st != 3) st = 2;
+        st = s ? atoi(s) : 3;
+        if (st != 0 && st != 2) st = 3;
     }
     return st;
+}
+// MIXSCOPE_ATTN_WS_QREG=1: softmax's Q in registers (QR)
+static int aws_qreg(void) {
+    static int qr = -1;
+    if (qr < 0) {
+        const char *s = getenv("MIXSCOPE_ATTN_WS_QREG");
+        qr = s && atoi(s) == 1;
+    }
+    return qr;
 }
 static int aws_pingpong(void) {
     static int pp = -1;
@@ -412,12 +442,12 @@ static int aws_pingpong(void) {
     return pp;
 }
 
-template <bool PLX, int BN, int ST>
+template <bool PLX, int BN, int ST, bool QR = false>
 static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
                       const void *q, const void *r, const void *k, const void *v, float *o,
                       cudaStream_t st, err *e) {
     const int smem = aws_smem<PLX, BN, ST>::BYTES;
-    auto kernel = attn_fwd_ws<PLX, BN, ST>;
+    auto kernel = attn_fwd_ws<PLX, BN, ST, QR>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (warp specialized)");
     kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
@@ -434,6 +464,11 @@ extern "C" int attn_ws_forward(int B, int Tq, int Tk, int H, int pos0, int windo
     if ((Tq + AWS_BM - 1) / AWS_BM > 65535)
         return err_set(e, "gpu attention: %d query tokens too many for one launch", Tq);
     if (r) return aws_launch<true, 64, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
+    if (aws_qreg())
+        return attn_ws_stages() == 3 ? aws_launch<false, 128, 3, true>(B, Tq, Tk, H, pos0, window,
+                                                                       scale, q, r, k, v, o, st, e)
+                                     : aws_launch<false, 128, 2, true>(B, Tq, Tk, H, pos0, window,
+                                                                       scale, q, r, k, v, o, st, e);
     return attn_ws_stages() == 3
                ? aws_launch<false, 128, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
                : aws_launch<false, 128, 2>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);

@@ -10,6 +10,7 @@
 # with its ratio to that SDPA. With ALL=1, then every GPU test binary in full
 # (tests/gpu/run.sh). Output: stdout and $OUT/attn-*.txt.
 . scripts/gpu-unpack.sh
+export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases (carry .refs)
 if [ "${TEST:-1}" = 1 ]; then
     for t in gpubin/tests/gpu/test_gpu*; do
         [ -x "$t" ] || continue
