@@ -19,7 +19,8 @@ if [ "${TEST:-1}" = 1 ]; then
             for m in softmax parallax; do
                 printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
                 f="$OUT/attn-test-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
-                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 "$t" >"$f" 2>&1
+                # line-buffered: a test that hangs still leaves the lines before it
+                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 stdbuf -oL "$t" >"$f" 2>&1
                 grep -E "FAIL|gpu: .* passed" "$f" | head -5
             done
         done
