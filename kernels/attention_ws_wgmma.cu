@@ -1,26 +1,32 @@
-// attention_ws_wgmma.cu: causal softmax attention's bf16 forward at d = 128 on sm_90a, warp
-// specialized the way FlashAttention-3 schedules it (Shah et al. 2024, section 3). The arithmetic
-// is attention_wgmma.cu's (scores on the tensor cores in fp32, the online softmax in base 2, the
-// weights rounded to bf16 for the value products, fp32 accumulators); what changes is who waits
-// for what. Spec: kata-parallax.md B.4 (softmax is Parallax without its correction).
+// attention_ws_wgmma.cu: the bf16 forward of causal softmax attention and Parallax at d = 128 on
+// sm_90a, warp specialized the way FlashAttention-3 schedules it (Shah et al. 2024, section 3).
+// The arithmetic is attention_wgmma.cu's (scores on the tensor cores in fp32, the online softmax
+// in base 2, the weights rounded to bf16 for the value products, fp32 accumulators); what changes
+// is who waits for what. Spec: kata-parallax.md B.4.
 //
 // Block: 128 query rows, three warpgroups (384 threads, one block a multiprocessor).
-//   warpgroup 0, the producer: warps 0-1 stream the K tiles, warps 2-3 the V tiles (128 keys a
+//   warpgroup 0, the producer: warps 0-1 stream the K tiles, warps 2-3 the V tiles (BN keys a
 //     tile) through a ring of ST stages by cp.async; a tile's FULL mbarrier completes when its
 //     copies have landed, and a stage is refilled once both consumers have arrived on its EMPTY.
 //     K and V have stages and barriers of their own, so K_{j+1} loads while V_j is still read.
-//   warpgroups 1 and 2, the consumers: 64 query rows each, Q in shared memory. Per tile j a
-//     consumer issues S_j = Q K_j^T (wgmma m64n128k16, both operands in shared memory) and the
-//     previous tile's O += P_{j-1} V_{j-1} (A = the weights in registers, V read N-major), waits
-//     for S_j alone, runs its online softmax while P_{j-1} V_{j-1} is on the tensor cores (the
-//     intra-warpgroup overlap), then waits for the value products and rescales O.
-//   The two consumers take turns at issuing (two named barriers, ping-pong): one's softmax runs
-//   while the other's products occupy the tensor cores, instead of both softmaxing at once.
+//   warpgroups 1 and 2, the consumers: 64 query rows each, Q (and Parallax's R) in shared
+//     memory. Softmax (BN = 128): per tile j a consumer issues S_j = Q K_j^T (wgmma m64n128k16,
+//     both operands in shared memory) and the previous tile's O += P_{j-1} V_{j-1} (A = the
+//     weights in registers, V read N-major), waits for S_j alone, runs its online softmax while
+//     P_{j-1} V_{j-1} is on the tensor cores (the intra-warpgroup overlap), then waits for the
+//     value products and rescales O. Parallax (BN = 64): S, U, O1 and O2 leave no registers for
+//     that overlap (ptxas spilled 208 bytes and serialised the products), so a tile is its
+//     scores, then its value products; the two consumers still overlap each other.
+//   By default (pingpong) the two consumers take turns at issuing (two named barriers,
+//   FlashAttention-3's ping-pong); MIXSCOPE_ATTN_PINGPONG=0 lets each issue when ready, which
+//   measured the same on the H200 (docs/gpu-results.md), as did Q in registers (QR).
 // Registers: 384 threads leave 168 a thread; the producer gives its share up (setmaxnreg 40; at 32
-// it spills) so that a consumer holds O (64), S (64), the weights (32) and addresses in 232.
+// it spills) so that a consumer holds O (64), S (64), the weights (32) and addresses in 232. The
+// three must stay within the 504 a thread-triple the block was given: setmaxnreg.inc takes only
+// what the block's decs released (a form at 48 / 232 / 232 hung, docs/gpu-results.md).
 //
-// attention_wgmma.cu's kernels stay for Parallax (two accumulators), for MIXSCOPE_ATTN_WS=0 and
-// as the comparison in bench-gpu.
+// attention_wgmma.cu's kernels stay for MIXSCOPE_ATTN_WS=0 (MIXSCOPE_ATTN_WS_PLX=0: Parallax
+// alone) and as the comparison in bench-gpu.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
