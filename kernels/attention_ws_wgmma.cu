@@ -19,7 +19,7 @@
 //     scores, then its value products; the two consumers still overlap each other.
 //   By default (pingpong) the two consumers take turns at issuing (two named barriers,
 //   FlashAttention-3's ping-pong); MIXSCOPE_ATTN_PINGPONG=0 lets each issue when ready, which
-//   measured the same on the H200 (docs/gpu-results.md), as did Q in registers (QR).
+//   measured the same on the H200 (docs/gpu-results.md), as did Q in registers (dropped).
 // Registers: 384 threads leave 168 a thread; the producer gives its share up (setmaxnreg 40; at 32
 // it spills) so that a consumer holds O (64), S (64), the weights (32) and addresses in 232. The
 // three must stay within the 504 a thread-triple the block was given: setmaxnreg.inc takes only
@@ -86,7 +86,7 @@ __device__ __forceinline__ float aws_row_reduce(const float *x, int hr, F op) {
 // grid (B H, ceil(Tq / 128)), 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B,
 // Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
 // fastest, so that every head's longest row blocks start first.
-template <bool PLX, int BN, int ST, bool QR>
+template <bool PLX, int BN, int ST>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
                 const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
@@ -174,18 +174,6 @@ __global__ void __launch_bounds__(384, 1)
         fence_proxy_async();
         bar_sync(AWS_QBAR(c), 128);
     }
-    // QR: Q moves into registers (the A fragments of its 8 k steps), so that the score products
-    // read only K from shared memory
-    uint32_t qf[QR ? AWS_D / 16 : 1][4];
-    if constexpr (QR) {
-        static_assert(!PLX, "Q in registers: softmax only");
-        const bf16_t *sQ = (const bf16_t *)(base + L::Q + c * L::QB);
-#pragma unroll
-        for (int ks = 0; ks < AWS_D / 16; ks++)
-            ldmatrix_x4(qf[ks], (const bf16_t *)((const unsigned char *)sQ +
-                                                 sw128_chunk(64, warp * 16 + (lane & 15),
-                                                             2 * ks + (lane >> 4))));
-    }
     const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
     const int wpfirst = pos0 + wq0;
     float O1[64], O2[PLX ? 64 : 1];
@@ -205,14 +193,6 @@ __global__ void __launch_bounds__(384, 1)
     // committed): A's regions are 64 rows apart, K's BN
     auto scores = [&](float *S, uint64_t dA, int j) {
         const uint64_t dK = stage(dK0, j);
-        if constexpr (QR) {
-            wgmma_rs_n128_kb<true>(S, qf[0], dK);
-#pragma unroll
-            for (int ks = 1; ks < AWS_D / 16; ks++)
-                wgmma_rs_n128_kb<false>(S, qf[ks],
-                                        dK + (((ks >> 2) * BN * 128 + (ks & 3) * 32) >> 4));
-            return;
-        }
         if constexpr (BN == 128)
             wgmma_ss_n128_zero(S, dA, dK);
         else
@@ -430,15 +410,6 @@ extern "C" int attn_ws_stages(void) {
     }
     return st;
 }
-// MIXSCOPE_ATTN_WS_QREG=1: softmax's Q in registers (QR)
-static int aws_qreg(void) {
-    static int qr = -1;
-    if (qr < 0) {
-        const char *s = getenv("MIXSCOPE_ATTN_WS_QREG");
-        qr = s && atoi(s) == 1;
-    }
-    return qr;
-}
 static int aws_pingpong(void) {
     static int pp = -1;
     if (pp < 0) {
@@ -448,12 +419,12 @@ static int aws_pingpong(void) {
     return pp;
 }
 
-template <bool PLX, int BN, int ST, bool QR = false>
+template <bool PLX, int BN, int ST>
 static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
                       const void *q, const void *r, const void *k, const void *v, float *o,
                       cudaStream_t st, err *e) {
     const int smem = aws_smem<PLX, BN, ST>::BYTES;
-    auto kernel = attn_fwd_ws<PLX, BN, ST, QR>;
+    auto kernel = attn_fwd_ws<PLX, BN, ST>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (warp specialized)");
     kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
@@ -470,11 +441,6 @@ extern "C" int attn_ws_forward(int B, int Tq, int Tk, int H, int pos0, int windo
     if ((Tq + AWS_BM - 1) / AWS_BM > 65535)
         return err_set(e, "gpu attention: %d query tokens too many for one launch", Tq);
     if (r) return aws_launch<true, 64, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
-    if (aws_qreg())
-        return attn_ws_stages() == 3 ? aws_launch<false, 128, 3, true>(B, Tq, Tk, H, pos0, window,
-                                                                       scale, q, r, k, v, o, st, e)
-                                     : aws_launch<false, 128, 2, true>(B, Tq, Tk, H, pos0, window,
-                                                                       scale, q, r, k, v, o, st, e);
     return attn_ws_stages() == 3
                ? aws_launch<false, 128, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
                : aws_launch<false, 128, 2>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
