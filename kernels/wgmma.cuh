@@ -164,8 +164,9 @@ __device__ __forceinline__ void wgmma_ss_n128(float *d, uint64_t da, uint64_t db
 }
 
 // d = A B, the shapes of wgmma_ss_n128: the first k step of a product whose accumulators hold
-// nothing yet. d is written only, so that ptxas sees no register of it defined by the code before
-// (which, while other products are in flight, makes it serialise them: C7513).
+// nothing yet. d is written only, so that the registers' old contents are not inputs the compiler
+// must keep alive (attention_ws_wgmma.cu; with wgmma_ss_n128(.., 0) in their place ptxas gives
+// the same registers and no warning, so this is tidiness, not a measured gain).
 __device__ __forceinline__ void wgmma_ss_n128_zero(float *d, uint64_t da, uint64_t db) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, "
