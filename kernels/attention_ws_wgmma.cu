@@ -345,7 +345,7 @@ __global__ void __launch_bounds__(384, 1)
             if constexpr (PLX) scores(U, dR, j);
             wgmma_commit();
             mbar_wait(bar(AWS_FULL_V, (j - 1) % ST), ((j - 1) / ST) & 1);
-            wgmma_fence(); // (the wait's branch ends the fence's reach: ptxas C7513 without it)
+            wgmma_fence(); // (past the wait's branch; without it ptxas injects one itself, C7519)
             values(O1, P, j - 1);
             if constexpr (PLX) values(O2, PU, j - 1);
             wgmma_commit();
