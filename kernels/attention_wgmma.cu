@@ -1,7 +1,7 @@
 // attention_wgmma.cu: the bf16 flash forward of causal softmax attention and Parallax on Hopper's
 // warpgroup matrix instructions (wgmma, sm_90a), d = 128. Both go to the warp-specialized kernel
 // of attention_ws_wgmma.cu unless MIXSCOPE_ATTN_WS=0 (or, for Parallax, MIXSCOPE_ATTN_WS_PLX=0);
-// the kernels here stay for those settings and as bench-gpu's comparison. The same
+// the kernels here stay for those settings (scripts/gpu-attn-check.sh times them beside). The same
 // arithmetic as attn_fwd_mma in attention.cu (which stays the path for every other shape and GPU):
 // scores and the probe scores u = r.k on the tensor cores, the online softmax in fp32, the weights
 // w (and Parallax's w u) rounded to bf16 for the value products, fp32 accumulators. Spec:

@@ -26,7 +26,7 @@
 // what the block's decs released (a form at 48 / 232 / 232 hung, docs/gpu-results.md).
 //
 // attention_wgmma.cu's kernels stay for MIXSCOPE_ATTN_WS=0 (MIXSCOPE_ATTN_WS_PLX=0: Parallax
-// alone) and as the comparison in bench-gpu.
+// alone) and as the comparison scripts/gpu-attn-check.sh times beside this kernel.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
