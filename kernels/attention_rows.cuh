@@ -22,6 +22,43 @@ __device__ __forceinline__ bool attn_tile_whole(int k0, int n, int p0, int rows,
     return k0 + n - 1 <= p0 && k0 + n <= Tk && (window == 0 || k0 >= p0 + rows - window);
 }
 
+// The 2 NT values a thread holds of row half hr of a tile of 8 NT keys (x[4 t + 2 hr + e], t < NT,
+// e < 2; the accumulator layout above), combined by op: pairwise (TREE), log2(2 NT) dependent
+// steps instead of 2 NT - 1, since the row maxima and sums are on every tile's critical path and
+// a scheduler has few warps to hide them with (softmax 16K on the H200: 2.20-2.31 ms against
+// 2.41-2.56 in one run, docs/gpu-runs/ab-attn-2c8c32e.txt); in order otherwise, which
+// attention_wgmma.cu's Parallax keeps (its tree form timed 3-9% slower in the same run). The tree
+// is written out step by step: as a loop over the widths nvcc left it rolled at NT = 16, in local
+// memory.
+template <int NT, bool TREE, typename F>
+__device__ __forceinline__ float attn_row_reduce(const float *x, int hr, F op) {
+    static_assert(NT == 8 || NT == 16, "tiles of 64 or 128 keys");
+    if constexpr (!TREE) {
+        float a = x[2 * hr];
+#pragma unroll
+        for (int i = 1; i < 2 * NT; i++) a = op(a, x[4 * (i >> 1) + 2 * hr + (i & 1)]);
+        return a;
+    } else {
+        float a[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
+        if constexpr (NT == 16) {
+#pragma unroll
+            for (int t = 0; t < 8; t++) a[t] = op(a[t], a[t + 8]);
+        }
+#pragma unroll
+        for (int t = 0; t < 4; t++) a[t] = op(a[t], a[t + 4]);
+        a[0] = op(a[0], a[2]), a[1] = op(a[1], a[3]);
+        return op(a[0], a[1]);
+    }
+}
+__device__ __forceinline__ float attn_max(float a, float b) {
+    return fmaxf(a, b);
+}
+__device__ __forceinline__ float attn_add(float a, float b) {
+    return a + b;
+}
+
 // d1, d2 [2] (rows lo, hi): this thread's partial sums, summed here over the 4 threads of the
 // quad. O1, O2 [4 NO]: the accumulators. orow[hr]: the output row (NULL: past the end).
 //   softmax   o = O1 / d1

@@ -55,36 +55,6 @@ template <bool PLX, int NWG, int ST, bool QST> struct aw_cfg {
     static constexpr int SMEM = QREGION + ST * 2 * KBYTES + 1024; // + alignment
 };
 
-// The 16 values a thread holds of row half hr of a 64-key tile (x[4 t + 2 hr + e], t < 8, e < 2),
-// combined by op: pairwise (TREE), four dependent steps instead of fifteen, since the row maxima
-// and sums are on every tile's critical path and a scheduler has two or three warps to hide them
-// with (softmax 16K: 2.20-2.31 ms against 2.41-2.56 in one run, docs/gpu-runs/ab-attn-2c8c32e.txt);
-// in order otherwise, which Parallax keeps (its tree form timed 3-9% slower in the same run).
-template <bool TREE, typename F>
-__device__ __forceinline__ float aw_row_reduce(const float *x, int hr, F op) {
-    if constexpr (!TREE) {
-        float a = x[2 * hr];
-#pragma unroll
-        for (int i = 1; i < 16; i++) a = op(a, x[4 * (i >> 1) + 2 * hr + (i & 1)]);
-        return a;
-    } else {
-        float a[8];
-#pragma unroll
-        for (int t = 0; t < 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
-#pragma unroll
-        for (int w = 4; w >= 1; w >>= 1)
-#pragma unroll
-            for (int t = 0; t < w; t++) a[t] = op(a[t], a[t + w]);
-        return a[0];
-    }
-}
-__device__ __forceinline__ float aw_max(float a, float b) {
-    return fmaxf(a, b);
-}
-__device__ __forceinline__ float aw_add(float a, float b) {
-    return a + b;
-}
-
 // grid (ceil(Tq / (64 NWG)), B H), 128 NWG threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128]
 // bf16; o [B, Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX, int NWG, int ST, int MINB, bool PIPE, bool QREG>
@@ -229,8 +199,10 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                     if (!attn_visible(key, p, Tk, window)) S[4 * t + c] = -INFINITY;
                 }
         }
-        static_assert(NS == 32, "aw_row_reduce: 16 values a row half");
-        float mt[2] = {aw_row_reduce<!PLX>(S, 0, aw_max), aw_row_reduce<!PLX>(S, 1, aw_max)}, ms[2];
+        static_assert(NS == 32, "attn_row_reduce<8>: 16 values a row half");
+        float mt[2] = {attn_row_reduce<8, !PLX>(S, 0, attn_max),
+                       attn_row_reduce<8, !PLX>(S, 1, attn_max)},
+              ms[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
@@ -249,7 +221,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             P[t / 2][(t & 1) * 2 + 0] = pack_bf16(S[4 * t], S[4 * t + 1]);
             P[t / 2][(t & 1) * 2 + 1] = pack_bf16(S[4 * t + 2], S[4 * t + 3]);
         }
-        d1[0] += aw_row_reduce<!PLX>(S, 0, aw_add), d1[1] += aw_row_reduce<!PLX>(S, 1, aw_add);
+        d1[0] += attn_row_reduce<8, !PLX>(S, 0, attn_add),
+            d1[1] += attn_row_reduce<8, !PLX>(S, 1, attn_add);
     };
     // once a row's maximum settles, al = 1: the rescale is skipped when the whole warp has it
     auto rescale = [&](const float *al) {
@@ -368,8 +341,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                     PU[t / 2][(t & 1) * 2 + 0] = pack_bf16(U[4 * t], U[4 * t + 1]);
                     PU[t / 2][(t & 1) * 2 + 1] = pack_bf16(U[4 * t + 2], U[4 * t + 3]);
                 }
-                d2[0] += aw_row_reduce<false>(U, 0, aw_add),
-                    d2[1] += aw_row_reduce<false>(U, 1, aw_add);
+                d2[0] += attn_row_reduce<8, false>(U, 0, attn_add),
+                    d2[1] += attn_row_reduce<8, false>(U, 1, attn_add);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)

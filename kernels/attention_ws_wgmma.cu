@@ -65,24 +65,6 @@ template <bool PLX, int BN, int ST> struct aws_smem {
 #define AWS_QBAR(c)  (1 + (c))
 #define AWS_SCHED(c) (3 + (c))
 
-// The BN / 4 values a thread holds of row half hr of a tile of BN keys (x[4 t + 2 hr + e],
-// t < BN / 8, e < 2), combined pairwise (a tree: five dependent steps at 128 keys).
-template <int BN, typename F>
-__device__ __forceinline__ float aws_row_reduce(const float *x, int hr, F op) {
-    static_assert(BN == 64 || BN == 128, "tiles of 64 or 128 keys");
-    float a[BN / 8];
-#pragma unroll
-    for (int t = 0; t < BN / 8; t++) a[t] = op(x[4 * t + 2 * hr], x[4 * t + 2 * hr + 1]);
-    if constexpr (BN == 128) {
-#pragma unroll
-        for (int t = 0; t < 8; t++) a[t] = op(a[t], a[t + 8]);
-    }
-#pragma unroll
-    for (int t = 0; t < 4; t++) a[t] = op(a[t], a[t + 4]);
-    a[0] = op(a[0], a[2]), a[1] = op(a[1], a[3]);
-    return op(a[0], a[1]);
-}
-
 // grid (B H, ceil(Tq / 128)), 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B,
 // Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
 // fastest, so that every head's longest row blocks start first.
@@ -227,9 +209,9 @@ __global__ void __launch_bounds__(384, 1)
                     if (!attn_visible(key, p, Tk, window)) S[4 * t + e] = -INFINITY;
                 }
         }
-        const auto mx = [](float x, float y) { return fmaxf(x, y); };
-        const auto add = [](float x, float y) { return x + y; };
-        float mt[2] = {aws_row_reduce<BN>(S, 0, mx), aws_row_reduce<BN>(S, 1, mx)}, ms[2];
+        float mt[2] = {attn_row_reduce<BN / 8, true>(S, 0, attn_max),
+                       attn_row_reduce<BN / 8, true>(S, 1, attn_max)},
+              ms[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
@@ -245,9 +227,11 @@ __global__ void __launch_bounds__(384, 1)
             S[i] = ex2(fmaf(S[i], scale_l2, -ms[(i >> 1) & 1]));
             if constexpr (PLX) U[i] *= S[i];
         }
-        d1[0] += aws_row_reduce<BN>(S, 0, add), d1[1] += aws_row_reduce<BN>(S, 1, add);
+        d1[0] += attn_row_reduce<BN / 8, true>(S, 0, attn_add),
+            d1[1] += attn_row_reduce<BN / 8, true>(S, 1, attn_add);
         if constexpr (PLX)
-            d2[0] += aws_row_reduce<BN>(U, 0, add), d2[1] += aws_row_reduce<BN>(U, 1, add);
+            d2[0] += attn_row_reduce<BN / 8, true>(U, 0, attn_add),
+                d2[1] += attn_row_reduce<BN / 8, true>(U, 1, attn_add);
     };
     // Weights in bf16 as the A fragments of the value products (n8 blocks 2 kk and 2 kk + 1 are
     // those of keys 16 kk .. 16 kk + 15). Only once the last value products are done: packed
