@@ -4,23 +4,24 @@
 # (scripts/gpu-prebuild.sh, packed as build/gpubin.tar.xz to fit the carry). Runs, with TEST=1
 # (the default), every gpubin/tests/gpu/test_gpu* on the softmax and Parallax cases under every
 # setting of ENVS (space-separated, "-" for none, "," between the variables of one setting; e.g.
-# "- MIXSCOPE_ATTN_WS=3 MIXSCOPE_ATTN_WS=0"); then PyTorch's SDPA timed once (bench/gpu/peers.py
-# with no fla snapshot: SDPA alone) and bench_gpu's attention rows from every
-# gpubin/bench/gpu/bench_gpu* under every setting, alternating ROUNDS times (default 2), each row
-# with its ratio to that SDPA. With ALL=1, then every GPU test binary in full
-# (tests/gpu/run.sh). Output: stdout and $OUT/attn-*.txt.
+# "- MIXSCOPE_ATTN_WS=3 MIXSCOPE_ATTN_WS=0"; TEST_ENVS, when given, for the tests alone), each
+# case list cut off after TIMEOUT seconds (default 300, what a kernel that hangs costs); then
+# PyTorch's SDPA timed once (bench/gpu/peers.py with no fla snapshot: SDPA alone) and bench_gpu's
+# attention rows from every gpubin/bench/gpu/bench_gpu* under every setting, alternating ROUNDS
+# times (default 2), each row with its ratio to that SDPA. With ALL=1, then every GPU test binary
+# in full (tests/gpu/run.sh). Output: stdout and $OUT/attn-*.txt.
 . scripts/gpu-unpack.sh
 export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases (carry .refs)
 if [ "${TEST:-1}" = 1 ]; then
     for t in gpubin/tests/gpu/test_gpu*; do
         [ -x "$t" ] || continue
-        for cfg in $ENVS; do
+        for cfg in ${TEST_ENVS:-$ENVS}; do
             envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
             for m in softmax parallax; do
                 printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
-                f="$OUT/attn-test-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
+                f="$OUT/attn-test-$(basename "$t")-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
                 # line-buffered: a test that hangs still leaves the lines before it
-                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 stdbuf -oL "$t" >"$f" 2>&1
+                env $envs MIXSCOPE_GPU_ONLY=$m timeout "${TIMEOUT:-300}" stdbuf -oL "$t" >"$f" 2>&1
                 grep -E "FAIL|gpu: .* passed" "$f" | head -5
             done
         done
