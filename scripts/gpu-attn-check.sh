@@ -2,7 +2,7 @@
 # gpu-attn-check.sh: on the GPU machine, one sitting for a change to attention's tensor-core
 # forward (kernels/attention_ws_wgmma.cu, attention_wgmma.cu). Binaries come prebuilt from here
 # (scripts/gpu-prebuild.sh, packed as build/gpubin.tar.xz to fit the carry). Runs, with TEST=1
-# (the default), every gpubin/tests/gpu/test_gpu* on the softmax and Parallax cases under every
+# (the default), every gpubin/tests/gpu/test_gpu* (or the TEST_BINS given) on the softmax and Parallax cases under every
 # setting of ENVS (space-separated, "-" for none, "," between the variables of one setting; e.g.
 # "- MIXSCOPE_ATTN_WS=3 MIXSCOPE_ATTN_WS=0"; TEST_ENVS, when given, for the tests alone), each
 # case list cut off after TIMEOUT seconds (default 300, what a kernel that hangs costs); then
@@ -13,7 +13,7 @@
 . scripts/gpu-unpack.sh
 export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases (carry .refs)
 if [ "${TEST:-1}" = 1 ]; then
-    for t in gpubin/tests/gpu/test_gpu*; do
+    for t in ${TEST_BINS:-gpubin/tests/gpu/test_gpu*}; do
         [ -x "$t" ] || continue
         for cfg in ${TEST_ENVS:-$ENVS}; do
             envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
