@@ -71,8 +71,7 @@ template <bool PLX, int BN, int ST> struct aws_smem {
 template <bool PLX, int BN, int ST>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
-                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong,
-                int lag) {
+                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
 #ifdef AWS_HAVE_WGMMA
     typedef aws_smem<PLX, BN, ST> L;
     constexpr int NS = BN / 2; // S accumulators a thread: 64 x BN / 128
@@ -104,11 +103,7 @@ __global__ void __launch_bounds__(384, 1)
     if (wg == 0) {
         // The producer: warps 0-1 K, warps 2-3 V. A thread copies 16-byte piece lc of rows
         // r0 + 4 i (i < BN / 4) of each tile; rows past Tk are zero (their weights are 0, and
-        // 0 x garbage could be NaN). With lag (the default), a tile's FULL is signalled once the
-        // next tile's copies are issued, so that two tiles a stream are in flight: waiting for
-        // each tile's copies before the next, one a stream, left the consumers waiting on K
-        // (ncu at fa3b176: their FULL_K polls 15x their FULL_V). Either way the fence follows
-        // this thread's own wait for its copies, as the async proxy (wgmma) reads them next.
+        // 0 x garbage could be NaN).
         setmaxnreg_dec<40>();
         const int kind = wtid / 64, t = wtid % 64, lc = t % 16, r0 = t / 16;
         const bf16_t *src =
@@ -129,20 +124,9 @@ __global__ void __launch_bounds__(384, 1)
                     sts_zero16(dst + off);
             }
             cp_async_commit();
-            if (!lag) {
-                cp_async_wait<0>();
-                fence_proxy_async();
-                mbar_arrive(bar(AWS_FULL_K + kind, s));
-            } else if (j > 0) {
-                cp_async_wait<1>(); // tile j - 1's copies (tile j's may still fly)
-                fence_proxy_async();
-                mbar_arrive(bar(AWS_FULL_K + kind, (j - 1) % ST));
-            }
-        }
-        if (lag && ntiles > 0) {
             cp_async_wait<0>();
-            fence_proxy_async();
-            mbar_arrive(bar(AWS_FULL_K + kind, (ntiles - 1) % ST));
+            fence_proxy_async(); // the copies are read next by wgmma (the async proxy)
+            mbar_arrive(bar(AWS_FULL_K + kind, s));
         }
         return;
     }
@@ -418,16 +402,6 @@ static int aws_pingpong(void) {
     }
     return pp;
 }
-// MIXSCOPE_ATTN_WS_LAG=0: the producer waits for each tile's copies before it issues the next
-// (the form before the lag, timed beside it); read once.
-static int aws_lag(void) {
-    static int lag = -1;
-    if (lag < 0) {
-        const char *s = getenv("MIXSCOPE_ATTN_WS_LAG");
-        lag = !(s && atoi(s) == 0);
-    }
-    return lag;
-}
 
 template <bool PLX, int BN, int ST>
 static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
@@ -439,7 +413,7 @@ static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float 
              "gpu attention: shared memory (warp specialized)");
     kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
         Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
-        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong(), aws_lag());
+        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong());
     CUDA_LAUNCHED("gpu attention: forward (warp specialized)");
     return 0;
 }
