@@ -27,11 +27,14 @@
 //
 // attention_wgmma.cu's kernels stay for MIXSCOPE_ATTN_WS=0 (MIXSCOPE_ATTN_WS_PLX=0: Parallax
 // alone) and as the comparison scripts/gpu-attn-check.sh times beside this kernel.
+#include <cuda.h>         // CUtensorMap
+#include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "attention_rows.cuh"
 #include "attention_wgmma.cuh"
@@ -71,7 +74,9 @@ template <bool PLX, int BN, int ST> struct aws_smem {
 template <bool PLX, int BN, int ST>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
-                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong) {
+                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong,
+                const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
+                int tma) {
 #ifdef AWS_HAVE_WGMMA
     typedef aws_smem<PLX, BN, ST> L;
     constexpr int NS = BN / 2; // S accumulators a thread: 64 x BN / 128
@@ -92,11 +97,13 @@ __global__ void __launch_bounds__(384, 1)
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
-            mbar_init(bar(AWS_FULL_K, s), 64); // the 64 threads of a stream
-            mbar_init(bar(AWS_FULL_V, s), 64);
+            // the 64 threads of a stream, or its one TMA thread (whose copies complete_tx)
+            mbar_init(bar(AWS_FULL_K, s), tma ? 1 : 64);
+            mbar_init(bar(AWS_FULL_V, s), tma ? 1 : 64);
             mbar_init(bar(AWS_EMPTY_K, s), 8); // lane 0 of the consumers' 8 warps
             mbar_init(bar(AWS_EMPTY_V, s), 8);
         }
+        fence_proxy_async(); // the barriers as the TMA (the async proxy) will see them
     }
     __syncthreads();
 
@@ -106,6 +113,25 @@ __global__ void __launch_bounds__(384, 1)
         // 0 x garbage could be NaN).
         setmaxnreg_dec<40>();
         const int kind = wtid / 64, t = wtid % 64, lc = t % 16, r0 = t / 16;
+        if (tma) {
+            // By the TMA: thread 0 of a stream issues a tile as two boxes of 64 columns x BN
+            // rows (the two sw128 regions), rows past Tk arriving as zeros. The copying threads
+            // spent as many issue slots as the consumers' softmax (ncu at fa3b176: 446M warp
+            // instructions against 523M, ~26 a 16-byte copy with the polls of EMPTY).
+            if (t == 0) {
+                const CUtensorMap *map = kind ? &tmv : &tmk;
+                const uint32_t ring = abase + (kind ? L::V : L::K);
+                for (int j = 0; j < ntiles; j++) {
+                    const int s = j % ST, k0 = kfirst + j * BN;
+                    const uint32_t full = bar(AWS_FULL_K + kind, s);
+                    mbar_wait(bar(AWS_EMPTY_K + kind, s), ((j / ST) & 1) ^ 1);
+                    mbar_arrive_expect_tx(full, L::KB);
+                    tma_load_4d(ring + s * L::KB, map, 0, h, k0, b, full);
+                    tma_load_4d(ring + s * L::KB + BN * 128, map, 64, h, k0, b, full);
+                }
+            }
+            return;
+        }
         const bf16_t *src =
             (kind ? v : k) + ((size_t)b * Tk + r0) * qrow + (size_t)h * AWS_D + lc * 8;
         const uint32_t ring = abase + (kind ? L::V : L::K);
@@ -403,6 +429,39 @@ static int aws_pingpong(void) {
     return pp;
 }
 
+// The tensor map of K or V, x [B, Tk, H, 128] bf16, for the producer's TMA: 4-d (128, H, Tk,
+// B), boxes of 64 columns x 1 head x bn rows x 1 sequence, 128-byte swizzle (sw128_chunk's
+// layout, a box a region). 0 (zeroed map) where the TMA cannot serve: MIXSCOPE_ATTN_TMA=0 (the
+// copying producer, timed beside it), no cuTensorMapEncodeTiled in the driver, x not 16-byte
+// aligned, or the encoding refused; the kernel then copies by cp.async.
+static int aws_tma_maps(CUtensorMap *m, const void *x, int B, int Tk, int H, int bn) {
+    static int on = -1;
+    static PFN_cuTensorMapEncodeTiled_v12000 encode;
+    memset(m, 0, sizeof *m);
+    if (on < 0) {
+        const char *s = getenv("MIXSCOPE_ATTN_TMA");
+        cudaDriverEntryPointQueryResult got;
+        on = !(s && atoi(s) == 0) &&
+             cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
+                                              cudaEnableDefault, &got) == cudaSuccess &&
+             got == cudaDriverEntryPointSuccess && encode;
+        if (!on) cudaGetLastError(); // (a failed lookup leaves no error behind)
+    }
+    if (!on || ((uintptr_t)x & 15)) return 0;
+    const cuuint64_t dim[4] = {AWS_D, (cuuint64_t)H, (cuuint64_t)Tk, (cuuint64_t)B};
+    const cuuint64_t stride[3] = {AWS_D * 2, (cuuint64_t)H * AWS_D * 2,
+                                  (cuuint64_t)Tk * H * AWS_D * 2}; // bytes, dims 1..3
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)bn, 1}, estride[4] = {1, 1, 1, 1};
+    if (encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void *)x, dim, stride, box, estride,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        memset(m, 0, sizeof *m);
+        return 0;
+    }
+    return 1;
+}
+
 template <bool PLX, int BN, int ST>
 static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float scale,
                       const void *q, const void *r, const void *k, const void *v, float *o,
@@ -411,9 +470,11 @@ static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float 
     auto kernel = attn_fwd_ws<PLX, BN, ST>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (warp specialized)");
+    CUtensorMap tmk, tmv;
+    const int tma = aws_tma_maps(&tmk, k, B, Tk, H, BN) && aws_tma_maps(&tmv, v, B, Tk, H, BN);
     kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
         Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
-        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong());
+        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong(), tmk, tmv, tma);
     CUDA_LAUNCHED("gpu attention: forward (warp specialized)");
     return 0;
 }

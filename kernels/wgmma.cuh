@@ -97,6 +97,23 @@ __device__ __forceinline__ void mbar_wait(uint32_t a, int parity) {
                  "r"(parity)
                  : "memory");
 }
+// An arrival that also expects `bytes` more of asynchronous writes (a TMA copy's complete_tx)
+// before the phase can complete.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t a, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes)
+                 : "memory");
+}
+// The tensor memory accelerator (TMA, sm_90): the box of a 4-d tensor map (a CUtensorMap kernel
+// parameter, __grid_constant__) at coordinates c0..c3 (innermost first) into shared memory at
+// dst, laid out and swizzled as the map says; elements outside the tensor arrive as zeros; the
+// box's bytes complete_tx on mbarrier bar. One thread issues it.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void *map, int c0, int c1, int c2,
+                                            int c3, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
 
 // Four 8 x 8 bf16 matrices from registers to shared memory (sm_90): r[i] is matrix i in the
 // mma.m16n8k16 C layout (row gid, cols 2 tig, 2 tig + 1, packed); lane 8 i + j gives the address

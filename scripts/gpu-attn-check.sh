@@ -9,7 +9,8 @@
 # PyTorch's SDPA timed once (bench/gpu/peers.py with no fla snapshot: SDPA alone) and bench_gpu's
 # attention rows from every gpubin/bench/gpu/bench_gpu* under every setting, alternating ROUNDS
 # times (default 2), each row with its ratio to that SDPA. With ALL=1, then every GPU test binary
-# in full (tests/gpu/run.sh). Output: stdout and $OUT/attn-*.txt.
+# in full (tests/gpu/run.sh). A test that fails or does not finish stops it before the timings.
+# Output: stdout and $OUT/attn-*.txt.
 . scripts/gpu-unpack.sh
 export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases (carry .refs)
 if [ "${TEST:-1}" = 1 ]; then
@@ -23,9 +24,15 @@ if [ "${TEST:-1}" = 1 ]; then
                 # line-buffered: a test that hangs still leaves the lines before it
                 env $envs MIXSCOPE_GPU_ONLY=$m timeout "${TIMEOUT:-300}" stdbuf -oL "$t" >"$f" 2>&1
                 grep -E "FAIL|gpu: .* passed" "$f" | head -5
+                grep -q "gpu: .* passed" "$f" || echo "did not finish (a hang or a crash)"
             done
         done
     done | tee "$OUT/attn-tests.txt"
+    # a case list that failed or did not finish (a hang) stops the sitting: nothing to time
+    if grep -q FAIL "$OUT/attn-tests.txt" || grep -vq " 0 failed" "$OUT/attn-tests.txt"; then
+        echo "attention tests failed or did not finish: no timings"
+        exit 1
+    fi
 fi
 FLA_DIR=/nonexistent python3 bench/gpu/peers.py >"$OUT/attn-sdpa.txt" 2>/dev/null
 cat "$OUT/attn-sdpa.txt"
