@@ -4,29 +4,39 @@
 // in base 2, the weights rounded to bf16 for the value products, fp32 accumulators); what changes
 // is who waits for what. Spec: kata-parallax.md B.4.
 //
-// Block: 128 query rows, three warpgroups (384 threads, one block a multiprocessor).
-//   warpgroup 0, the producer: warps 0-1 stream the K tiles, warps 2-3 the V tiles (BN keys a
-//     tile) through a ring of ST stages by cp.async; a tile's FULL mbarrier completes when its
-//     copies have landed, and a stage is refilled once both consumers have arrived on its EMPTY.
-//     K and V have stages and barriers of their own, so K_{j+1} loads while V_j is still read.
-//   warpgroups 1 and 2, the consumers: 64 query rows each, Q (and Parallax's R) in shared
-//     memory. Softmax (BN = 128): per tile j a consumer issues S_j = Q K_j^T (wgmma m64n128k16,
-//     both operands in shared memory) and the previous tile's O += P_{j-1} V_{j-1} (A = the
-//     weights in registers, V read N-major), waits for S_j alone, runs its online softmax while
-//     P_{j-1} V_{j-1} is on the tensor cores (the intra-warpgroup overlap), then waits for the
-//     value products and rescales O. Parallax (BN = 64): S, U, O1 and O2 leave no registers for
-//     that overlap (ptxas spilled 208 bytes and serialised the products), so a tile is its
-//     scores, then its value products; the two consumers still overlap each other.
-//   By default (pingpong) the two consumers take turns at issuing (two named barriers,
-//   FlashAttention-3's ping-pong); MIXSCOPE_ATTN_PINGPONG=0 lets each issue when ready, which
-//   measured the same on the H200 (docs/gpu-results.md), as did Q in registers (dropped).
-// Registers: 384 threads leave 168 a thread; the producer gives its share up (setmaxnreg 40; at 32
-// it spills) so that a consumer holds O (64), S (64), the weights (32) and addresses in 232. The
-// three must stay within the 504 a thread-triple the block was given: setmaxnreg.inc takes only
-// what the block's decs released (a form at 48 / 232 / 232 hung, docs/gpu-results.md).
+// Work item: 128 query rows of one sequence and head. Block: three warpgroups (384 threads, one
+// block a multiprocessor), persistent: G blocks, as many as multiprocessors, walk the items
+// ordered longest rows first in rounds, block x taking item G n + x in even rounds and
+// G n + G - 1 - x in odd ones (in order, block 0 would take the longest of every round: 1.25x the
+// mean tiles at 4K). One item's last products and stores then overlap the next item's loads.
+// MIXSCOPE_ATTN_WS_PERSIST=0: a block an item.
+//   warpgroup 0, the producer: streams the K and V tiles (BN keys a tile) of the block's items
+//     one after the other through a ring of ST stages each; a tile's FULL mbarrier completes when
+//     it has landed, and a stage is refilled once both consumers have arrived on its EMPTY. K and
+//     V have stages and barriers of their own, so K_{j+1} loads while V_j is still read. By the
+//     TMA (the default): thread 0 of warp 0 issues the K tiles, thread 0 of warp 2 the V tiles,
+//     each as two 4-d boxes. MIXSCOPE_ATTN_TMA=0 (or a driver without cuTensorMapEncodeTiled, or
+//     K or V not 16-byte aligned): warps 0-1 copy K and warps 2-3 V by cp.async, 16 bytes at a
+//     time, which ncu found spending as many issue slots as the consumers' softmax.
+//   warpgroups 1 and 2, the consumers: 64 query rows each, Q (and Parallax's R) in shared memory,
+//     the next item's copied in as soon as the last score products of this one are done. Softmax
+//     (BN = 128): per tile j a consumer issues S_j = Q K_j^T (wgmma m64n128k16, both operands in
+//     shared memory) and the previous tile's O += P_{j-1} V_{j-1} (A = the weights in registers,
+//     V read N-major), waits for S_j alone, runs its online softmax while P_{j-1} V_{j-1} is on
+//     the tensor cores (the intra-warpgroup overlap), then waits for the value products and
+//     rescales O. Parallax (BN = 64): S, U, O1 and O2 leave no registers for that overlap
+//     (ptxas spilled 208 bytes and serialised the products), so its tiles run one after the
+//     other; the two consumers still overlap each other.
+// Registers: 384 threads leave 168 a thread, 504 a producer-consumer-consumer triple, and
+// setmaxnreg.inc only takes what the block's decs released: the producer goes to 56 (its item
+// loop spills at 40), the consumers to 224, where a softmax consumer holds O (64), S (64), the
+// weights (32) and addresses without spills. (48 / 232 / 232 asked for 512 and hung on the H200.)
+// Measured on the H200 and dropped (docs/gpu-results.md): the consumers taking turns at issuing
+// (FlashAttention-3's ping-pong, two named barriers), Q in registers, and with cp.async a tile's
+// FULL signalled once the next one's copies were out: none changed the time.
 //
-// attention_wgmma.cu's kernels stay for MIXSCOPE_ATTN_WS=0 (MIXSCOPE_ATTN_WS_PLX=0: Parallax
-// alone) and as the comparison scripts/gpu-attn-check.sh times beside this kernel.
+// attention_wgmma.cu's kernels stay for MIXSCOPE_ATTN_WS=0 and as the comparison
+// scripts/gpu-attn-check.sh times beside this kernel.
 #include <cuda.h>         // CUtensorMap
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled
 #include <cuda_bf16.h>
@@ -64,17 +74,15 @@ template <bool PLX, int BN, int ST> struct aws_smem {
 #define AWS_FULL_V  1
 #define AWS_EMPTY_K 2
 #define AWS_EMPTY_V 3
-// named barriers: a consumer's Q is in (1, 2); consumer c may issue its products (3, 4)
-#define AWS_QBAR(c)  (1 + (c))
-#define AWS_SCHED(c) (3 + (c))
+// named barrier: a consumer's Q is in (1, 2)
+#define AWS_QBAR(c) (1 + (c))
 
-// grid (B H, ceil(Tq / 128)), 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B,
-// Tq, H, 128] fp32. Query row i sits at position pos0 + i; scale_l2 = scale log2(e). Heads vary
-// fastest, so that every head's longest row blocks start first.
+// grid G, 384 threads. q, r [B, Tq, H, 128], k, v [B, Tk, H, 128] bf16; o [B, Tq, H, 128] fp32.
+// Query row i sits at position pos0 + i; scale_l2 = scale log2(e).
 template <bool PLX, int BN, int ST>
 __global__ void __launch_bounds__(384, 1)
-    attn_fwd_ws(int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
-                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o, int pingpong,
+    attn_fwd_ws(int B, int Tq, int Tk, int H, int pos0, int window, float scale_l2, const bf16_t *q,
+                const bf16_t *r, const bf16_t *k, const bf16_t *v, float *o,
                 const __grid_constant__ CUtensorMap tmk, const __grid_constant__ CUtensorMap tmv,
                 int tma) {
 #ifdef AWS_HAVE_WGMMA
@@ -86,18 +94,36 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t abase = (uint32_t)__cvta_generic_to_shared(base);
     auto bar = [&](int kind, int s) { return abase + L::BAR + (kind * ST + s) * 8; };
     const int wg = threadIdx.x / 128, wtid = threadIdx.x % 128;
-    const int n = blockIdx.x, b = n / H, h = n % H;
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * AWS_BM; // the longest rows first
-    const int nq = min(AWS_BM, Tq - q0);
     const size_t qrow = (size_t)H * AWS_D; // elements between consecutive tokens
-    // the block's key tiles (both consumers walk all of them)
-    const int pfirst = pos0 + q0, plast = min(pos0 + q0 + nq - 1, Tk - 1);
-    const int kfirst = attn_first(pfirst, window) / BN * BN;
-    const int ntiles = plast >= kfirst ? (plast - kfirst) / BN + 1 : 0;
+    const int nblk = (Tq + AWS_BM - 1) / AWS_BM, nitems = nblk * B * H;
+    // item i: rows q0 .. q0 + nq - 1 of sequence b, head h (the longest rows first); its key
+    // tiles kfirst + BN j, j < ntiles (both consumers walk all of them)
+    struct item {
+        int b, h, q0, nq, kfirst, ntiles;
+    };
+    auto item_at = [&](int i) {
+        item it;
+        const int n = i % (B * H);
+        it.b = n / H, it.h = n % H;
+        it.q0 = (nblk - 1 - i / (B * H)) * AWS_BM;
+        it.nq = min(AWS_BM, Tq - it.q0);
+        const int pfirst = pos0 + it.q0, plast = min(pos0 + it.q0 + it.nq - 1, Tk - 1);
+        it.kfirst = attn_first(pfirst, window) / BN * BN;
+        it.ntiles = plast >= it.kfirst ? (plast - it.kfirst) / BN + 1 : 0;
+        return it;
+    };
+    // this block's item of round n: the rounds go back and forth over the blocks (x, then
+    // G - 1 - x), so that with rows longest first each block's total comes out about even (in
+    // order, block 0 would take the longest of every round: 1.25x the mean at 4K); nitems or more
+    // once there is none (and for every later round)
+    auto round_item = [&](int n) {
+        const long i = (long)n * gridDim.x + (n & 1 ? gridDim.x - 1 - blockIdx.x : blockIdx.x);
+        return i < nitems ? (int)i : nitems;
+    };
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
-            // the 64 threads of a stream, or its one TMA thread (whose copies complete_tx)
+            // its TMA thread (whose boxes complete_tx), or the 64 copying threads of a stream
             mbar_init(bar(AWS_FULL_K, s), tma ? 1 : 64);
             mbar_init(bar(AWS_FULL_V, s), tma ? 1 : 64);
             mbar_init(bar(AWS_EMPTY_K, s), 8); // lane 0 of the consumers' 8 warps
@@ -108,99 +134,94 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
 
     if (wg == 0) {
-        // The producer: warps 0-1 K, warps 2-3 V. A thread copies 16-byte piece lc of rows
-        // r0 + 4 i (i < BN / 4) of each tile; rows past Tk are zero (their weights are 0, and
-        // 0 x garbage could be NaN).
-        setmaxnreg_dec<40>();
-        const int kind = wtid / 64, t = wtid % 64, lc = t % 16, r0 = t / 16;
+        // The producer. g counts the tiles through the ring across items.
+        setmaxnreg_dec<56>();
+        const int kind = wtid / 64, t = wtid % 64; // K or V, thread of the stream
+        const uint32_t ring = abase + (kind ? L::V : L::K);
         if (tma) {
-            // By the TMA: thread 0 of a stream issues a tile as two boxes of 64 columns x BN
-            // rows (the two sw128 regions), rows past Tk arriving as zeros. The copying threads
-            // spent as many issue slots as the consumers' softmax (ncu at fa3b176: 446M warp
-            // instructions against 523M, ~26 a 16-byte copy with the polls of EMPTY).
+            // a tile as two boxes of 64 columns x BN rows (the two sw128 regions), rows past Tk
+            // arriving as zeros
             if (t == 0) {
                 const CUtensorMap *map = kind ? &tmv : &tmk;
-                const uint32_t ring = abase + (kind ? L::V : L::K);
-                for (int j = 0; j < ntiles; j++) {
-                    const int s = j % ST, k0 = kfirst + j * BN;
-                    const uint32_t full = bar(AWS_FULL_K + kind, s);
-                    mbar_wait(bar(AWS_EMPTY_K + kind, s), ((j / ST) & 1) ^ 1);
-                    mbar_arrive_expect_tx(full, L::KB);
-                    tma_load_4d(ring + s * L::KB, map, 0, h, k0, b, full);
-                    tma_load_4d(ring + s * L::KB + BN * 128, map, 64, h, k0, b, full);
+                int g = 0;
+                for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
+                    const item it = item_at(i);
+                    for (int j = 0; j < it.ntiles; j++, g++) {
+                        const int s = g % ST, k0 = it.kfirst + j * BN;
+                        const uint32_t full = bar(AWS_FULL_K + kind, s);
+                        mbar_wait(bar(AWS_EMPTY_K + kind, s), ((g / ST) & 1) ^ 1);
+                        mbar_arrive_expect_tx(full, L::KB);
+                        tma_load_4d(ring + s * L::KB, map, 0, it.h, k0, it.b, full);
+                        tma_load_4d(ring + s * L::KB + BN * 128, map, 64, it.h, k0, it.b, full);
+                    }
                 }
             }
             return;
         }
-        const bf16_t *src =
-            (kind ? v : k) + ((size_t)b * Tk + r0) * qrow + (size_t)h * AWS_D + lc * 8;
-        const uint32_t ring = abase + (kind ? L::V : L::K);
-        for (int j = 0; j < ntiles; j++) {
-            const int s = j % ST, k0 = kfirst + j * BN;
-            mbar_wait(bar(AWS_EMPTY_K + kind, s), ((j / ST) & 1) ^ 1);
-            const uint32_t dst = ring + s * L::KB;
-            const bf16_t *g = src + (size_t)k0 * qrow;
+        // by cp.async: a thread copies 16-byte piece lc of rows r0 + 4 x (x < BN / 4) of each
+        // tile; rows past Tk are zero (their weights are 0, and 0 x garbage could be NaN)
+        const int lc = t % 16, r0 = t / 16;
+        int g = 0;
+        for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
+            const item it = item_at(i);
+            const bf16_t *src =
+                (kind ? v : k) + ((size_t)it.b * Tk + r0) * qrow + (size_t)it.h * AWS_D + lc * 8;
+            for (int j = 0; j < it.ntiles; j++, g++) {
+                const int s = g % ST, k0 = it.kfirst + j * BN;
+                mbar_wait(bar(AWS_EMPTY_K + kind, s), ((g / ST) & 1) ^ 1);
+                const uint32_t dst = ring + s * L::KB;
+                const bf16_t *gs = src + (size_t)k0 * qrow;
 #pragma unroll 4
-            for (int i = 0; i < BN / 4; i++) {
-                const int row = r0 + 4 * i;
-                const uint32_t off = sw128_chunk(BN, row, lc);
-                if (k0 + row < Tk)
-                    cp_async16_s(dst + off, g + 4 * i * qrow);
-                else
-                    sts_zero16(dst + off);
+                for (int x = 0; x < BN / 4; x++) {
+                    const int row = r0 + 4 * x;
+                    const uint32_t off = sw128_chunk(BN, row, lc);
+                    if (k0 + row < Tk)
+                        cp_async16_s(dst + off, gs + 4 * x * qrow);
+                    else
+                        sts_zero16(dst + off);
+                }
+                cp_async_commit();
+                cp_async_wait<0>();
+                fence_proxy_async(); // the copies are read next by wgmma (the async proxy)
+                mbar_arrive(bar(AWS_FULL_K + kind, s));
             }
-            cp_async_commit();
-            cp_async_wait<0>();
-            fence_proxy_async(); // the copies are read next by wgmma (the async proxy)
-            mbar_arrive(bar(AWS_FULL_K + kind, s));
         }
         return;
     }
 
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<224>();
     const int c = wg - 1; // this consumer
     const int warp = wtid / 32, lane = wtid % 32, gid = lane / 4, tig = lane % 4;
-    const int wq0 = q0 + c * 64, wnq = min(64, Tq - wq0); // its rows (wnq <= 0: none)
     const uint32_t aQ = abase + L::Q + c * L::QB, aR = abase + L::R + c * L::QB;
-    {
-        // its Q (and R) tile: thread piece lc of rows lr + 8 i (rows 8 apart share their swizzle)
+    // Q (and R) rows of item i into this consumer's tiles, by cp.async (not waited for): thread
+    // piece lc of rows lr + 8 x (rows 8 apart share their swizzle)
+    auto load_q = [&](int i) {
+        const item it = item_at(i);
+        const int wq0 = it.q0 + c * 64, wnq = min(64, Tq - wq0);
         const int lc = wtid % 16, lr = wtid / 16;
         const uint32_t soff = sw128_chunk(64, lr, lc);
-        const size_t goff = ((size_t)b * Tq + wq0 + lr) * qrow + (size_t)h * AWS_D + lc * 8;
+        const size_t goff = ((size_t)it.b * Tq + wq0 + lr) * qrow + (size_t)it.h * AWS_D + lc * 8;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if (lr + 8 * i < wnq) {
-                cp_async16_s(aQ + soff + 1024 * i, q + goff + 8 * i * qrow);
-                if constexpr (PLX) cp_async16_s(aR + soff + 1024 * i, r + goff + 8 * i * qrow);
+        for (int x = 0; x < 8; x++) {
+            if (lr + 8 * x < wnq) {
+                cp_async16_s(aQ + soff + 1024 * x, q + goff + 8 * x * qrow);
+                if constexpr (PLX) cp_async16_s(aR + soff + 1024 * x, r + goff + 8 * x * qrow);
             } else {
-                sts_zero16(aQ + soff + 1024 * i);
-                if constexpr (PLX) sts_zero16(aR + soff + 1024 * i);
+                sts_zero16(aQ + soff + 1024 * x);
+                if constexpr (PLX) sts_zero16(aR + soff + 1024 * x);
             }
         }
         cp_async_commit();
-        cp_async_wait<0>();
-        fence_proxy_async();
-        bar_sync(AWS_QBAR(c), 128);
-    }
-    const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
-    const int wpfirst = pos0 + wq0;
-    float O1[64], O2[PLX ? 64 : 1];
-#pragma unroll
-    for (int i = 0; i < 64; i++) {
-        O1[i] = 0.0f;
-        if constexpr (PLX) O2[i] = 0.0f;
-    }
-    float mrow[2] = {-INFINITY, -INFINITY}, d1[2] = {0.0f, 0.0f}, d2[2] = {0.0f, 0.0f};
+    };
     // descriptors of k step 0 (stage 0); a k step adds its byte offset >> 4
     const uint64_t dQ = wgmma_desc(aQ, 16, 1024), dR = wgmma_desc(aR, 16, 1024);
     const uint64_t dK0 = wgmma_desc(abase + L::K, 16, 1024),
                    dV0 = wgmma_desc(abase + L::V, BN * 128, 1024);
-    auto stage = [&](uint64_t d0, int j) { return d0 + (uint64_t)((j % ST) * L::KB >> 4); };
-
-    // S = A K^T (A = Q, or R for Parallax's U) of the tile in stage j % ST (issued, not
+    auto stage = [&](uint64_t d0, int g) { return d0 + (uint64_t)((g % ST) * L::KB >> 4); };
+    // S = A K^T (A = Q, or R for Parallax's U) of the tile in stage g % ST (issued, not
     // committed): A's regions are 64 rows apart, K's BN
-    auto scores = [&](float *S, uint64_t dA, int j) {
-        const uint64_t dK = stage(dK0, j);
+    auto scores = [&](float *S, uint64_t dA, int g) {
+        const uint64_t dK = stage(dK0, g);
         if constexpr (BN == 128)
             wgmma_ss_n128_zero(S, dA, dK);
         else
@@ -215,49 +236,11 @@ __global__ void __launch_bounds__(384, 1)
                 wgmma_ss_n64(S, a, bk, 1);
         }
     };
-    // O += P V of the tile in stage j % ST (issued, not committed)
-    auto values = [&](float *O, const uint32_t(*P)[4], int j) {
-        const uint64_t dV = stage(dV0, j);
+    // O += P V of the tile in stage g % ST (issued, not committed)
+    auto values = [&](float *O, const uint32_t(*P)[4], int g) {
+        const uint64_t dV = stage(dV0, g);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) wgmma_rs_n128_tb(O, P[kk], dV + (kk * 2048 >> 4));
-    };
-    // The online softmax of the scores S of the tile at key k0 for rows lo (c = 0, 1) and hi
-    // (c = 2, 3), in base 2 (attention_wgmma.cu's weigh): invisible keys get -inf, so w = 0 for
-    // them; a row that has seen no key keeps m = -inf and uses 0 in its place. The weights w
-    // replace S (and w u replaces Parallax's U); al the factor O1, O2 take for the new maximum.
-    auto weigh = [&](float *S, float *U, int k0, float *al) {
-        if (!attn_tile_whole(k0, BN, wpfirst, 64, Tk, window)) {
-#pragma unroll
-            for (int t = 0; t < BN / 8; t++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = k0 + t * 8 + 2 * tig + (e & 1), p = e < 2 ? p_lo : p_hi;
-                    if (!attn_visible(key, p, Tk, window)) S[4 * t + e] = -INFINITY;
-                }
-        }
-        float mt[2] = {attn_row_reduce<BN / 8, true>(S, 0, attn_max),
-                       attn_row_reduce<BN / 8, true>(S, 1, attn_max)},
-              ms[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
-            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
-            const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2); // scale > 0
-            al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
-            mrow[hr] = mn;
-            ms[hr] = mn == -INFINITY ? 0.0f : mn;
-            d1[hr] *= al[hr], d2[hr] *= al[hr];
-        }
-#pragma unroll
-        for (int i = 0; i < NS; i++) {
-            S[i] = ex2(fmaf(S[i], scale_l2, -ms[(i >> 1) & 1]));
-            if constexpr (PLX) U[i] *= S[i];
-        }
-        d1[0] += attn_row_reduce<BN / 8, true>(S, 0, attn_add),
-            d1[1] += attn_row_reduce<BN / 8, true>(S, 1, attn_add);
-        if constexpr (PLX)
-            d2[0] += attn_row_reduce<BN / 8, true>(U, 0, attn_add),
-                d2[1] += attn_row_reduce<BN / 8, true>(U, 1, attn_add);
     };
     // Weights in bf16 as the A fragments of the value products (n8 blocks 2 kk and 2 kk + 1 are
     // those of keys 16 kk .. 16 kk + 15). Only once the last value products are done: packed
@@ -276,132 +259,176 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int x = 0; x < 4; x++) asm volatile("" : "+r"(P[kk][x])::"memory");
     };
-    // the value products' registers, defined before the fence so that the products need not wait
-    auto settle = [&](uint32_t(*P)[4], uint32_t(*PU)[4]) {
-        pin(P);
-        wgmma_fence_regs<64>(O1);
-        if constexpr (PLX) pin(PU), wgmma_fence_regs<64>(O2);
-    };
     // a stage's EMPTY: once per warp, after the warpgroup's wait
-    auto release = [&](int kind, int j) {
-        if (lane == 0) mbar_arrive(bar(kind, j % ST));
+    auto release = [&](int kind, int g) {
+        if (lane == 0) mbar_arrive(bar(kind, g % ST));
     };
 
-    if (ntiles > 0 && PLX) {
-        // Parallax: S, U, O1 and O2 leave no registers for the overlap within a warpgroup (ptxas
-        // spills and serialises the products), so each tile is two turns, the scores and then
-        // the value products, the other consumer's softmax running between them.
-        if (pingpong && c == 1) bar_arrive(AWS_SCHED(0), 256);
-        for (int j = 0; j < ntiles; j++) {
-            float S[NS], U[PLX ? NS : 1], al[2];
-            uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
-            mbar_wait(bar(AWS_FULL_K, j % ST), (j / ST) & 1);
-            if (pingpong) bar_sync(AWS_SCHED(c), 256);
-            wgmma_fence();
-            scores(S, dQ, j);
-            scores(U, dR, j);
-            wgmma_commit();
-            if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
-            wgmma_wait<0>();
-            wgmma_fence_regs<NS>(S);
-            wgmma_fence_regs<NS>(U);
-            release(AWS_EMPTY_K, j);
-            weigh(S, U, kfirst + j * BN, al);
-            if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
+    if (round_item(0) < nitems) load_q(round_item(0));
+    int g0 = 0; // the ring's count of tiles before this item's
+    for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
+        const item it = item_at(i);
+        const int wq0 = it.q0 + c * 64, wnq = min(64, Tq - wq0); // its rows (wnq <= 0: none)
+        const int r_lo = wq0 + warp * 16 + gid, p_lo = pos0 + r_lo, p_hi = p_lo + 8;
+        const int wpfirst = pos0 + wq0, nt = it.ntiles;
+        const int inext = round_item(n + 1);
+        const bool next = inext < nitems;
+        cp_async_wait<0>(); // this item's Q
+        fence_proxy_async();
+        bar_sync(AWS_QBAR(c), 128);
+        float O1[64], O2[PLX ? 64 : 1];
 #pragma unroll
-                for (int i = 0; i < 64; i++) O1[i] *= al[(i >> 1) & 1], O2[i] *= al[(i >> 1) & 1];
-            }
-            pack(S, P);
-            pack(U, PU);
-            mbar_wait(bar(AWS_FULL_V, j % ST), (j / ST) & 1);
-            if (pingpong) bar_sync(AWS_SCHED(c), 256);
-            settle(P, PU);
-            wgmma_fence();
-            values(O1, P, j);
-            values(O2, PU, j);
-            wgmma_commit();
-            // consumer 1's last turn goes to no one: consumer 0 has taken its last
-            if (pingpong && (c == 0 || j + 1 < ntiles)) bar_arrive(AWS_SCHED(1 - c), 256);
-            wgmma_wait<0>();
-            wgmma_fence_regs<64>(O1);
-            wgmma_fence_regs<64>(O2);
-            release(AWS_EMPTY_V, j);
+        for (int x = 0; x < 64; x++) {
+            O1[x] = 0.0f;
+            if constexpr (PLX) O2[x] = 0.0f;
         }
-    } else if (ntiles > 0) {
-        // consumer 0 issues first: consumer 1 lets it
-        if (pingpong && c == 1) bar_arrive(AWS_SCHED(0), 256);
-        float S[NS], U[PLX ? NS : 1], al[2];
-        uint32_t P[BN / 16][4], PU[PLX ? BN / 16 : 1][4];
-        mbar_wait(bar(AWS_FULL_K, 0), 0);
-        if (pingpong) bar_sync(AWS_SCHED(c), 256);
-        wgmma_fence();
-        scores(S, dQ, 0);
-        if constexpr (PLX) scores(U, dR, 0);
-        wgmma_commit();
-        if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
-        wgmma_wait<0>();
-        wgmma_fence_regs<NS>(S);
-        if constexpr (PLX) wgmma_fence_regs<NS>(U);
-        release(AWS_EMPTY_K, 0);
-        weigh(S, U, kfirst, al);
-        pack(S, P);
-        if constexpr (PLX) pack(U, PU);
-        for (int j = 1; j < ntiles; j++) {
-            mbar_wait(bar(AWS_FULL_K, j % ST), (j / ST) & 1);
-            if (pingpong) bar_sync(AWS_SCHED(c), 256);
-            settle(P, PU);
-            wgmma_fence();
-            scores(S, dQ, j);
-            if constexpr (PLX) scores(U, dR, j);
-            wgmma_commit();
-            mbar_wait(bar(AWS_FULL_V, (j - 1) % ST), ((j - 1) / ST) & 1);
-            wgmma_fence(); // (past the wait's branch; without it ptxas injects one itself, C7519)
-            values(O1, P, j - 1);
-            if constexpr (PLX) values(O2, PU, j - 1);
-            wgmma_commit();
-            if (pingpong) bar_arrive(AWS_SCHED(1 - c), 256);
-            wgmma_wait<1>(); // S_j (and U_j)
-            wgmma_fence_regs<NS>(S);
-            if constexpr (PLX) wgmma_fence_regs<NS>(U);
-            release(AWS_EMPTY_K, j);
-            weigh(S, U, kfirst + j * BN, al);
-            wgmma_wait<0>(); // the value products of tile j - 1: P and the V stage stay until then
-            wgmma_fence_regs<64>(O1);
-            if constexpr (PLX) wgmma_fence_regs<64>(O2);
-            release(AWS_EMPTY_V, j - 1);
+        float mrow[2] = {-INFINITY, -INFINITY}, d1[2] = {0.0f, 0.0f}, d2[2] = {0.0f, 0.0f};
+        // The online softmax of the scores S of the tile at key k0 for rows lo (c = 0, 1) and
+        // hi (c = 2, 3), in base 2 (attention_wgmma.cu's weigh): invisible keys get -inf, so w = 0
+        // for them; a row that has seen no key keeps m = -inf and uses 0 in its place. The weights
+        // w replace S (and w u replaces Parallax's U); al the factor O1, O2 take for the new
+        // maximum.
+        auto weigh = [&](float *S, float *U, int k0, float *al) {
+            if (!attn_tile_whole(k0, BN, wpfirst, 64, Tk, window)) {
+#pragma unroll
+                for (int t = 0; t < BN / 8; t++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = k0 + t * 8 + 2 * tig + (e & 1), p = e < 2 ? p_lo : p_hi;
+                        if (!attn_visible(key, p, Tk, window)) S[4 * t + e] = -INFINITY;
+                    }
+            }
+            float mt[2] = {attn_row_reduce<BN / 8, true>(S, 0, attn_max),
+                           attn_row_reduce<BN / 8, true>(S, 1, attn_max)},
+                  ms[2];
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
+                mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
+                const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2); // scale > 0
+                al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
+                mrow[hr] = mn;
+                ms[hr] = mn == -INFINITY ? 0.0f : mn;
+                d1[hr] *= al[hr], d2[hr] *= al[hr];
+            }
+#pragma unroll
+            for (int x = 0; x < NS; x++) {
+                S[x] = ex2(fmaf(S[x], scale_l2, -ms[(x >> 1) & 1]));
+                if constexpr (PLX) U[x] *= S[x];
+            }
+            d1[0] += attn_row_reduce<BN / 8, true>(S, 0, attn_add),
+                d1[1] += attn_row_reduce<BN / 8, true>(S, 1, attn_add);
+            if constexpr (PLX)
+                d2[0] += attn_row_reduce<BN / 8, true>(U, 0, attn_add),
+                    d2[1] += attn_row_reduce<BN / 8, true>(U, 1, attn_add);
+        };
+        auto rescale = [&](const float *al) {
             if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
-                for (int i = 0; i < 64; i++) {
-                    O1[i] *= al[(i >> 1) & 1];
-                    if constexpr (PLX) O2[i] *= al[(i >> 1) & 1];
+                for (int x = 0; x < 64; x++) {
+                    O1[x] *= al[(x >> 1) & 1];
+                    if constexpr (PLX) O2[x] *= al[(x >> 1) & 1];
                 }
             }
-            pack(S, P);
-            if constexpr (PLX) pack(U, PU);
-        }
-        const int j = ntiles - 1;
-        mbar_wait(bar(AWS_FULL_V, j % ST), (j / ST) & 1);
-        if (pingpong) bar_sync(AWS_SCHED(c), 256);
-        settle(P, PU);
-        wgmma_fence();
-        values(O1, P, j);
-        if constexpr (PLX) values(O2, PU, j);
-        wgmma_commit();
-        // consumer 1's last turn goes to no one: consumer 0 has taken its last
-        if (pingpong && c == 0) bar_arrive(AWS_SCHED(1), 256);
-        wgmma_wait<0>();
-        wgmma_fence_regs<64>(O1);
-        if constexpr (PLX) wgmma_fence_regs<64>(O2);
-        release(AWS_EMPTY_V, j);
-    }
+        };
+        // the value products' registers, defined before the fence so that they need not wait
+        auto settle = [&](uint32_t(*P)[4], uint32_t(*PU)[4]) {
+            pin(P);
+            wgmma_fence_regs<64>(O1);
+            if constexpr (PLX) pin(PU), wgmma_fence_regs<64>(O2);
+        };
+        // once the item's last score products are done, Q's tiles take the next item's
+        auto q_free = [&](int j) {
+            if (j == nt - 1 && next) load_q(inext);
+        };
 
-    float *orow[2];
+        if constexpr (PLX) {
+            for (int j = 0; j < nt; j++) {
+                const int g = g0 + j;
+                float S[NS], U[NS], al[2];
+                uint32_t P[BN / 16][4], PU[BN / 16][4];
+                mbar_wait(bar(AWS_FULL_K, g % ST), (g / ST) & 1);
+                wgmma_fence();
+                scores(S, dQ, g);
+                scores(U, dR, g);
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs<NS>(S);
+                wgmma_fence_regs<NS>(U);
+                release(AWS_EMPTY_K, g);
+                q_free(j);
+                weigh(S, U, it.kfirst + j * BN, al);
+                rescale(al);
+                pack(S, P);
+                pack(U, PU);
+                mbar_wait(bar(AWS_FULL_V, g % ST), (g / ST) & 1);
+                settle(P, PU);
+                wgmma_fence();
+                values(O1, P, g);
+                values(O2, PU, g);
+                wgmma_commit();
+                wgmma_wait<0>();
+                wgmma_fence_regs<64>(O1);
+                wgmma_fence_regs<64>(O2);
+                release(AWS_EMPTY_V, g);
+            }
+        } else if (nt > 0) {
+            float S[NS], al[2];
+            uint32_t P[BN / 16][4];
+            mbar_wait(bar(AWS_FULL_K, g0 % ST), (g0 / ST) & 1);
+            wgmma_fence();
+            scores(S, dQ, g0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs<NS>(S);
+            release(AWS_EMPTY_K, g0);
+            q_free(0);
+            weigh(S, NULL, it.kfirst, al);
+            pack(S, P);
+            for (int j = 1; j < nt; j++) {
+                const int g = g0 + j;
+                mbar_wait(bar(AWS_FULL_K, g % ST), (g / ST) & 1);
+                settle(P, NULL);
+                wgmma_fence();
+                scores(S, dQ, g);
+                wgmma_commit();
+                mbar_wait(bar(AWS_FULL_V, (g - 1) % ST), ((g - 1) / ST) & 1);
+                wgmma_fence(); // (the wait's branch ends the fence's reach: ptxas C7513 without it)
+                values(O1, P, g - 1);
+                wgmma_commit();
+                wgmma_wait<1>(); // S_j
+                wgmma_fence_regs<NS>(S);
+                release(AWS_EMPTY_K, g);
+                q_free(j);
+                weigh(S, NULL, it.kfirst + j * BN, al);
+                wgmma_wait<0>(); // the value products of tile j - 1: P and its stage stay till then
+                wgmma_fence_regs<64>(O1);
+                release(AWS_EMPTY_V, g - 1);
+                rescale(al);
+                pack(S, P);
+            }
+            const int g = g0 + nt - 1;
+            mbar_wait(bar(AWS_FULL_V, g % ST), (g / ST) & 1);
+            settle(P, NULL);
+            wgmma_fence();
+            values(O1, P, g);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs<64>(O1);
+            release(AWS_EMPTY_V, g);
+        }
+        if (nt == 0 && next) load_q(inext); // (Q's tiles were not read)
+        g0 += nt;
+
+        float *orow[2];
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int row = r_lo + 8 * hr;
-        orow[hr] = row < wq0 + wnq ? o + ((size_t)b * Tq + row) * qrow + (size_t)h * AWS_D : NULL;
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = r_lo + 8 * hr;
+            orow[hr] = row < wq0 + wnq ? o + ((size_t)it.b * Tq + row) * qrow + (size_t)it.h * AWS_D
+                                       : NULL;
+        }
+        attn_store_rows<PLX, 16>(d1, d2, O1, O2, orow, tig);
     }
-    attn_store_rows<PLX, 16>(d1, d2, O1, O2, orow, tig);
 #else
     __trap(); // no wgmma in this image: attn_wgmma_usable() keeps launches away
 #endif
@@ -409,8 +436,7 @@ __global__ void __launch_bounds__(384, 1)
 
 // Stages of softmax's K and V rings: MIXSCOPE_ATTN_WS=3 (the default: 224 KB of the 227; 1-2%
 // faster than 2 on the H200, docs/gpu-results.md) or 2; 0 keeps attention_wgmma.cu's kernels;
-// read once. MIXSCOPE_ATTN_PINGPONG=0 lets both consumers issue whenever they are ready (the
-// turns timed left out).
+// read once.
 extern "C" int attn_ws_stages(void) {
     static int st = -1;
     if (st < 0) {
@@ -420,18 +446,20 @@ extern "C" int attn_ws_stages(void) {
     }
     return st;
 }
-static int aws_pingpong(void) {
-    static int pp = -1;
-    if (pp < 0) {
-        const char *s = getenv("MIXSCOPE_ATTN_PINGPONG");
-        pp = !(s && atoi(s) == 0);
+// Blocks of the persistent launch: one a multiprocessor, or with MIXSCOPE_ATTN_WS_PERSIST=0 one
+// an item (each block one item, as an ordinary launch); read once.
+static int aws_blocks(int nitems) {
+    static int sms = -1;
+    if (sms < 0) {
+        const char *s = getenv("MIXSCOPE_ATTN_WS_PERSIST");
+        sms = s && atoi(s) == 0 ? 0 : gpu_sm_count();
     }
-    return pp;
+    return sms > 0 && sms < nitems ? sms : nitems;
 }
 
 // The tensor map of K or V, x [B, Tk, H, 128] bf16, for the producer's TMA: 4-d (128, H, Tk,
 // B), boxes of 64 columns x 1 head x bn rows x 1 sequence, 128-byte swizzle (sw128_chunk's
-// layout, a box a region). 0 (zeroed map) where the TMA cannot serve: MIXSCOPE_ATTN_TMA=0 (the
+// layout, a box a region). 0 (a zeroed map) where the TMA cannot serve: MIXSCOPE_ATTN_TMA=0 (the
 // copying producer, timed beside it), no cuTensorMapEncodeTiled in the driver, x not 16-byte
 // aligned, or the encoding refused; the kernel then copies by cp.async.
 static int aws_tma_maps(CUtensorMap *m, const void *x, int B, int Tk, int H, int bn) {
@@ -467,14 +495,18 @@ static int aws_launch(int B, int Tq, int Tk, int H, int pos0, int window, float 
                       const void *q, const void *r, const void *k, const void *v, float *o,
                       cudaStream_t st, err *e) {
     const int smem = aws_smem<PLX, BN, ST>::BYTES;
+    const long nitems = (long)((Tq + AWS_BM - 1) / AWS_BM) * B * H;
+    if (nitems > 0x7fffffff)
+        return err_set(e, "gpu attention: %ld blocks of rows too many for one launch", nitems);
+    if (nitems == 0) return 0;
     auto kernel = attn_fwd_ws<PLX, BN, ST>;
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
              "gpu attention: shared memory (warp specialized)");
     CUtensorMap tmk, tmv;
     const int tma = aws_tma_maps(&tmk, k, B, Tk, H, BN) && aws_tma_maps(&tmv, v, B, Tk, H, BN);
-    kernel<<<dim3(B * H, (Tq + AWS_BM - 1) / AWS_BM), 384, smem, st>>>(
-        Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q, (const bf16_t *)r,
-        (const bf16_t *)k, (const bf16_t *)v, o, aws_pingpong(), tmk, tmv, tma);
+    kernel<<<aws_blocks((int)nitems), 384, smem, st>>>(
+        B, Tq, Tk, H, pos0, window, scale * 1.4426950408889634f, (const bf16_t *)q,
+        (const bf16_t *)r, (const bf16_t *)k, (const bf16_t *)v, o, tmk, tmv, tma);
     CUDA_LAUNCHED("gpu attention: forward (warp specialized)");
     return 0;
 }
@@ -483,10 +515,8 @@ extern "C" int attn_ws_forward(int B, int Tq, int Tk, int H, int pos0, int windo
                                const void *q, const void *r, const void *k, const void *v, float *o,
                                void *stream, err *e) {
     cudaStream_t st = (cudaStream_t)stream;
-    if ((Tq + AWS_BM - 1) / AWS_BM > 65535)
-        return err_set(e, "gpu attention: %d query tokens too many for one launch", Tq);
     if (r) return aws_launch<true, 64, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
-    return attn_ws_stages() == 3
-               ? aws_launch<false, 128, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
-               : aws_launch<false, 128, 2>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
+    return attn_ws_stages() == 2
+               ? aws_launch<false, 128, 2>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e)
+               : aws_launch<false, 128, 3>(B, Tq, Tk, H, pos0, window, scale, q, r, k, v, o, st, e);
 }
