@@ -5,6 +5,8 @@
 // + 1, and O[4t+2], O[4t+3] of row lo + 8).
 #pragma once
 
+#include "gpu_common.cuh" // ex2
+
 // The keys a query at position p sees: [first, p], first = max(0, p - window + 1) with a window.
 __device__ __forceinline__ int attn_first(int p, int window) {
     return window > 0 ? max(0, p - window + 1) : 0;
@@ -20,6 +22,40 @@ __device__ __forceinline__ bool attn_visible(int key, int p, int Tk, int window)
 __device__ __forceinline__ bool attn_tile_whole(int k0, int n, int p0, int rows, int Tk,
                                                 int window) {
     return k0 + n - 1 <= p0 && k0 + n <= Tk && (window == 0 || k0 >= p0 + rows - window);
+}
+
+// The wgmma forwards' mask: in a tile of 8 NT keys from k0 (S in the layout above), the keys the
+// thread's rows (positions p_lo, p_hi) do not see get -inf, unless every row of the block
+// (p0 .. p0 + rows - 1) sees the whole tile.
+template <int NT>
+__device__ __forceinline__ void attn_mask_tile(float *S, int k0, int p0, int rows, int tig,
+                                               int p_lo, int p_hi, int Tk, int window) {
+    if (attn_tile_whole(k0, 8 * NT, p0, rows, Tk, window)) return;
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = k0 + t * 8 + 2 * tig + (e & 1), p = e < 2 ? p_lo : p_hi;
+            if (!attn_visible(key, p, Tk, window)) S[4 * t + e] = -INFINITY;
+        }
+}
+
+// The wgmma forwards' running maximum in base 2, rows lo and hi: mt, this thread's raw maxima of
+// a tile, taken over the quad; m = max(m, mt scale_l2) (scale > 0); al the factor for what was
+// summed before, with d1 and d2 rescaled by it; ms the value the tile's weights subtract. A row
+// that has seen no key keeps m = -inf and uses 0 in its place (al = 1).
+__device__ __forceinline__ void attn_max_step(float *mt, float *mrow, float scale_l2, float *al,
+                                              float *ms, float *d1, float *d2) {
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
+        mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
+        const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2);
+        al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
+        mrow[hr] = mn;
+        ms[hr] = mn == -INFINITY ? 0.0f : mn;
+        d1[hr] *= al[hr], d2[hr] *= al[hr];
+    }
 }
 
 // The 2 NT values a thread holds of row half hr of a tile of 8 NT keys (x[4 t + 2 hr + e], t < NT,

@@ -190,29 +190,12 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     // P gets them in bf16 (n8 blocks 2 kk and 2 kk + 1 are the A fragment of keys 16 kk ..
     // 16 kk + 15); al the factor the accumulators take for the new maximum.
     auto weigh = [&](float *S, int k0, uint32_t(*P)[4], float *al) {
-        if (!attn_tile_whole(k0, BN, wpfirst, AW_BQ, Tk, window)) {
-#pragma unroll
-            for (int t = 0; t < BN / 8; t++)
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int key = k0 + t * 8 + 2 * tig + (c & 1), p = c < 2 ? p_lo : p_hi;
-                    if (!attn_visible(key, p, Tk, window)) S[4 * t + c] = -INFINITY;
-                }
-        }
+        attn_mask_tile<BN / 8>(S, k0, wpfirst, AW_BQ, tig, p_lo, p_hi, Tk, window);
         static_assert(NS == 32, "attn_row_reduce<8>: 16 values a row half");
         float mt[2] = {attn_row_reduce<8, !PLX>(S, 0, attn_max),
                        attn_row_reduce<8, !PLX>(S, 1, attn_max)},
               ms[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
-            mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
-            const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2); // scale > 0
-            al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
-            mrow[hr] = mn;
-            ms[hr] = mn == -INFINITY ? 0.0f : mn;
-            d1[hr] *= al[hr], d2[hr] *= al[hr];
-        }
+        attn_max_step(mt, mrow, scale_l2, al, ms, d1, d2);
 #pragma unroll
         for (int t = 0; t < BN / 8; t++) {
 #pragma unroll

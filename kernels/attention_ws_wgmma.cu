@@ -289,28 +289,11 @@ __global__ void __launch_bounds__(384, 1)
         // w replace S (and w u replaces Parallax's U); al the factor O1, O2 take for the new
         // maximum.
         auto weigh = [&](float *S, float *U, int k0, float *al) {
-            if (!attn_tile_whole(k0, BN, wpfirst, 64, Tk, window)) {
-#pragma unroll
-                for (int t = 0; t < BN / 8; t++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = k0 + t * 8 + 2 * tig + (e & 1), p = e < 2 ? p_lo : p_hi;
-                        if (!attn_visible(key, p, Tk, window)) S[4 * t + e] = -INFINITY;
-                    }
-            }
+            attn_mask_tile<BN / 8>(S, k0, wpfirst, 64, tig, p_lo, p_hi, Tk, window);
             float mt[2] = {attn_row_reduce<BN / 8, true>(S, 0, attn_max),
                            attn_row_reduce<BN / 8, true>(S, 1, attn_max)},
                   ms[2];
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 1));
-                mt[hr] = fmaxf(mt[hr], __shfl_xor_sync(0xffffffffu, mt[hr], 2));
-                const float mn = fmaxf(mrow[hr], mt[hr] * scale_l2); // scale > 0
-                al[hr] = mn == -INFINITY ? 1.0f : ex2(mrow[hr] - mn);
-                mrow[hr] = mn;
-                ms[hr] = mn == -INFINITY ? 0.0f : mn;
-                d1[hr] *= al[hr], d2[hr] *= al[hr];
-            }
+            attn_max_step(mt, mrow, scale_l2, al, ms, d1, d2);
 #pragma unroll
             for (int x = 0; x < NS; x++) {
                 S[x] = ex2(fmaf(S[x], scale_l2, -ms[(x >> 1) & 1]));
