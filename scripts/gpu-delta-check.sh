@@ -1,30 +1,45 @@
 #!/bin/sh
 # gpu-delta-check.sh: on the GPU machine, one sitting for a change to the delta family's
 # tensor-core prefill (kernels/delta_tc.cu, delta_state_wgmma.cu). Binaries come prebuilt from here
-# (scripts/gpu-prebuild.sh, or a gpubin/ packed as build/gpubin.tar.xz to fit the carry). Runs, with
-# TEST=1 (the default), every gpubin/tests/gpu/test_gpu* on the gdn, kaczmarz and deltanet cases
-# under every setting of ENVS (space-separated, "-" for none, "," between the variables of one
-# setting); bench_gpu's delta section from every gpubin/bench/gpu/bench_gpu* (the change beside its
-# baselines) under every setting of ENVS, alternating ROUNDS times (default 2), chunked rows only;
-# with PROFILE=1, the time of each pass (MIXSCOPE_DELTA_PROFILE=1: prepare, state and output one
-# after the other) at every length; with TRACE=1, when each pass ran in the overlapped launch
-# (MIXSCOPE_DELTA_TRACE=1: each pass's first block start and last block end; TRACE_ENV adds
-# settings); with NCU=regex, ncu of one launch of the matching kernel at
-# SKIP (default 46: gdn's third run at 32K) under MIXSCOPE_DELTA_PROFILE=1, which ncu's serialised
-# launches need (scripts/gpu-ncu-kernel.sh). Output: stdout and $OUT/delta-*.txt.
+# (scripts/gpu-prebuild.sh, or a gpubin/ packed as build/gpubin.tar.xz to fit the carry).
+# - TEST=1 (the default): every gpubin/tests/gpu/test_gpu* (or the TEST_BINS given) on the gdn,
+#   kaczmarz and deltanet cases under every setting of ENVS (space-separated, "-" for none, ","
+#   between the variables of one setting; TEST_ENVS, when given, for the tests alone), each case
+#   list cut off after TIMEOUT seconds (default 300). A list that fails or does not finish stops
+#   the sitting before the timings.
+# - bench_gpu's delta section from every gpubin/bench/gpu/bench_gpu* (the change beside its
+#   baselines) under every setting of ENVS, alternating ROUNDS times (default 2), chunked rows only.
+# - PROFILE=1: the time of each pass (MIXSCOPE_DELTA_PROFILE=1: prepare, state and output one after
+#   the other) at every length.
+# - TRACE=1: when each pass ran in the overlapped launch (MIXSCOPE_DELTA_TRACE=1: each pass's first
+#   block start and last block end; TRACE_ENV adds settings).
+# - NCU=regex: ncu of one launch of the matching kernel at SKIP (default 46: gdn's third run at
+#   32K) under MIXSCOPE_DELTA_PROFILE=1, which ncu's serialised launches need
+#   (scripts/gpu-ncu-kernel.sh).
+# - ALL=1: every GPU test binary in full (tests/gpu/run.sh).
+# Output: stdout and $OUT/delta-*.txt.
 . scripts/gpu-unpack.sh
+export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases with ALL=1 (carry .refs)
 if [ "${TEST:-1}" = 1 ]; then
-    for t in gpubin/tests/gpu/test_gpu*; do
+    for t in ${TEST_BINS:-gpubin/tests/gpu/test_gpu*}; do
         [ -x "$t" ] || continue
-        for cfg in $ENVS; do
+        for cfg in ${TEST_ENVS:-$ENVS}; do
             envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
             for m in gdn kaczmarz deltanet; do
                 printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
-                env $envs MIXSCOPE_GPU_ONLY=$m timeout 300 "$t" 2>&1 |
-                    grep -E "FAIL|gpu: .* passed" | head -5
+                f="$OUT/delta-test-$(basename "$t")-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
+                # line-buffered: a test that hangs still leaves the lines before it
+                env $envs MIXSCOPE_GPU_ONLY=$m timeout "${TIMEOUT:-300}" stdbuf -oL "$t" >"$f" 2>&1
+                grep -E "FAIL|gpu: .* passed" "$f" | head -5
+                grep -q "gpu: .* passed" "$f" || echo "did not finish (a hang or a crash)"
             done
         done
     done | tee "$OUT/delta-tests.txt"
+    # a case list that failed or did not finish (a hang) stops the sitting: nothing to time
+    if grep -q FAIL "$OUT/delta-tests.txt" || grep -vq " 0 failed" "$OUT/delta-tests.txt"; then
+        echo "delta tests failed or did not finish: no timings"
+        exit 1
+    fi
 fi
 sh scripts/gpu-bench-rounds.sh delta "chunked" | tee "$OUT/delta-bench.txt"
 if [ "${PROFILE:-0}" = 1 ]; then
@@ -70,4 +85,8 @@ fi
 if [ -n "${NCU:-}" ]; then
     KERNEL="$NCU" SECTION=delta SKIP=${SKIP:-46} ENV="MIXSCOPE_DELTA_PROFILE=1" \
         sh scripts/gpu-ncu-kernel.sh | tee "$OUT/delta-ncu.txt"
+fi
+if [ "${ALL:-0}" = 1 ]; then # every GPU test binary in full (tests/gpu/run.sh)
+    sh tests/gpu/run.sh gpubin >"$OUT/test-gpu-all.txt" 2>&1 && echo "test-gpu: ok" || echo "test-gpu: FAILED"
+    grep -E "FAIL|passed" "$OUT/test-gpu-all.txt"
 fi
