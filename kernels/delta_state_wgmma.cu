@@ -35,18 +35,18 @@
 
 #define DSW_DK 128
 
-// One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
-// so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
+// One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64] bf16 as a sw128 tile
+// (one region: ldmatrix's eight rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
 // After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
 // consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
 template <int ST> struct dsw_smem {
-    static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
+    static constexpr int TILE = TC_C * DSW_DK * 2, UB = TC_C * DSW_BV * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
     static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
     static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
     static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
-    // the look-ahead form (LA) adds two KW^T tiles [C][C] bf16 (sw128) after the staging
-    static constexpr int KWT = TC_C * TC_C * 2, BYTES_LA = BYTES + 2 * KWT;
+    // the look-ahead form (LA) adds a KW^T tile [C][C] bf16 (sw128) after the staging
+    static constexpr int KWT = TC_C * TC_C * 2, BYTES_LA = BYTES + KWT;
 };
 
 __device__ __forceinline__ float2 lds_f2(uint32_t a) {
@@ -76,7 +76,8 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 #define DSW_SFULL(b)  (9 + (b))
 #define DSW_SEMPTY(b) (11 + (b))
 #define DSW_PROD      13
-#define DSW_KWFULL(b) (14 + (b))
+#define DSW_KWFULL    14
+#define DSW_KWEMPTY   15
 
 // Block: two warpgroups. The consumer (warps 0-3) holds S^T and runs the products and Delta; the
 // producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
@@ -88,6 +89,10 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 // the ring alone: FULL arrives as soon as a chunk's copies are in, never behind a store. 384
 // threads leave 168 registers a thread, so the warpgroups trade them (setmaxnreg): the producer
 // 80 (at 56 and less ptxas spills), the consumer 232, the storer 168: 480 of the 512 a lane.
+//
+// LA (the look-ahead form, NWG = 3): the consumer issues each chunk's first product a chunk ahead
+// and the storer forms K_i W_{i+1}^T (the consumer's part below says how); the producer 72, the
+// consumer 240.
 template <int ST, int NWG, bool LA>
 __global__ void __launch_bounds__(128 * NWG, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
@@ -95,7 +100,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 #ifdef DSW_HAVE_WGMMA
     static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
     static_assert(NWG == 2 || NWG == 3, "a consumer, a producer and perhaps a storer");
-    static_assert(!LA || (NWG == 3 && ST <= 3), "the look-ahead form: the storer forms KW");
+    static_assert(!LA || NWG == 3, "the look-ahead form: the storer forms KW");
     // threads at a ring barrier: the producer and the consumer, and with LA the storer (which
     // reads K and W for KW)
     constexpr int RB = LA ? 384 : 256;
@@ -150,7 +155,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         bf16_t *Dtt = sc.Dt + (nc0 * dv + bv0 + ur) * TC_C + uc;
         // this thread's pieces of stage 0 (W, U, GK) and of the staging (Sc, Dt)
         const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc);
-        const uint32_t sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2;
+        const uint32_t sus = abase + 2 * L::TILE + ur * 128 + ((uc / 8) ^ (ur % 8)) * 16;
         const uint32_t sgs = abase + 2 * L::TILE + L::UB + ut * 16;
         const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
                        sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
@@ -190,7 +195,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             }
 #pragma unroll
             for (int j = 0; j < TC_C / 16; j++)
-                cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
+                cp_async16_s(us + 2048 * j, U + (size_t)16 * j * dv); // rows ur + 16 j
             if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
         };
         // the i-th chunk walked, m = c0 + i: its Sc and Dt from staging buffer i % 2 to the
@@ -228,17 +233,16 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         if (LA && threadIdx.x >= 256) {
             // The storer of the look-ahead form also forms KW_j = K_j W_{j+1}^T [C x C] for the
             // consumer (below), from chunk j's K and chunk j + 1's W in the ring, and leaves it
-            // transposed in tile j % 2 (KW^T as [C][C] sw128, K-major for the consumer's B):
-            // KW_0, KW_1, Sc and Dt of chunk 0, KW_2, those of chunk 1, ... Tile j % 2 is free
-            // for KW_j once chunk j - 2's staging is full: the consumer fills it after its
-            // product with KW_{j-2} has finished.
+            // transposed in the KW tile (KW^T as [C][C] sw128, K-major for the consumer's B):
+            // KW_j into registers as soon as both chunks are in, into the tile once the consumer's
+            // product with KW_{j-1} has finished (KWEMPTY), then Sc and Dt of chunk j - 1 out.
             const int swarp = tid >> 5;
             const uint32_t akw = abase + L::STAGE * ST + 2 * L::SBUF;
             // lane 8 i + j: row 8 (i >> 1) + j of the n8 block pair, chunk 2 swarp + (i & 1)
-            const int trow = 8 * (lane >> 4) + (lane & 7), tchk = 2 * swarp + ((lane >> 3) & 1);
+            const uint32_t trow = 8 * (lane >> 4) + (lane & 7),
+                           tchk = 2 * swarp + ((lane >> 3) & 1);
             bar_sync(DSW_FULL(0), RB);
             for (int j = 0; j + 1 < cnt; j++) {
-                if (j >= 2) store_out(j - 2);
                 bar_sync(DSW_FULL((j + 1) % ST), RB);
                 const uint64_t dA = wgmma_desc(abase + (j % ST) * L::STAGE + L::TILE, 16, 1024);
                 const uint64_t dB = wgmma_desc(abase + ((j + 1) % ST) * L::STAGE, 16, 1024);
@@ -253,22 +257,27 @@ __global__ void __launch_bounds__(128 * NWG, 1)
                 wgmma_wait<0>();
                 wgmma_fence_regs<32>(kw);
                 if (j + ST < cnt) bar_arrive(DSW_EMPTY(j % ST), RB); // K_j, W_j read
-                const uint32_t tile = akw + (j & 1) * L::KWT;
+                uint32_t r[TC_C / 8][2];
+#pragma unroll
+                for (int jn = 0; jn < TC_C / 8; jn++) {
+                    r[jn][0] = pack_bf16(kw[4 * jn], kw[4 * jn + 1]);
+                    r[jn][1] = pack_bf16(kw[4 * jn + 2], kw[4 * jn + 3]);
+                }
+                if (j >= 1) bar_sync(DSW_KWEMPTY, 256);
 #pragma unroll
                 for (int jn = 0; jn < TC_C / 8; jn += 2) {
-                    const uint32_t r[4] = {pack_bf16(kw[4 * jn], kw[4 * jn + 1]),
-                                           pack_bf16(kw[4 * jn + 2], kw[4 * jn + 3]),
-                                           pack_bf16(kw[4 * jn + 4], kw[4 * jn + 5]),
-                                           pack_bf16(kw[4 * jn + 6], kw[4 * jn + 7])};
-                    stmatrix_x4_trans(tile + sw128_chunk(TC_C, 8 * jn + trow, tchk), r);
+                    const uint32_t q[4] = {r[jn][0], r[jn][1], r[jn + 1][0], r[jn + 1][1]};
+                    stmatrix_x4_trans(akw + sw128_chunk(TC_C, 8 * jn + trow, tchk), q);
                 }
                 fence_proxy_async(); // read next by the consumer's wgmma
-                bar_arrive(DSW_KWFULL(j & 1), 256);
+                bar_arrive(DSW_KWFULL, 256);
+                if (j >= 1) store_out(j - 1);
             }
-            for (int i = max(0, cnt - 3); i < cnt; i++) store_out(i);
+            for (int i = max(0, cnt - 2); i < cnt; i++) store_out(i);
             return;
         }
-        if (NWG == 3) setmaxnreg_dec<80>();
+        // the look-ahead consumer holds X beside D and S^T: 240 for it, 72 here (no spills)
+        if (NWG == 3) setmaxnreg_dec<LA ? 72 : 80>();
 #pragma unroll
         for (int s = 0; s < ST - 1; s++) {
             if (s < cnt) issue(c0 + s, s);
@@ -290,7 +299,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         cp_async_wait<0>();
         return;
     }
-    if (NWG == 3) setmaxnreg_inc<232>();
+    if (NWG == 3) setmaxnreg_inc<LA ? 240 : 232>();
 
     // ------------------------------------------------------------------------- consumer
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
@@ -298,6 +307,9 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     // this lane's stmatrix row in the staging: lane 8 i + j gives row j of matrix i, i.e. row
     // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
     const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
+    // this lane's row (token) of U's ldmatrix .trans, the row's 16-byte chunk swizzled (sw128)
+    const int uoff =
+        ((lane >> 4) * 8 + (lane & 7)) * DSW_BV + ((2 * warp + ((lane >> 3) & 1)) ^ (lane & 7)) * 8;
     float h[64], d[32];
     // the state at chunk c0: the launch's (its copy when the segments' last overwrites it), or 0
     const float *S = (sc.nseg > 1 ? sc.state0 : state) + (size_t)n * DSW_DK * dv;
@@ -368,8 +380,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             uint32_t uf[TC_C / 16][4];
 #pragma unroll
             for (int jj = 0; jj < TC_C / 16; jj++)
-                ldmatrix_x4_trans(uf[jj], us + (jj * 16 + (lane >> 4) * 8 + (lane & 7)) * L::LU +
-                                              warp * 16 + ((lane >> 3) & 1) * 8);
+                ldmatrix_x4_trans(uf[jj], us + jj * 16 * DSW_BV + uoff);
             const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
             float2 kk[TC_C / 8];
 #pragma unroll
@@ -395,8 +406,8 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             // serialises every product where x is read under a later group still in flight
             wgmma_wait<0>();
             wgmma_fence_regs<32>(x);
-            if (next) bar_sync(DSW_KWFULL(bb), 256);
-            const uint64_t dKW = wgmma_desc(akw + bb * L::KWT, 16, 1024);
+            if (next) bar_sync(DSW_KWFULL, 256);
+            const uint64_t dKW = wgmma_desc(akw, 16, 1024);
             wgmma_fence();
 #pragma unroll
             for (int q = 0; q < TC_C / 16; q++)
@@ -416,11 +427,12 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
             wgmma_wait<1>(); // E_i done
             wgmma_fence_regs<32>(d);
+            if (i + 2 < cnt) bar_arrive(DSW_KWEMPTY, 256); // the storer may write KW_{i+1}
 #pragma unroll
             for (int xx = 0; xx < 32; xx++) d[xx] = fmaf(gl, x[xx], d[xx]); // D_{i+1}
             wgmma_wait<0>();                                                // S_{i+1}
             wgmma_fence_regs<64>(h);
-            bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk i's; KW tile bb is free
+            bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk i's
             if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), RB);
             pack_h();
             if (next) stage_sc(i + 1);
@@ -463,8 +475,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             uint32_t uf[TC_C / 16][4];
 #pragma unroll
             for (int jj = 0; jj < TC_C / 16; jj++)
-                ldmatrix_x4_trans(uf[jj], us + (jj * 16 + (lane >> 4) * 8 + (lane & 7)) * L::LU +
-                                              warp * 16 + ((lane >> 3) & 1) * 8);
+                ldmatrix_x4_trans(uf[jj], us + jj * 16 * DSW_BV + uoff);
             const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
             float2 kk[TC_C / 8];
 #pragma unroll
@@ -543,8 +554,7 @@ static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k,
 
 // nwg = 3, the storer, is delta_tc.cu's default; 2 (MIXSCOPE_DELTA_WG=2) has the producer store too
 // (gdn on the H200, 16 heads: 0.78 ms against 0.84 at 32K, 3.00 against 3.19 at 128K, same run).
-// la: the look-ahead form (the storer forms KW; a ring of at most 3 stages, for the KW tiles'
-// shared memory), which needs nwg = 3.
+// la: the look-ahead form (the storer forms KW), which needs nwg = 3.
 int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg, int la,
                              const bf16_t *k, tc_scratch sc, float *state, cudaStream_t stream,
                              err *e) {
@@ -552,7 +562,8 @@ int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, i
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
 #define DSW_GO(ST, NWG, LA) dsw_launch<ST, NWG, LA>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-    if (nwg == 3 && la) return st == 2 ? DSW_GO(2, 3, true) : DSW_GO(3, 3, true);
+    if (nwg == 3 && la)
+        return st == 2 ? DSW_GO(2, 3, true) : st == 3 ? DSW_GO(3, 3, true) : DSW_GO(4, 3, true);
     if (nwg == 3)
         return st == 2 ? DSW_GO(2, 3, false) : st == 3 ? DSW_GO(3, 3, false) : DSW_GO(4, 3, false);
     return st == 2 ? DSW_GO(2, 2, false) : st == 3 ? DSW_GO(3, 2, false) : DSW_GO(4, 2, false);
