@@ -278,17 +278,23 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         }
         // the look-ahead consumer holds X beside D and S^T: 240 for it, 72 here (no spills)
         if (NWG == 3) setmaxnreg_dec<LA ? 72 : 80>();
+        // The stage refilled after chunk i's FULL is the one chunk i - LAG used. The look-ahead
+        // consumer frees chunk i at the end of its step i and wants chunk i + 2 right after: with
+        // LAG = 1 that FULL would wait behind this loop's wait for chunk i's EMPTY and the refill
+        // it issues (ncu at 64ccec7: the consumer's top stall), with LAG = 2 it waits on nothing
+        // the consumer has just done.
+        constexpr int LAG = LA && ST > 2 ? 2 : 1;
 #pragma unroll
-        for (int s = 0; s < ST - 1; s++) {
+        for (int s = 0; s < ST - LAG; s++) {
             if (s < cnt) issue(c0 + s, s);
             cp_async_commit();
         }
         for (int i = 0; i < cnt; i++) {
-            cp_async_wait<ST - 2>(); // chunk c0 + i is in
-            fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
+            cp_async_wait<ST - LAG - 1>(); // chunk c0 + i is in
+            fence_proxy_async();           // its cp.async and zero stores, read next by wgmma
             bar_arrive(DSW_FULL(i % ST), RB);
             if (NWG == 2 && i >= 1) store_out(i - 1);
-            const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
+            const int in = i + ST - LAG; // into the stage chunk i - LAG used, once it is free
             if (in < cnt) {
                 if (in >= ST) bar_sync(DSW_EMPTY(in % ST), RB);
                 issue(c0 + in, in % ST);
