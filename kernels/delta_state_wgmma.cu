@@ -35,18 +35,16 @@
 
 #define DSW_DK 128
 
-// One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64] bf16 as a sw128 tile
-// (one region: ldmatrix's eight rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
+// One ring stage: W, K [C][128] bf16 as sw128 tiles (16 KB each), U [C][64 + 8] bf16 (rows padded
+// so that ldmatrix rows hit distinct banks), GK [2C] fp32; stages 1024-byte aligned.
 // After the ring, two staging buffers, each Sc [64][128 + 8] and Dt [64][64 + 8] (bf16): the
 // consumer writes its rows with stmatrix, the producer copies them out in 16-byte pieces.
 template <int ST> struct dsw_smem {
-    static constexpr int TILE = TC_C * DSW_DK * 2, UB = TC_C * DSW_BV * 2;
+    static constexpr int TILE = TC_C * DSW_DK * 2, LU = DSW_BV + 8, UB = TC_C * LU * 2;
     static constexpr int STAGE = (2 * TILE + UB + 2 * TC_C * 4 + 1023) / 1024 * 1024;
     static constexpr int LS = DSW_DK + 8, LD = TC_C + 8;
     static constexpr int SBUF = DSW_BV * (LS + LD) * 2;
     static constexpr int BYTES = STAGE * ST + 2 * SBUF + 1024; // + the first stage's alignment
-    // the look-ahead form (LA) adds a KW^T tile [C][C] bf16 (sw128) after the staging
-    static constexpr int KWT = TC_C * TC_C * 2, BYTES_LA = BYTES + KWT;
 };
 
 __device__ __forceinline__ float2 lds_f2(uint32_t a) {
@@ -76,8 +74,6 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 #define DSW_SFULL(b)  (9 + (b))
 #define DSW_SEMPTY(b) (11 + (b))
 #define DSW_PROD      13
-#define DSW_KWFULL    14
-#define DSW_KWEMPTY   15
 
 // Block: two warpgroups. The consumer (warps 0-3) holds S^T and runs the products and Delta; the
 // producer (warps 4-7) fills the ring by cp.async (checking prepare's flags), copies each chunk's
@@ -89,21 +85,13 @@ __device__ __forceinline__ uint4 lds_u4(uint32_t a) {
 // the ring alone: FULL arrives as soon as a chunk's copies are in, never behind a store. 384
 // threads leave 168 registers a thread, so the warpgroups trade them (setmaxnreg): the producer
 // 80 (at 56 and less ptxas spills), the consumer 232, the storer 168: 480 of the 512 a lane.
-//
-// LA (the look-ahead form, NWG = 3): the consumer issues each chunk's first product a chunk ahead
-// and the storer forms K_i W_{i+1}^T (the consumer's part below says how); the producer 72, the
-// consumer 240.
-template <int ST, int NWG, bool LA>
+template <int ST, int NWG>
 __global__ void __launch_bounds__(128 * NWG, 1)
     delta_state_wgmma(int T, int H, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                       float *state) {
 #ifdef DSW_HAVE_WGMMA
     static_assert(ST >= 2 && ST <= 4, "barrier ids for four stages");
     static_assert(NWG == 2 || NWG == 3, "a consumer, a producer and perhaps a storer");
-    static_assert(!LA || NWG == 3, "the look-ahead form: the storer forms KW");
-    // threads at a ring barrier: the producer and the consumer, and with LA the storer (which
-    // reads K and W for KW)
-    constexpr int RB = LA ? 384 : 256;
     typedef dsw_smem<ST> L;
     extern __shared__ unsigned char dsw_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)dsw_raw + 1023) & ~(uintptr_t)1023);
@@ -155,7 +143,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         bf16_t *Dtt = sc.Dt + (nc0 * dv + bv0 + ur) * TC_C + uc;
         // this thread's pieces of stage 0 (W, U, GK) and of the staging (Sc, Dt)
         const uint32_t sws = abase + sw128_chunk(TC_C, lr, lc);
-        const uint32_t sus = abase + 2 * L::TILE + ur * 128 + ((uc / 8) ^ (ur % 8)) * 16;
+        const uint32_t sus = abase + 2 * L::TILE + (ur * L::LU + uc) * 2;
         const uint32_t sgs = abase + 2 * L::TILE + L::UB + ut * 16;
         const uint32_t sso = abase + L::STAGE * ST + (lr * L::LS + lc * 8) * 2,
                        sdo = abase + L::STAGE * ST + DSW_BV * L::LS * 2 + (ur * L::LD + uc) * 2;
@@ -195,7 +183,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             }
 #pragma unroll
             for (int j = 0; j < TC_C / 16; j++)
-                cp_async16_s(us + 2048 * j, U + (size_t)16 * j * dv); // rows ur + 16 j
+                cp_async16_s(us + 16 * j * L::LU * 2, U + (size_t)16 * j * dv);
             if (ut < 2 * TC_C / 4) cp_async16_s(sgs + s * L::STAGE, Gt + (size_t)c * 2 * TC_C);
         };
         // the i-th chunk walked, m = c0 + i: its Sc and Dt from staging buffer i % 2 to the
@@ -226,77 +214,24 @@ __global__ void __launch_bounds__(128 * NWG, 1)
                 if (ut == 0) st_release(done, m + 1);
             }
         };
-        if (NWG == 3 && threadIdx.x >= 256 && !LA) { // the storer
+        if (NWG == 3 && threadIdx.x >= 256) { // the storer
             for (int i = 0; i < cnt; i++) store_out(i);
             return;
         }
-        if (LA && threadIdx.x >= 256) {
-            // The storer of the look-ahead form also forms KW_j = K_j W_{j+1}^T [C x C] for the
-            // consumer (below), from chunk j's K and chunk j + 1's W in the ring, and leaves it
-            // transposed in the KW tile (KW^T as [C][C] sw128, K-major for the consumer's B):
-            // KW_j into registers as soon as both chunks are in, into the tile once the consumer's
-            // product with KW_{j-1} has finished (KWEMPTY), then Sc and Dt of chunk j - 1 out.
-            const int swarp = tid >> 5;
-            const uint32_t akw = abase + L::STAGE * ST + 2 * L::SBUF;
-            // lane 8 i + j: row 8 (i >> 1) + j of the n8 block pair, chunk 2 swarp + (i & 1)
-            const uint32_t trow = 8 * (lane >> 4) + (lane & 7),
-                           tchk = 2 * swarp + ((lane >> 3) & 1);
-            bar_sync(DSW_FULL(0), RB);
-            for (int j = 0; j + 1 < cnt; j++) {
-                bar_sync(DSW_FULL((j + 1) % ST), RB);
-                const uint64_t dA = wgmma_desc(abase + (j % ST) * L::STAGE + L::TILE, 16, 1024);
-                const uint64_t dB = wgmma_desc(abase + ((j + 1) % ST) * L::STAGE, 16, 1024);
-                float kw[32];
-                wgmma_fence();
+        if (NWG == 3) setmaxnreg_dec<80>();
 #pragma unroll
-                for (int ks = 0; ks < DSW_DK / 16; ks++) {
-                    const int off = ((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4;
-                    wgmma_ss_n64(kw, dA + off, dB + off, ks > 0);
-                }
-                wgmma_commit();
-                wgmma_wait<0>();
-                wgmma_fence_regs<32>(kw);
-                if (j + ST < cnt) bar_arrive(DSW_EMPTY(j % ST), RB); // K_j, W_j read
-                uint32_t r[TC_C / 8][2];
-#pragma unroll
-                for (int jn = 0; jn < TC_C / 8; jn++) {
-                    r[jn][0] = pack_bf16(kw[4 * jn], kw[4 * jn + 1]);
-                    r[jn][1] = pack_bf16(kw[4 * jn + 2], kw[4 * jn + 3]);
-                }
-                if (j >= 1) bar_sync(DSW_KWEMPTY, 256);
-#pragma unroll
-                for (int jn = 0; jn < TC_C / 8; jn += 2) {
-                    const uint32_t q[4] = {r[jn][0], r[jn][1], r[jn + 1][0], r[jn + 1][1]};
-                    stmatrix_x4_trans(akw + sw128_chunk(TC_C, 8 * jn + trow, tchk), q);
-                }
-                fence_proxy_async(); // read next by the consumer's wgmma
-                bar_arrive(DSW_KWFULL, 256);
-                if (j >= 1) store_out(j - 1);
-            }
-            for (int i = max(0, cnt - 2); i < cnt; i++) store_out(i);
-            return;
-        }
-        // the look-ahead consumer holds X beside D and S^T: 240 for it, 72 here (no spills)
-        if (NWG == 3) setmaxnreg_dec<LA ? 72 : 80>();
-        // The stage refilled after chunk i's FULL is the one chunk i - LAG used. The look-ahead
-        // consumer frees chunk i at the end of its step i and wants chunk i + 2 right after: with
-        // LAG = 1 that FULL would wait behind this loop's wait for chunk i's EMPTY and the refill
-        // it issues (ncu at 64ccec7: the consumer's top stall), with LAG = 2 it waits on nothing
-        // the consumer has just done.
-        constexpr int LAG = LA && ST > 2 ? 2 : 1;
-#pragma unroll
-        for (int s = 0; s < ST - LAG; s++) {
+        for (int s = 0; s < ST - 1; s++) {
             if (s < cnt) issue(c0 + s, s);
             cp_async_commit();
         }
         for (int i = 0; i < cnt; i++) {
-            cp_async_wait<ST - LAG - 1>(); // chunk c0 + i is in
-            fence_proxy_async();           // its cp.async and zero stores, read next by wgmma
-            bar_arrive(DSW_FULL(i % ST), RB);
+            cp_async_wait<ST - 2>(); // chunk c0 + i is in
+            fence_proxy_async();     // its cp.async and zero stores, read next by wgmma
+            bar_arrive(DSW_FULL(i % ST), 256);
             if (NWG == 2 && i >= 1) store_out(i - 1);
-            const int in = i + ST - LAG; // into the stage chunk i - LAG used, once it is free
+            const int in = i + ST - 1; // into the stage chunk i - 1 used, once the consumer is done
             if (in < cnt) {
-                if (in >= ST) bar_sync(DSW_EMPTY(in % ST), RB);
+                if (in >= ST) bar_sync(DSW_EMPTY(in % ST), 256);
                 issue(c0 + in, in % ST);
             }
             cp_async_commit();
@@ -305,7 +240,7 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         cp_async_wait<0>();
         return;
     }
-    if (NWG == 3) setmaxnreg_inc<LA ? 240 : 232>();
+    if (NWG == 3) setmaxnreg_inc<232>();
 
     // ------------------------------------------------------------------------- consumer
     // S^T rows r0 = bv0 + 16 warp + gid and r0 + 8; h[4 j ..] key columns 8 j + 2 tig (+1)
@@ -313,9 +248,6 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     // this lane's stmatrix row in the staging: lane 8 i + j gives row j of matrix i, i.e. row
     // (i & 1) 8 + j, cols (i >> 1) 8 of a 16 x 16 block
     const int mr = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), mc = (lane >> 4) * 8;
-    // this lane's row (token) of U's ldmatrix .trans, the row's 16-byte chunk swizzled (sw128)
-    const int uoff =
-        ((lane >> 4) * 8 + (lane & 7)) * DSW_BV + ((2 * warp + ((lane >> 3) & 1)) ^ (lane & 7)) * 8;
     float h[64], d[32];
     // the state at chunk c0: the launch's (its copy when the segments' last overwrites it), or 0
     const float *S = (sc.nseg > 1 ? sc.state0 : state) + (size_t)n * DSW_DK * dv;
@@ -329,199 +261,77 @@ __global__ void __launch_bounds__(128 * NWG, 1)
     }
 #pragma unroll
     for (int x = 0; x < 32; x++) d[x] = 0.0f;
-    if (LA) { // ---------------------------------------------------------- look-ahead form
-        // D_{i+1} = S_{i+1}^T W_{i+1}^T = gl_i X_i + E_i, with X_i = S_i^T W_{i+1}^T (from the
-        // state the chunk starts with, so issued a chunk ahead) and E_i = (Delta_i^T diag(ks_i))
-        // KW_i, KW_i = K_i W_{i+1}^T from the storer: the chain from one chunk's D to the next is
-        // Delta and four m64n64k16, not the update and eight more; the update and X run beside it.
-        const uint32_t akw = abase + L::STAGE * ST + 2 * L::SBUF;
-        float x[32];
+    for (int i = 0; i < cnt; i++) {
+        const int s = i % ST, bb = i & 1;
+        bar_sync(DSW_FULL(s), 256); // stage s holds chunk c0 + i
+        const uint32_t aw = abase + s * L::STAGE, ak = aw + L::TILE;
+        const uint64_t dW = wgmma_desc(aw, 16, 1024), dK = wgmma_desc(ak, TC_C * 128, 1024);
+
+        // S^T as bf16 A fragments: k16 step ks is n8 blocks 2 ks, 2 ks + 1 of the accumulator
+        uint32_t ah[DSW_DK / 16][4];
 #pragma unroll
-        for (int xx = 0; xx < 32; xx++) x[xx] = 0.0f;
-        uint32_t ah[DSW_DK / 16][4]; // S_i^T in bf16: the A fragments of X_i, and Sc
-        auto pack_h = [&]() {
-#pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++) {
-                ah[ks][0] = pack_bf16(h[8 * ks], h[8 * ks + 1]);
-                ah[ks][1] = pack_bf16(h[8 * ks + 2], h[8 * ks + 3]);
-                ah[ks][2] = pack_bf16(h[8 * ks + 4], h[8 * ks + 5]);
-                ah[ks][3] = pack_bf16(h[8 * ks + 6], h[8 * ks + 7]);
-            }
-        };
-        // acc = S^T W^T with W of ring stage s
-        auto sw_product = [&](float *acc, int s) {
-            const uint64_t dW = wgmma_desc(abase + s * L::STAGE, 16, 1024);
-#pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++)
-                wgmma_rs_n64(acc, ah[ks], dW + (((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4),
-                             ks > 0);
-        };
-        // Sc of chunk i into staging buffer i % 2 as soon as it is packed (before a product reads
-        // ah: registers an unfinished wgmma reads are not to be touched)
-        auto stage_sc = [&](int i) {
-            if (i >= 2) bar_sync(DSW_SEMPTY(i & 1), 256);
-            bf16_t *sts = sbuf_s(i & 1) + mr * L::LS + mc;
-#pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
-        };
-        bar_sync(DSW_FULL(0), RB);
-        pack_h();
-        stage_sc(0);
+        for (int ks = 0; ks < DSW_DK / 16; ks++) {
+            ah[ks][0] = pack_bf16(h[8 * ks], h[8 * ks + 1]);
+            ah[ks][1] = pack_bf16(h[8 * ks + 2], h[8 * ks + 3]);
+            ah[ks][2] = pack_bf16(h[8 * ks + 4], h[8 * ks + 5]);
+            ah[ks][3] = pack_bf16(h[8 * ks + 6], h[8 * ks + 7]);
+        }
+        // D = S^T W^T [64 rows x C tokens]
         wgmma_fence();
-        sw_product(d, 0); // D_0
+#pragma unroll
+        for (int ks = 0; ks < DSW_DK / 16; ks++)
+            wgmma_rs_n64(d, ah[ks], dW + (((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4), ks > 0);
         wgmma_commit();
-        // X_0 (issued whatever cnt: wgmma under a branch makes ptxas serialise every product; with
-        // one chunk it multiplies whatever stage 1 holds, and x goes unread)
-        if (cnt > 1) bar_sync(DSW_FULL(1 % ST), RB);
-        sw_product(x, 1 % ST);
-        wgmma_commit();
+        // while the products run: U^T of the warp's rows in the accumulators' layout (ldmatrix
+        // .trans of the token-major stage: uf[jj][0..1] are U^T's n8 block 2 jj, uf[jj][2..3]
+        // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), ks and gamma_last, and
+        // Sc into the staging (once the producer has emptied it)
+        const bf16_t *us = stage_u(s);
+        uint32_t uf[TC_C / 16][4];
+#pragma unroll
+        for (int jj = 0; jj < TC_C / 16; jj++)
+            ldmatrix_x4_trans(uf[jj], us + (jj * 16 + (lane >> 4) * 8 + (lane & 7)) * L::LU +
+                                          warp * 16 + ((lane >> 3) & 1) * 8);
+        const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
+        float2 kk[TC_C / 8];
+#pragma unroll
+        for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
+        const float gl = lds_f(agk + (TC_C - 1) * 4);
+        if (i >= 2) bar_sync(DSW_SEMPTY(bb), 256);
+        bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
+#pragma unroll
+        for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
-        wgmma_fence_regs<32>(x);
-        for (int i = 0; i < cnt; i++) {
-            // here d = D_i, h = S_i, ah = bf16(S_i); X_i in flight where chunk i + 1 exists
-            const int s = i % ST, bb = i & 1;
-            const bool next = i + 1 < cnt;
-            const bf16_t *us = stage_u(s);
-            uint32_t uf[TC_C / 16][4];
-#pragma unroll
-            for (int jj = 0; jj < TC_C / 16; jj++)
-                ldmatrix_x4_trans(uf[jj], us + jj * 16 * DSW_BV + uoff);
-            const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
-            float2 kk[TC_C / 8];
-#pragma unroll
-            for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
-            const float gl = lds_f(agk + (TC_C - 1) * 4);
-            uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
-#pragma unroll
-            for (int j = 0; j < TC_C / 8; j++) {
-                const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
-                const float x0 = __uint_as_float(ulo << 16) - d[4 * j];
-                const float x1 = __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
-                const float x2 = __uint_as_float(uhi << 16) - d[4 * j + 2];
-                const float x3 = __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
-                dq[j >> 1][(j & 1) * 2] = pack_bf16(x0, x1);
-                dq[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2, x3);
-                ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk[j].x, x1 * kk[j].y);
-                ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk[j].x, x3 * kk[j].y);
-            }
-            // E_i into d, on the chain. Every product below is issued whatever i (ptxas serialises
-            // wgmma under a branch); past the last chunk they multiply stale tiles that no one is
-            // writing then, and their results go unread.
-            // X_i first: E_i would queue behind it on the tensor cores anyway, and ptxas
-            // serialises every product where x is read under a later group still in flight
-            wgmma_wait<0>();
-            wgmma_fence_regs<32>(x);
-            if (next) bar_sync(DSW_KWFULL, 256);
-            const uint64_t dKW = wgmma_desc(akw, 16, 1024);
-            wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < TC_C / 16; q++)
-                wgmma_rs_n64(d, ad[q], dKW + ((q * 32) >> 4), q > 0);
-            wgmma_commit();
-            // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
-            const uint64_t dK = wgmma_desc(abase + s * L::STAGE + L::TILE, TC_C * 128, 1024);
-#pragma unroll
-            for (int xx = 0; xx < 64; xx++) h[xx] *= gl;
-            wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
-            wgmma_commit();
-            // Dt of chunk i into the staging (Sc is there already) while the products run
-            bf16_t *dts = sbuf_d(bb) + mr * L::LD + mc;
-#pragma unroll
-            for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
-            wgmma_wait<1>(); // E_i done
-            wgmma_fence_regs<32>(d);
-            if (i + 2 < cnt) bar_arrive(DSW_KWEMPTY, 256); // the storer may write KW_{i+1}
-#pragma unroll
-            for (int xx = 0; xx < 32; xx++) d[xx] = fmaf(gl, x[xx], d[xx]); // D_{i+1}
-            wgmma_wait<0>();                                                // S_{i+1}
-            wgmma_fence_regs<64>(h);
-            bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk i's
-            if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), RB);
-            pack_h();
-            if (next) stage_sc(i + 1);
-            // X_{i+1} = S_{i+1}^T W_{i+2}^T
-            if (i + 2 < cnt) bar_sync(DSW_FULL((i + 2) % ST), RB);
-            wgmma_fence();
-            sw_product(x, (i + 2) % ST);
-            wgmma_commit();
-        }
-        wgmma_wait<0>(); // the last X, unread
-        wgmma_fence_regs<32>(x);
-    } else
-        for (int i = 0; i < cnt; i++) {
-            const int s = i % ST, bb = i & 1;
-            bar_sync(DSW_FULL(s), 256); // stage s holds chunk c0 + i
-            const uint32_t aw = abase + s * L::STAGE, ak = aw + L::TILE;
-            const uint64_t dW = wgmma_desc(aw, 16, 1024), dK = wgmma_desc(ak, TC_C * 128, 1024);
 
-            // S^T as bf16 A fragments: k16 step ks is n8 blocks 2 ks, 2 ks + 1 of the accumulator
-            uint32_t ah[DSW_DK / 16][4];
+        // Delta^T = U^T - D into the staging; scaled by ks, the A fragments of the update
+        uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
 #pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++) {
-                ah[ks][0] = pack_bf16(h[8 * ks], h[8 * ks + 1]);
-                ah[ks][1] = pack_bf16(h[8 * ks + 2], h[8 * ks + 3]);
-                ah[ks][2] = pack_bf16(h[8 * ks + 4], h[8 * ks + 5]);
-                ah[ks][3] = pack_bf16(h[8 * ks + 6], h[8 * ks + 7]);
-            }
-            // D = S^T W^T [64 rows x C tokens]
-            wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++)
-                wgmma_rs_n64(d, ah[ks], dW + (((ks >> 2) * TC_C * 128 + (ks & 3) * 32) >> 4),
-                             ks > 0);
-            wgmma_commit();
-            // while the products run: U^T of the warp's rows in the accumulators' layout (ldmatrix
-            // .trans of the token-major stage: uf[jj][0..1] are U^T's n8 block 2 jj, uf[jj][2..3]
-            // block 2 jj + 1, bf16 pairs with token 2 tig in the low half), ks and gamma_last, and
-            // Sc into the staging (once the producer has emptied it)
-            const bf16_t *us = stage_u(s);
-            uint32_t uf[TC_C / 16][4];
-#pragma unroll
-            for (int jj = 0; jj < TC_C / 16; jj++)
-                ldmatrix_x4_trans(uf[jj], us + jj * 16 * DSW_BV + uoff);
-            const uint32_t agk = abase + s * L::STAGE + 2 * L::TILE + L::UB;
-            float2 kk[TC_C / 8];
-#pragma unroll
-            for (int j = 0; j < TC_C / 8; j++) kk[j] = lds_f2(agk + (TC_C + j * 8 + 2 * tig) * 4);
-            const float gl = lds_f(agk + (TC_C - 1) * 4);
-            if (i >= 2) bar_sync(DSW_SEMPTY(bb), 256);
-            bf16_t *sts = sbuf_s(bb) + mr * L::LS + mc, *dts = sbuf_d(bb) + mr * L::LD + mc;
-#pragma unroll
-            for (int ks = 0; ks < DSW_DK / 16; ks++) stmatrix_x4(sts + ks * 16, ah[ks]);
-            wgmma_wait<0>();
-            wgmma_fence_regs<32>(d);
-
-            // Delta^T = U^T - D into the staging; scaled by ks, the A fragments of the update
-            uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
-#pragma unroll
-            for (int j = 0; j < TC_C / 8; j++) {
-                const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
-                const float x0 = __uint_as_float(ulo << 16) - d[4 * j];
-                const float x1 = __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
-                const float x2 = __uint_as_float(uhi << 16) - d[4 * j + 2];
-                const float x3 = __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
-                dq[j >> 1][(j & 1) * 2] = pack_bf16(x0, x1);
-                dq[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2, x3);
-                ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk[j].x, x1 * kk[j].y);
-                ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk[j].x, x3 * kk[j].y);
-            }
-            // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
-#pragma unroll
-            for (int x = 0; x < 64; x++) h[x] *= gl;
-            wgmma_fence();
-#pragma unroll
-            for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
-            wgmma_commit();
-#pragma unroll
-            for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
-            bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
-            wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
-            wgmma_fence_regs<64>(h);
-            if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), 256);
+        for (int j = 0; j < TC_C / 8; j++) {
+            const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
+            const float x0 = __uint_as_float(ulo << 16) - d[4 * j];
+            const float x1 = __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
+            const float x2 = __uint_as_float(uhi << 16) - d[4 * j + 2];
+            const float x3 = __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
+            dq[j >> 1][(j & 1) * 2] = pack_bf16(x0, x1);
+            dq[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2, x3);
+            ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk[j].x, x1 * kk[j].y);
+            ad[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2 * kk[j].x, x3 * kk[j].y);
         }
+        // S^T <- gamma_last S^T + (Delta^T diag(ks)) K
+#pragma unroll
+        for (int x = 0; x < 64; x++) h[x] *= gl;
+        wgmma_fence();
+#pragma unroll
+        for (int q = 0; q < TC_C / 16; q++) wgmma_rs_n128_tb(h, ad[q], dK + (q * 2048 >> 4));
+        wgmma_commit();
+#pragma unroll
+        for (int q = 0; q < TC_C / 16; q++) stmatrix_x4(dts + q * 16, dq[q]);
+        bar_arrive(DSW_SFULL(bb), 256); // the staging holds chunk c's Sc and Dt
+        wgmma_wait<0>();                // h is read next; ad and the stage untouched until then
+        wgmma_fence_regs<64>(h);
+        if (i + ST < cnt) bar_arrive(DSW_EMPTY(s), 256);
+    }
     if (seg + 1 == (int)gridDim.z) { // the last segment: the state past the last chunk
         float *So = state + (size_t)n * DSW_DK * dv;
 #pragma unroll
@@ -541,18 +351,18 @@ __global__ void __launch_bounds__(128 * NWG, 1)
 
 int delta_state_wgmma_usable(void) {
     static const int usable =
-        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4, 2, false>);
+        gpu_sm90a_usable("MIXSCOPE_DELTA_WGMMA", (const void *)delta_state_wgmma<4, 2>);
     return usable;
 }
 
-template <int ST, int NWG, bool LA>
+template <int ST, int NWG>
 static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k, tc_scratch sc,
                       float *state, cudaStream_t stream, err *e) {
-    const int bytes = LA ? dsw_smem<ST>::BYTES_LA : dsw_smem<ST>::BYTES;
-    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST, NWG, LA>,
+    const int bytes = dsw_smem<ST>::BYTES;
+    CUDA_TRY(cudaFuncSetAttribute(delta_state_wgmma<ST, NWG>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "gpu delta prefill: shared memory (wgmma state pass)");
-    delta_state_wgmma<ST, NWG, LA><<<dim3(dv / DSW_BV, N, sc.nseg), 128 * NWG, bytes, stream>>>(
+    delta_state_wgmma<ST, NWG><<<dim3(dv / DSW_BV, N, sc.nseg), 128 * NWG, bytes, stream>>>(
         T, H, dv, nchunks, k, sc, state);
     CUDA_LAUNCHED("gpu delta prefill: state pass (wgmma)");
     return 0;
@@ -560,18 +370,14 @@ static int dsw_launch(int T, int H, int N, int dv, int nchunks, const bf16_t *k,
 
 // nwg = 3, the storer, is delta_tc.cu's default; 2 (MIXSCOPE_DELTA_WG=2) has the producer store too
 // (gdn on the H200, 16 heads: 0.78 ms against 0.84 at 32K, 3.00 against 3.19 at 128K, same run).
-// la: the look-ahead form (the storer forms KW), which needs nwg = 3.
-int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg, int la,
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg,
                              const bf16_t *k, tc_scratch sc, float *state, cudaStream_t stream,
                              err *e) {
     if (dv % DSW_BV != 0)
         return err_set(e, "gpu delta prefill (wgmma state pass): dv=%d not a multiple of %d", dv,
                        DSW_BV);
-#define DSW_GO(ST, NWG, LA) dsw_launch<ST, NWG, LA>(T, H, N, dv, nchunks, k, sc, state, stream, e)
-    if (nwg == 3 && la)
-        return st == 2 ? DSW_GO(2, 3, true) : st == 3 ? DSW_GO(3, 3, true) : DSW_GO(4, 3, true);
-    if (nwg == 3)
-        return st == 2 ? DSW_GO(2, 3, false) : st == 3 ? DSW_GO(3, 3, false) : DSW_GO(4, 3, false);
-    return st == 2 ? DSW_GO(2, 2, false) : st == 3 ? DSW_GO(3, 2, false) : DSW_GO(4, 2, false);
+#define DSW_GO(ST, NWG) dsw_launch<ST, NWG>(T, H, N, dv, nchunks, k, sc, state, stream, e)
+    if (nwg == 3) return st == 2 ? DSW_GO(2, 3) : st == 3 ? DSW_GO(3, 3) : DSW_GO(4, 3);
+    return st == 2 ? DSW_GO(2, 2) : st == 3 ? DSW_GO(3, 2) : DSW_GO(4, 2);
 #undef DSW_GO
 }

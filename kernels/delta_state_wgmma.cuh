@@ -14,9 +14,9 @@
 // MIXSCOPE_DELTA_WGMMA not 0); asked once per process.
 int delta_state_wgmma_usable(void);
 // The state pass of delta_tc.cu for dk = 128 and dv in {64, 128} (st: ring stages, 2, 3 or 4;
-// nwg: warpgroups, 3 with the storer or 2; la: the look-ahead form, nwg = 3): grid
-// (dv / DSW_BV, N, segments); reads W, U, GK of the scratch and k, writes Sc, Dt and the done
-// flags, and carries state [N][128][dv] (fp32) from the first chunk to past the last.
-int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg, int la,
+// nwg: warpgroups, 3 with the storer or 2): grid (dv / DSW_BV, N, segments); reads W, U, GK of the
+// scratch and k, writes Sc, Dt and the done flags, and carries state [N][128][dv] (fp32) from the
+// first chunk to past the last.
+int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg,
                              const bf16_t *k, tc_scratch sc, float *state, cudaStream_t stream,
                              err *e);

@@ -818,9 +818,6 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     }
     const int ns = tc_env("MIXSCOPE_DELTA_ST", 4), ks = tc_env("MIXSCOPE_DELTA_KS", 2);
     const int nwg = tc_env("MIXSCOPE_DELTA_WG", 3) == 2 ? 2 : 3;
-    // the look-ahead form of the wgmma state pass (delta_state_wgmma.cu), MIXSCOPE_DELTA_LA=0 for
-    // the form before; it needs the storer
-    const int la = nwg == 3 && tc_env("MIXSCOPE_DELTA_LA", 1) != 0;
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
@@ -870,8 +867,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return 0;
     };
     auto state_pass = [&]() -> int {
-        if (wg)
-            return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, nwg, la, k, s, state, st, e);
+        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, nwg, k, s, state, st, e);
 #define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);

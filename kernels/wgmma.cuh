@@ -126,16 +126,6 @@ __device__ __forceinline__ void stmatrix_x4(void *p, const uint32_t *r) {
                  : "memory");
 }
 
-// The same four matrices stored transposed: element (row gid, col c) of matrix i goes to row c of
-// its 8 x 8 block in shared memory, so lane 8 i + j gives the address of the block's row j, which
-// holds column j of matrix i (rows 0-7 in order): a [rows][cols] fragment leaves as [cols][rows].
-__device__ __forceinline__ void stmatrix_x4_trans(uint32_t a, const uint32_t *r) {
-    asm volatile(
-        "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a),
-        "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-        : "memory");
-}
-
 // d (+)= A B: A [64 x 16] from shared memory (K-major), B [16 x 64] from shared memory
 // (K-major: [n][k]); d += when acc, d = when not.
 __device__ __forceinline__ void wgmma_ss_n64(float *d, uint64_t da, uint64_t db, int acc) {
