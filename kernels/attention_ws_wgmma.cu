@@ -134,58 +134,58 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
 
     if (wg == 0) {
-        // The producer. g counts the tiles through the ring across items.
+        // The producer.
         setmaxnreg_dec<56>();
         const int kind = wtid / 64, t = wtid % 64; // K or V, thread of the stream
         const uint32_t ring = abase + (kind ? L::V : L::K);
+        // every tile of the block's items in ring order (g counts them across items), once its
+        // stage is free: fill(it, k0, s) loads the tile at key k0 into stage s
+        auto each_tile = [&](auto fill) {
+            int g = 0;
+            for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
+                const item it = item_at(i);
+                for (int j = 0; j < it.ntiles; j++, g++) {
+                    const int s = g % ST;
+                    mbar_wait(bar(AWS_EMPTY_K + kind, s), ((g / ST) & 1) ^ 1);
+                    fill(it, it.kfirst + j * BN, s);
+                }
+            }
+        };
         if (tma) {
             // a tile as two boxes of 64 columns x BN rows (the two sw128 regions), rows past Tk
             // arriving as zeros
             if (t == 0) {
                 const CUtensorMap *map = kind ? &tmv : &tmk;
-                int g = 0;
-                for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
-                    const item it = item_at(i);
-                    for (int j = 0; j < it.ntiles; j++, g++) {
-                        const int s = g % ST, k0 = it.kfirst + j * BN;
-                        const uint32_t full = bar(AWS_FULL_K + kind, s);
-                        mbar_wait(bar(AWS_EMPTY_K + kind, s), ((g / ST) & 1) ^ 1);
-                        mbar_arrive_expect_tx(full, L::KB);
-                        tma_load_4d(ring + s * L::KB, map, 0, it.h, k0, it.b, full);
-                        tma_load_4d(ring + s * L::KB + BN * 128, map, 64, it.h, k0, it.b, full);
-                    }
-                }
+                each_tile([&](const item &it, int k0, int s) {
+                    const uint32_t full = bar(AWS_FULL_K + kind, s);
+                    mbar_arrive_expect_tx(full, L::KB);
+                    tma_load_4d(ring + s * L::KB, map, 0, it.h, k0, it.b, full);
+                    tma_load_4d(ring + s * L::KB + BN * 128, map, 64, it.h, k0, it.b, full);
+                });
             }
             return;
         }
         // by cp.async: a thread copies 16-byte piece lc of rows r0 + 4 x (x < BN / 4) of each
         // tile; rows past Tk are zero (their weights are 0, and 0 x garbage could be NaN)
         const int lc = t % 16, r0 = t / 16;
-        int g = 0;
-        for (int n = 0, i; (i = round_item(n)) < nitems; n++) {
-            const item it = item_at(i);
-            const bf16_t *src =
-                (kind ? v : k) + ((size_t)it.b * Tk + r0) * qrow + (size_t)it.h * AWS_D + lc * 8;
-            for (int j = 0; j < it.ntiles; j++, g++) {
-                const int s = g % ST, k0 = it.kfirst + j * BN;
-                mbar_wait(bar(AWS_EMPTY_K + kind, s), ((g / ST) & 1) ^ 1);
-                const uint32_t dst = ring + s * L::KB;
-                const bf16_t *gs = src + (size_t)k0 * qrow;
+        each_tile([&](const item &it, int k0, int s) {
+            const bf16_t *gs = (kind ? v : k) + ((size_t)it.b * Tk + r0) * qrow +
+                               (size_t)it.h * AWS_D + lc * 8 + (size_t)k0 * qrow;
+            const uint32_t dst = ring + s * L::KB;
 #pragma unroll 4
-                for (int x = 0; x < BN / 4; x++) {
-                    const int row = r0 + 4 * x;
-                    const uint32_t off = sw128_chunk(BN, row, lc);
-                    if (k0 + row < Tk)
-                        cp_async16_s(dst + off, gs + 4 * x * qrow);
-                    else
-                        sts_zero16(dst + off);
-                }
-                cp_async_commit();
-                cp_async_wait<0>();
-                fence_proxy_async(); // the copies are read next by wgmma (the async proxy)
-                mbar_arrive(bar(AWS_FULL_K + kind, s));
+            for (int x = 0; x < BN / 4; x++) {
+                const int row = r0 + 4 * x;
+                const uint32_t off = sw128_chunk(BN, row, lc);
+                if (k0 + row < Tk)
+                    cp_async16_s(dst + off, gs + 4 * x * qrow);
+                else
+                    sts_zero16(dst + off);
             }
-        }
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async(); // the copies are read next by wgmma (the async proxy)
+            mbar_arrive(bar(AWS_FULL_K + kind, s));
+        });
         return;
     }
 
