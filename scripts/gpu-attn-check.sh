@@ -14,31 +14,13 @@
 # Output: stdout and $OUT/attn-*.txt.
 . scripts/gpu-unpack.sh
 export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases (carry .refs)
+. scripts/gpu-case-lists.sh
 if [ "${TEST:-1}" = 1 ]; then
-    for t in ${TEST_BINS:-gpubin/tests/gpu/test_gpu*}; do
-        [ -x "$t" ] || continue
-        for cfg in ${TEST_ENVS:-$ENVS}; do
-            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
-            for m in softmax parallax; do
-                printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
-                f="$OUT/attn-test-$(basename "$t")-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
-                # line-buffered: a test that hangs still leaves the lines before it
-                env $envs MIXSCOPE_GPU_ONLY=$m timeout "${TIMEOUT:-300}" stdbuf -oL "$t" >"$f" 2>&1
-                grep -E "FAIL|gpu: .* passed" "$f" | head -5
-                grep -q "gpu: .* passed" "$f" || echo "did not finish (a hang or a crash)"
-            done
-        done
-    done | tee "$OUT/attn-tests.txt"
-    # a case list that failed or did not finish (a hang) stops the sitting: nothing to time
-    if grep -q FAIL "$OUT/attn-tests.txt" || grep -vq " 0 failed" "$OUT/attn-tests.txt"; then
-        echo "attention tests failed or did not finish: no timings"
-        exit 1
-    fi
+    run_case_lists attn "softmax parallax" || exit 1
 fi
 FLA_DIR=/nonexistent python3 bench/gpu/peers.py >"$OUT/attn-sdpa.txt" 2>/dev/null
 cat "$OUT/attn-sdpa.txt"
 PEER_FILE="$OUT/attn-sdpa.txt" sh scripts/gpu-bench-rounds.sh attn "forward" | tee "$OUT/attn-bench.txt"
 if [ "${ALL:-0}" = 1 ]; then
-    sh tests/gpu/run.sh gpubin >"$OUT/test-gpu-all.txt" 2>&1 && echo "test-gpu: ok" || echo "test-gpu: FAILED"
-    grep -E "FAIL|passed" "$OUT/test-gpu-all.txt"
+    run_all_tests
 fi

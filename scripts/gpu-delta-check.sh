@@ -20,26 +20,9 @@
 # Output: stdout and $OUT/delta-*.txt.
 . scripts/gpu-unpack.sh
 export MIXSCOPE_REFS="$PWD/.refs" # test_gpu's checkpoint cases with ALL=1 (carry .refs)
+. scripts/gpu-case-lists.sh
 if [ "${TEST:-1}" = 1 ]; then
-    for t in ${TEST_BINS:-gpubin/tests/gpu/test_gpu*}; do
-        [ -x "$t" ] || continue
-        for cfg in ${TEST_ENVS:-$ENVS}; do
-            envs=$(echo "$cfg" | sed 's/^-$//' | tr ',' ' ')
-            for m in gdn kaczmarz deltanet; do
-                printf '%s [%s] %s: ' "$(basename "$t")" "$cfg" $m
-                f="$OUT/delta-test-$(basename "$t")-$m-$(echo "$cfg" | tr -c 'A-Za-z0-9\n' _).txt"
-                # line-buffered: a test that hangs still leaves the lines before it
-                env $envs MIXSCOPE_GPU_ONLY=$m timeout "${TIMEOUT:-300}" stdbuf -oL "$t" >"$f" 2>&1
-                grep -E "FAIL|gpu: .* passed" "$f" | head -5
-                grep -q "gpu: .* passed" "$f" || echo "did not finish (a hang or a crash)"
-            done
-        done
-    done | tee "$OUT/delta-tests.txt"
-    # a case list that failed or did not finish (a hang) stops the sitting: nothing to time
-    if grep -q FAIL "$OUT/delta-tests.txt" || grep -vq " 0 failed" "$OUT/delta-tests.txt"; then
-        echo "delta tests failed or did not finish: no timings"
-        exit 1
-    fi
+    run_case_lists delta "gdn kaczmarz deltanet" || exit 1
 fi
 sh scripts/gpu-bench-rounds.sh delta "chunked" | tee "$OUT/delta-bench.txt"
 if [ "${PROFILE:-0}" = 1 ]; then
@@ -86,7 +69,6 @@ if [ -n "${NCU:-}" ]; then
     KERNEL="$NCU" SECTION=delta SKIP=${SKIP:-46} ENV="MIXSCOPE_DELTA_PROFILE=1" \
         sh scripts/gpu-ncu-kernel.sh | tee "$OUT/delta-ncu.txt"
 fi
-if [ "${ALL:-0}" = 1 ]; then # every GPU test binary in full (tests/gpu/run.sh)
-    sh tests/gpu/run.sh gpubin >"$OUT/test-gpu-all.txt" 2>&1 && echo "test-gpu: ok" || echo "test-gpu: FAILED"
-    grep -E "FAIL|passed" "$OUT/test-gpu-all.txt"
+if [ "${ALL:-0}" = 1 ]; then
+    run_all_tests
 fi
