@@ -17,6 +17,13 @@ int delta_state_wgmma_usable(void);
 // nwg: warpgroups, 3 with the storer or 2): grid (dv / DSW_BV, N, segments); reads W, U, GK of the
 // scratch and k, writes Sc, Dt and the done flags, and carries state [N][128][dv] (fp32) from the
 // first chunk to past the last.
+// The fused form (f not NULL; delta_state_wgmma.cu says what it is): reads AU, GC and GK of the
+// scratch and q, k, v, writes o [B][T][H][dv] (fp32) itself; there is no output pass.
+typedef struct {
+    float scale;
+    const bf16_t *q, *v;
+    float *o;
+} dsw_fused;
 int delta_state_wgmma_launch(int T, int H, int N, int dv, int nchunks, int st, int nwg,
-                             const bf16_t *k, tc_scratch sc, float *state, cudaStream_t stream,
-                             err *e);
+                             const bf16_t *k, tc_scratch sc, float *state, const dsw_fused *f,
+                             cudaStream_t stream, err *e);

@@ -37,7 +37,8 @@
 #include "gpu_common.cuh"
 #include "mma.cuh"
 
-#define TC_BV 32 // value columns of a state-pass block (two row groups of 16)
+#define TC_BV            32 // value columns of a state-pass block (two row groups of 16)
+#define TC_FUSED_DEFAULT 0  // the fused form by default where a gate is (launch_tc)
 
 static size_t tc_bf16_per_chunk(int dk, int dv) {
     return (size_t)TC_C * dk + (size_t)TC_C * dv + (size_t)TC_C * TC_C + (size_t)dv * dk +
@@ -63,6 +64,7 @@ static tc_scratch tc_layout(void *scratch, int N, int nchunks, int dk, int dv) {
     s.P = s.U + NC * TC_C * dv;
     s.Sc = s.P + NC * TC_C * TC_C;
     s.Dt = s.Sc + NC * dv * dk;
+    s.AU = s.W, s.GC = (float *)s.U; // the fused form's, in place of W and U (tc_scratch)
     uintptr_t f = (uintptr_t)(s.Dt + NC * dv * TC_C);
     s.GK = (float *)((f + 255) & ~(uintptr_t)255);
     s.lb = s.GK + NC * 2 * TC_C;
@@ -117,7 +119,9 @@ template <int DK, int DV> struct prep_smem {
         (size_t)TC_C * LK * 2 + QM + 2 * (size_t)TC_C * LA * 2 + 4 * TC_C * 4;
 };
 
-template <int DK, int DV, bool KACZ>
+// FUSED (the fused form, tc_scratch): only what the state block cannot form itself, AU and GC,
+// beside GK and lb; no Q, V, P, W or U.
+template <int DK, int DV, bool KACZ, bool FUSED>
 __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 registers at most
     delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
                   const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
@@ -156,10 +160,10 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
             const size_t off = (size_t)RS * it * H * DK;
             if (t0 + r < T) {
                 cp_async16(Ks + r * L::LK + kcol, kp + off);
-                cp_async16(Qs + r * L::LK + kcol, qp + off);
+                if (!FUSED) cp_async16(Qs + r * L::LK + kcol, qp + off);
             } else {
                 *(uint4 *)(Ks + r * L::LK + kcol) = make_uint4(0, 0, 0, 0);
-                *(uint4 *)(Qs + r * L::LK + kcol) = make_uint4(0, 0, 0, 0);
+                if (!FUSED) *(uint4 *)(Qs + r * L::LK + kcol) = make_uint4(0, 0, 0, 0);
             }
         }
     }
@@ -174,7 +178,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
                 *(uint4 *)(Vs + r * L::LV + vcol) = make_uint4(0, 0, 0, 0);
         }
     };
-    { // V's rows into L2 now, into shared memory once M is dead
+    if (!FUSED) { // V's rows into L2 now, into shared memory once M is dead
         constexpr int LINES = DV * 2 / 128 > 0 ? DV * 2 / 128 : 1; // 128-byte lines a row
         for (int i = tid; i < TC_C * LINES; i += 128) {
             const int r = i / LINES;
@@ -229,13 +233,14 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
 #pragma unroll
         for (int kb = 0; kb < DK / 16; kb++) {
             ldmatrix_x4(ak[kb], frag_a(Ks, L::LK, warp * 16, kb * 16, lane));
-            ldmatrix_x4(aq[kb], frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
+            if (!FUSED) ldmatrix_x4(aq[kb], frag_a(Qs, L::LK, warp * 16, kb * 16, lane));
         }
         auto bk = [&](int kb, int np) { return frag_b_nk(Ks, L::LK, np * 16, kb * 16, lane); };
         mma_sweep<DK / 16, 4, false>(
             kk, [&](int kb) { return (const uint32_t *)ak[kb]; }, bk);
-        mma_sweep<DK / 16, 4, false>(
-            qk, [&](int kb) { return (const uint32_t *)aq[kb]; }, bk);
+        if (!FUSED)
+            mma_sweep<DK / 16, 4, false>(
+                qk, [&](int kb) { return (const uint32_t *)aq[kb]; }, bk);
     }
     __syncthreads(); // every warp is done with Q (and Cs is written): M overwrites it
 
@@ -265,7 +270,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
                     Es[i] = __log2f(fmaxf(1.0f, fabsf(1.0f - bi * cj[j][e] * kk[j][half * 2 + e])));
                 pv[e] = cj[j][e] * qk[j][half * 2 + e] * dec;
             }
-            *(uint32_t *)(P + i * TC_C + j * 8 + 2 * tig) = pack_bf16(pv[0], pv[1]);
+            if (!FUSED) *(uint32_t *)(P + i * TC_C + j * 8 + 2 * tig) = pack_bf16(pv[0], pv[1]);
         }
     }
     __syncthreads();
@@ -339,7 +344,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
         tf32_rows16<H2, 2>(y, Ms + (H2 + wr) * L::LM, L::LM, At + wc, LT, gid, tig); // M21 A11
         put(y, y21, 2, 1.0f);
         __syncthreads();
-        load_v(); // every thread is past its last read of M: V takes its place
+        if (!FUSED) load_v(); // every thread is past its last read of M: V takes its place
         cp_async_commit();
         tf32_rows16<H2, 2>(y, At + (H2 + wr) * LT + H2, LT, At + H2 * LT + wc, LT, gid, tig);
         __syncthreads(); // every thread has read M21 A11
@@ -355,16 +360,23 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
         for (int r = 0; r < TC_C / 2; r++) a[r] = At[(i0 + 2 * r) * LT + cc];
         const float su = Bs[cc] * Cs[cc], sw = su * ex2(Gs[cc]);
         __syncthreads();
+        if (FUSED) { // AU alone, straight out: a row's 64 columns by 64 threads
+            bf16_t *au = sc.AU + nc * TC_C * TC_C;
 #pragma unroll
-        for (int r = 0; r < TC_C / 2; r++) {
-            AW[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * sw);
-            AU[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * su);
+            for (int r = 0; r < TC_C / 2; r++)
+                au[(i0 + 2 * r) * TC_C + cc] = __float2bfloat16_rn(a[r] * su);
+        } else {
+#pragma unroll
+            for (int r = 0; r < TC_C / 2; r++) {
+                AW[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * sw);
+                AU[(i0 + 2 * r) * L::LA + cc] = __float2bfloat16_rn(a[r] * su);
+            }
         }
     }
     __syncthreads();
 
     // W = AW K and U = AU V for the warp's 16 rows; K and V are K-major: ldmatrix .trans
-    {
+    if (!FUSED) {
         float acc[DK / 8][4];
 #pragma unroll
         for (int j = 0; j < DK / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -385,7 +397,7 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
     }
     cp_async_wait<0>(); // V is in
     __syncthreads();
-    {
+    if (!FUSED) {
         float acc[DV / 8][4];
 #pragma unroll
         for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -413,6 +425,10 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
         const float Gl = Gs[TC_C - 1];
         GK[tid] = ex2(Gs[tid]);
         GK[TC_C + tid] = t0 + tid < T ? Cs[tid] * ex2(Gl - Gs[tid]) : 0.0f;
+        if (FUSED) { // G and kc, for the state block's P
+            float *GC = sc.GC + nc * 2 * TC_C;
+            GC[tid] = Gs[tid], GC[TC_C + tid] = Cs[tid];
+        }
     }
     __syncthreads();
     if (tid == 0) st_release(sc.ready + nc, 1), tc_trace(sc.trace, 0, 1);
@@ -771,6 +787,21 @@ static int tc_cp_segments(int rows, int N, int nchunks, int dv) {
     return best;
 }
 
+// Segments for the fused form (delta_state_wgmma.cu): its blocks do all the work after prepare,
+// which runs before them, so the count is the one whose longest segment walks the fewest chunks,
+// warm-up included, with every block resident at once (the rows of a segment: heads x slices).
+static int tc_fused_segments(int rows, int nchunks) {
+    const int sms = std::max(1, gpu_sm_count());
+    const int most = std::max(1, std::min(TC_CP_MAX, std::min(nchunks, sms / rows)));
+    const char *env = getenv("MIXSCOPE_DELTA_CP");
+    if (env) return std::max(1, std::min(atoi(env), most));
+    auto walk = [&](int n) { return (nchunks + n - 1) / n + (n > 1 ? TC_CP_WARM : 0); };
+    int best = 1;
+    for (int n = 2; n <= most; n++)
+        if (walk(n) < walk(best)) best = n;
+    return best;
+}
+
 // The side stream the prepare and output kernels run on, beside the state pass (created once).
 static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err *e) {
     static cudaStream_t s_side;
@@ -821,8 +852,13 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
-    if (wg) { // segments of time for the wgmma state pass (tc_cp_segments)
-        s.nseg = tc_cp_segments(N * nslices, N, nchunks, DV);
+    // the fused form (delta_state_wgmma.cu): MIXSCOPE_DELTA_FUSED=1 for every mixer, 0 never;
+    // by default where a gate lets segments start late (not yet: measured first)
+    const int fenv = tc_env("MIXSCOPE_DELTA_FUSED", -1);
+    const bool fused = wg && (fenv == 1 || (fenv < 0 && g != NULL && TC_FUSED_DEFAULT));
+    if (wg) { // segments of time for the wgmma state pass (tc_cp_segments, tc_fused_segments)
+        s.nseg = fused ? tc_fused_segments(N * nslices, nchunks)
+                       : tc_cp_segments(N * nslices, N, nchunks, DV);
         s.seglen = (nchunks + s.nseg - 1) / s.nseg;
         s.nseg = (nchunks + s.seglen - 1) / s.seglen; // every segment has chunks
     }
@@ -838,11 +874,15 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     }
     const int oslots = s.nseg > 1 ? s.nseg * s.seglen : nchunks;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
-    const int overlap = !profile && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
+    // the fused form runs prepare first: its blocks fill the machine and would leave prepare none
+    const int overlap = !profile && !fused && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
-    if (tc_smem(delta_tc_prep<DK, DV, true>, pb, "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_prep<DK, DV, false>, pb, "gpu delta prefill: shared memory (prepare)",
-                e) ||
+    auto prep_kernel = [&]() {
+        if (fused)
+            return kacz ? delta_tc_prep<DK, DV, true, true> : delta_tc_prep<DK, DV, false, true>;
+        return kacz ? delta_tc_prep<DK, DV, true, false> : delta_tc_prep<DK, DV, false, false>;
+    };
+    if (tc_smem(prep_kernel(), pb, "gpu delta prefill: shared memory (prepare)", e) ||
         tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
         return -1;
     CUDA_TRY(cudaMemsetAsync(s.ready, 0,
@@ -861,13 +901,15 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaStreamWaitEvent(side, fork, 0), "gpu delta prefill: event");
     }
     auto prep = [&]() -> int {
-        auto kernel = kacz ? delta_tc_prep<DK, DV, true> : delta_tc_prep<DK, DV, false>;
-        kernel<<<dim3(N, pslots), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
+        prep_kernel()<<<dim3(N, pslots), 128, pb, side>>>(T, H, nchunks, eps, q, k, v, g, beta, s);
         CUDA_LAUNCHED("gpu delta prefill: prepare");
         return 0;
     };
+    const dsw_fused fz = {scale, q, v, o};
     auto state_pass = [&]() -> int {
-        if (wg) return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, nwg, k, s, state, st, e);
+        if (wg)
+            return delta_state_wgmma_launch(T, H, N, DV, nchunks, ns, nwg, k, s, state,
+                                            fused ? &fz : NULL, st, e);
 #define TC_STATE(ST, KS) launch_state<DK, TC_BV, ST, KS>(T, H, N, DV, nchunks, k, s, state, st, e)
         if (ns == 3) return ks == 1 ? TC_STATE(3, 1) : ks == 4 ? TC_STATE(3, 4) : TC_STATE(3, 2);
         return ks == 1 ? TC_STATE(4, 1) : ks == 4 ? TC_STATE(4, 4) : TC_STATE(4, 2);
@@ -883,9 +925,11 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         if (state_pass()) return -1;
         timer.mark(2);
     }
-    delta_tc_out<DK, DV>
-        <<<dim3(N, oslots), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
-    CUDA_LAUNCHED("gpu delta prefill: output pass");
+    if (!fused) {
+        delta_tc_out<DK, DV>
+            <<<dim3(N, oslots), 128, ob, side>>>(T, H, nchunks, nslices, scale, q, s, o);
+        CUDA_LAUNCHED("gpu delta prefill: output pass");
+    }
     if (overlap) {
         CUDA_TRY(cudaEventRecord(join, side), "gpu delta prefill: event");
         CUDA_TRY(cudaStreamWaitEvent(st, join, 0), "gpu delta prefill: event");

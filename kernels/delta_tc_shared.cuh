@@ -23,8 +23,13 @@
 
 // The per-(head, chunk) arrays of the scratch, in order: W [C][dk], U [C][dv], P [C][C],
 // Sc [dv][dk], Dt [dv][C] (bf16), then GK [2C] (fp32: gamma, ks) and lb (fp32, one a chunk).
+// The fused form (delta_state_wgmma.cu's, MIXSCOPE_DELTA_FUSED) has no W, U, P, Sc or Dt: prepare
+// writes AU = A diag(beta kc) [C][C] (bf16) in W's place and GC [2C] (fp32: G, the chunk's
+// cumulative log2 decay, and kc) in U's, and the state block forms the rest itself.
 struct tc_scratch {
     bf16_t *W, *U, *P, *Sc, *Dt;
+    bf16_t *AU; // fused: = W
+    float *GC;  // fused: = (float *)U
     float *GK;
     // lb[n][c]: log2 of a bound on |transition of chunk c| (sum over its tokens of log2 gamma_t
     // and log2 max(1, |1 - beta_t kc_t^2 |k_t|^2|), the norms of I - beta k k^T)

@@ -1262,6 +1262,22 @@ int main(void) {
         test_mixer(m, 300, 2, 128, 128, 64);
         correlated_keys = 0;
         unsetenv("MIXSCOPE_DELTA_CP");
+        /* the fused form (delta_state_wgmma.cu: prepare writes AU alone, the state block forms
+         * W S, U and the output itself): as many segments as fill the machine, one, and 3 (39
+         * chunks; deltanet's walk from the first chunk), dv = 64 (one slice), correlated keys */
+        printf("%s in the fused form (MIXSCOPE_DELTA_FUSED=1):\n", delta[i]);
+        setenv("MIXSCOPE_DELTA_FUSED", "1", 1);
+        test_mixer(m, 2500, 3, 128, 128, 64);
+        test_mixer(m, 129, 3, 128, 64, 64);
+        correlated_keys = 1;
+        test_mixer(m, 300, 2, 128, 128, 64);
+        correlated_keys = 0;
+        setenv("MIXSCOPE_DELTA_CP", "1", 1);
+        test_mixer(m, 1000, 2, 128, 128, 64);
+        setenv("MIXSCOPE_DELTA_CP", "3", 1);
+        test_mixer(m, 2500, 3, 128, 128, 64);
+        unsetenv("MIXSCOPE_DELTA_CP");
+        unsetenv("MIXSCOPE_DELTA_FUSED");
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
      * blocks and tiles, many blocks; a pre-filled cache and sliding windows */
