@@ -38,7 +38,7 @@
 #include "mma.cuh"
 
 #define TC_BV            32 // value columns of a state-pass block (two row groups of 16)
-#define TC_FUSED_DEFAULT 0  // the fused form by default where a gate is (launch_tc)
+#define TC_FUSED_DEFAULT 1  // the fused form by default where a gate is (launch_tc)
 
 static size_t tc_bf16_per_chunk(int dk, int dv) {
     return (size_t)TC_C * dk + (size_t)TC_C * dv + (size_t)TC_C * TC_C + (size_t)dv * dk +
@@ -852,8 +852,10 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     // the state pass: Hopper's warpgroup products for dk = 128 where they run, mma.sync otherwise
     const bool wg = DK == 128 && delta_state_wgmma_usable();
     const int nslices = DV / (wg ? DSW_BV : TC_BV);
-    // the fused form (delta_state_wgmma.cu): MIXSCOPE_DELTA_FUSED=1 for every mixer, 0 never;
-    // by default where a gate lets segments start late (not yet: measured first)
+    // the fused form (delta_state_wgmma.cu): MIXSCOPE_DELTA_FUSED=1 for every mixer, 0 never; by
+    // default where a gate lets segments start late (gdn 16 heads on the H200: 0.36 ms against
+    // 0.78 at 32K, 1.35 against 3.00 at 128K; deltanet, whose segments walk from the first chunk,
+    // the same either way, so it keeps the overlapped passes: docs/gpu-results.md)
     const int fenv = tc_env("MIXSCOPE_DELTA_FUSED", -1);
     const bool fused = wg && (fenv == 1 || (fenv < 0 && g != NULL && TC_FUSED_DEFAULT));
     if (wg) { // segments of time for the wgmma state pass (tc_cp_segments, tc_fused_segments)
@@ -875,7 +877,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     const int oslots = s.nseg > 1 ? s.nseg * s.seglen : nchunks;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     // the fused form runs prepare first: its blocks fill the machine and would leave prepare none
-    const int overlap = !profile && !fused && tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0;
+    // (MIXSCOPE_DELTA_FUSED_OVERLAP=1 launches both at once, prepare first, on two streams)
+    const int overlap = !profile && (fused ? tc_env("MIXSCOPE_DELTA_FUSED_OVERLAP", 0) != 0
+                                           : tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0);
     const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
     auto prep_kernel = [&]() {
         if (fused)
@@ -917,7 +921,9 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     };
     gpu_pass_timer<3> timer(profile, st); // prepare, state, output (profile runs no overlap)
     timer.mark(0);
-    if (overlap) {
+    if (overlap && fused) {
+        if (prep() || state_pass()) return -1; // prepare first: its blocks get the machine first
+    } else if (overlap) {
         if (state_pass() || prep()) return -1; // the state pass first: its blocks wait on prep's
     } else {
         if (prep()) return -1;

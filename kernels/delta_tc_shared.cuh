@@ -17,7 +17,7 @@
 // a bound on the norm of a chunk's state transition, from prepare) summed over them is at most
 // TC_CP_LOG2TOL. Where they have not (no gate, or gates near 1), the segment walks from the first
 // chunk instead, and its result is the same as without segments.
-#define TC_CP_MAX     8     // segments at most
+#define TC_CP_MAX     16    // segments at most
 #define TC_CP_WARM    16    // chunks of warm-up at most
 #define TC_CP_LOG2TOL -24.f // log2 of the decay the warm-up must reach
 

@@ -1277,6 +1277,17 @@ int main(void) {
         setenv("MIXSCOPE_DELTA_CP", "3", 1);
         test_mixer(m, 2500, 3, 128, 128, 64);
         unsetenv("MIXSCOPE_DELTA_CP");
+        /* and the overlapped passes (prepare, state, output; deltanet's default), which gdn and
+         * kaczmarz left for the fused form: one segment and 3 */
+        printf("%s with the overlapped passes (MIXSCOPE_DELTA_FUSED=0):\n", delta[i]);
+        setenv("MIXSCOPE_DELTA_FUSED", "0", 1);
+        test_mixer(m, 2500, 3, 128, 128, 64);
+        setenv("MIXSCOPE_DELTA_CP", "3", 1);
+        test_mixer(m, 2500, 3, 128, 128, 64);
+        correlated_keys = 1;
+        test_mixer(m, 300, 2, 128, 128, 64);
+        correlated_keys = 0;
+        unsetenv("MIXSCOPE_DELTA_CP");
         unsetenv("MIXSCOPE_DELTA_FUSED");
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
@@ -1295,11 +1306,11 @@ int main(void) {
     }
     /* The benchmark's shapes (bench_gpu.c: B = 1, H = 16, d = 128; issue 16 asks for cases at
      * them): the bf16 prefill that bench-gpu times, against the CPU's. The delta family at 16K
-     * (a length bench-gpu times; one segment and the storer warpgroup, as there), softmax and
-     * Parallax at 4K, Kalman's lanes (H 16, M 128, S 16) over 8K tokens instead of the bench's
-     * 64K (the CPU reference walks them at ~500 tokens a second on one core; the GPU runs the
-     * same one-pass scan at any length from 4 warps a multiprocessor up). KATA m1's 128K is beyond
-     * the CPU reference; its d = 128 cases are above. */
+     * (a length bench-gpu times; gdn's and kaczmarz's fused form and deltanet's overlapped passes,
+     * as there), softmax and Parallax at 4K, Kalman's lanes (H 16, M 128, S 16) over 8K tokens
+     * instead of the bench's 64K (the CPU reference walks them at ~500 tokens a second on one core;
+     * the GPU runs the same one-pass scan at any length from 4 warps a multiprocessor up). KATA
+     * m1's 128K is beyond the CPU reference; its d = 128 cases are above. */
     {
         struct {
             const char *name;
