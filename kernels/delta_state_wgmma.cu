@@ -17,8 +17,8 @@
 // buffers; named barriers hand stages and buffers between them. The flags with prepare and output
 // are delta_tc.cu's. Measured on the H200 (B = 1, H = 16, d = 128, 128K tokens): the state pass
 // alone 2.36 ms against 3.60 for the mma.sync pass with two warpgroups, gdn's whole prefill 3.12
-// ms against 4.15 (and fla's 4.97), 3.00 with the storer; the steps and what ncu said at each:
-// docs/gpu-results.md.
+// ms against 4.15 (and fla's 4.97), 3.00 with the storer, 1.35 in the fused form (FUSED below);
+// the steps and what ncu said at each: docs/gpu-results.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>

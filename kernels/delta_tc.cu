@@ -22,8 +22,11 @@
 // zero (beta = 0, g = 0), so a last partial chunk needs no special case. The three kernels run
 // side by side, handing chunks over through flags in the scratch (launch_tc). On Hopper, for
 // dk = 128, the state pass is delta_state_wgmma.cu's instead (the same arithmetic on warpgroup
-// products, 1.3x faster end to end at 128K; MIXSCOPE_DELTA_WGMMA=0 keeps this one). Measured on
-// the H200: docs/gpu-results.md.
+// products, 1.3x faster end to end at 128K; MIXSCOPE_DELTA_WGMMA=0 keeps this one), and where a
+// gate is (gdn, kaczmarz) the default is its fused form: prepare writes only AU = A diag(beta kc)
+// and the decays, and the state blocks form W S, U and the output themselves, in segments that
+// fill the machine (2.2x faster for gdn at 32K and 128K, 16 heads; MIXSCOPE_DELTA_FUSED=0 keeps
+// the three kernels). Measured on the H200: docs/gpu-results.md.
 #include <cuda_bf16.h>
 #include <algorithm>
 #include <cuda_runtime.h>
