@@ -131,16 +131,16 @@ static void teardown(delta_ctx *c) {
     gpu_free(c->state), gpu_free(c->o), gpu_free(c->scratch);
 }
 
-/* One row of the chunked prefill: mode's prefill at B = 1, T tokens and `heads` heads (over
+/* One row of the chunked prefill: mode's prefill at B sequences, T tokens and `heads` heads (over
  * buffers laid out for H), its gates slow (g in [-0.02, 0)) or as setup makes them, beside the
  * peer's median under peer_key (NULL: none) and, at H heads, SDPA's at T; with the bytes floor
  * (read q, k, v in bf16, g, beta; write o in fp32) over the copy bandwidth bw and the compute
  * floor over the matrix rate mm. -1 when the inputs cannot be set up. */
-static int delta_row(const char *name, int T, int mode, int heads, int slow, const char *peer_key,
-                     double bw, double mm, err *e) {
+static int delta_row(const char *name, int B, int T, int mode, int heads, int slow,
+                     const char *peer_key, double bw, double mm, err *e) {
     delta_ctx c;
-    if (setup(&c, 1, T, mode, 1, e)) return -1;
-    if (slow && gpu_fill_uniform(c.g, (size_t)T * H, 0, 0.01f, -0.01f, 4, e)) {
+    if (setup(&c, B, T, mode, 1, e)) return -1;
+    if (slow && gpu_fill_uniform(c.g, (size_t)B * T * H, 0, 0.01f, -0.01f, 4, e)) {
         teardown(&c);
         return -1;
     }
@@ -152,12 +152,12 @@ static int delta_row(const char *name, int T, int mode, int heads, int slow, con
         return 0;
     }
     teardown(&c);
-    const double bytes = (double)T * heads * (3.0 * D * 2 + 8 + D * 4);
+    const double bytes = (double)B * T * heads * (3.0 * D * 2 + 8 + D * 4);
     /* compute floor: per chunk of C = 64 and head, K K^T, Q K^T, W, U and P Delta are C^2 d
      * multiply-adds each, W S, Q S and K^T Delta C d^2 each */
-    const double flops = 2.0 * T * heads * (5.0 * 64 * D + 3.0 * D * D);
+    const double flops = 2.0 * B * T * heads * (5.0 * 64 * D + 3.0 * D * D);
     const double peer = peer_key ? peer_ms(peer_key, T) : -1;
-    const double sd = heads == H ? peer_ms("sdpa", T) : -1;
+    const double sd = heads == H && B == 1 ? peer_ms("sdpa", T) : -1;
     char ps[32] = "-", xs[32] = "-", ss[32] = "-";
     if (peer > 0)
         snprintf(ps, sizeof ps, "%.3f", peer), snprintf(xs, sizeof xs, "%.2fx", peer / ms);
@@ -873,7 +873,7 @@ int main(void) {
         for (int i = 0; i < 5; i++) {
             char name[64];
             snprintf(name, sizeof name, "%s chunked T=%dK", mode_name[mode], Ts[i] / 1024);
-            if (delta_row(name, Ts[i], mode, H, 0,
+            if (delta_row(name, 1, Ts[i], mode, H, 0,
                           mode == MODE_DELTANET ? "fla_delta_chunk" : "fla_gdn_chunk", bw, mm, &e))
                 break;
         }
@@ -881,14 +881,18 @@ int main(void) {
      * leave most multiprocessors to the rest and its segments of time pay; and with slow gates,
      * g in [-0.02, 0): over 16 chunks (the most a segment of the state pass warms up from) they
      * decay a state by about 2^-15 only, so every segment walks from the first chunk
-     * (delta_tc_shared.cuh); the rows above (g in [-0.5, 0)) decay 2^-23 a chunk */
-    static const int rows[5][3] = {{2, 4, 0}, {4, 4, 0}, {2, 4, 1}, {2, H, 1}, {4, H, 1}};
-    for (int r = 0; r < 5 && !decode_only; r++) {
-        const int i = rows[r][0], heads = rows[r][1], slow = rows[r][2]; /* T index */
-        char name[64];
-        snprintf(name, sizeof name, "gdn chunked T=%dK H=%d%s", Ts[i] / 1024, heads,
+     * (delta_tc_shared.cuh); the rows above (g in [-0.5, 0)) decay 2^-23 a chunk. Then batches
+     * of 32K tokens in all: 2 sequences of 16K (the fused form in 2 segments, 128 blocks) and 8
+     * of 4K (one segment, 256 blocks: two waves) */
+    static const int rows[7][4] = {{2, 4, 0, 1}, {4, 4, 0, 1}, {2, 4, 1, 1}, {2, H, 1, 1},
+                                   {4, H, 1, 1}, {1, H, 0, 2}, {0, H, 0, 8}};
+    for (int r = 0; r < 7 && !decode_only; r++) {
+        const int i = rows[r][0], heads = rows[r][1], slow = rows[r][2], B = rows[r][3];
+        char name[64], bs[16] = "";
+        if (B > 1) snprintf(bs, sizeof bs, " B=%d", B);
+        snprintf(name, sizeof name, "gdn chunked T=%dK H=%d%s%s", Ts[i] / 1024, heads, bs,
                  slow ? " slow g" : "");
-        if (delta_row(name, Ts[i], MODE_GDN, heads, slow,
+        if (delta_row(name, B, Ts[i], MODE_GDN, heads, slow,
                       heads == 4 && !slow ? "fla_gdn_chunk_h4" : NULL, bw, mm, &e))
             break;
     }
