@@ -112,30 +112,35 @@ __device__ __forceinline__ void tf32_rows16(float (*d)[4], const float *A, int l
 // start and into Q's place once M is dead, which leaves room for 4 blocks a multiprocessor; 6a0a825
 // timed it the same as 3 with a place of its own), AW, AU [C][C+8], then fp32 G, beta, kc and the
 // tokens' norm terms [C].
-template <int DK, int DV> struct prep_smem {
-    static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4;
+// FUSED: no Q or V, so M alone in Q's place; A (fp32) in K's place, dead once K K^T is in
+// registers (dk = 128): 36 KB, six blocks a multiprocessor.
+template <int DK, int DV, bool FUSED = false> struct prep_smem {
+    static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4, LT = TC_C + 4;
     static constexpr size_t QK = (size_t)TC_C * LK * 2, QMM = (size_t)TC_C * LM * 4,
                             VB = (size_t)TC_C * LV * 2;
     static constexpr size_t QM0 = QK > QMM ? QK : QMM;
-    static constexpr size_t QM = VB > QM0 ? VB : QM0;
-    static constexpr size_t bytes =
-        (size_t)TC_C * LK * 2 + QM + 2 * (size_t)TC_C * LA * 2 + 4 * TC_C * 4;
+    static constexpr size_t QM = FUSED ? QMM : (VB > QM0 ? VB : QM0);
+    static constexpr bool AT_IN_K = FUSED && (size_t)TC_C * LT * 4 <= (size_t)TC_C * LK * 2;
+    static constexpr size_t AWB = AT_IN_K ? 0 : 2 * (size_t)TC_C * LA * 2;
+    static constexpr size_t bytes = (size_t)TC_C * LK * 2 + QM + AWB + 4 * TC_C * 4;
 };
 
 // FUSED (the fused form, tc_scratch): only what the state block cannot form itself, AU and GC,
-// beside GK and lb; no Q, V, P, W or U.
+// beside GK and lb; no Q, V, P, W or U. Blocks a multiprocessor: 4 (128 registers at most), 6 when
+// FUSED (80).
 template <int DK, int DV, bool KACZ, bool FUSED>
-__global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 registers at most
+__global__ void __launch_bounds__(128, FUSED ? 6 : 4)
     delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
                   const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
-    typedef prep_smem<DK, DV> L;
+    typedef prep_smem<DK, DV, FUSED> L;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16_t *Ks = (bf16_t *)smem;
     bf16_t *Qs = (bf16_t *)(smem + (size_t)TC_C * L::LK * 2);
     float *Ms = (float *)Qs; // Q is dead once Q K^T is in registers
     bf16_t *Vs = Qs;         // and M once the inverse's corner has read it
     bf16_t *AW = (bf16_t *)((unsigned char *)Qs + L::QM), *AU = AW + TC_C * L::LA;
-    float *Gs = (float *)(AU + TC_C * L::LA), *Bs = Gs + TC_C, *Cs = Bs + TC_C, *Es = Cs + TC_C;
+    float *Gs = (float *)((unsigned char *)AW + L::AWB), *Bs = Gs + TC_C, *Cs = Bs + TC_C,
+          *Es = Cs + TC_C;
 
     // grid (N, slots): blocks go out head-fastest, so the early chunks of every head come first
     // (and with segments, the early chunks of every segment: tc_prep_chunk)
@@ -291,8 +296,8 @@ __global__ void __launch_bounds__(128, 4) // 4 blocks a multiprocessor: 128 regi
     // the same error both ways (docs/gpu-results.md). A lives in fp32 where AW and AU go
     // afterwards.
     constexpr int Q4 = TC_C / 4, H2 = TC_C / 2, LT = TC_C + 4;
-    float *At = (float *)AW; // [C][LT] fp32: fits in AW and AU
-    static_assert((size_t)TC_C * LT * 4 <= 2 * (size_t)TC_C * L::LA * 2, "A in AW, AU");
+    float *At = L::AT_IN_K ? (float *)Ks : (float *)AW; // [C][LT] fp32: in AW and AU, or K
+    static_assert(L::AT_IN_K || (size_t)TC_C * LT * 4 <= 2 * (size_t)TC_C * L::LA * 2, "A's place");
     if (tid < TC_C) {
         const int blk = tid / Q4, cc = tid % Q4, off = blk * Q4;
         float col[Q4];
@@ -881,9 +886,16 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
     // the fused form runs prepare first: its blocks fill the machine and would leave prepare none
     // (MIXSCOPE_DELTA_FUSED_OVERLAP=1 launches both at once, prepare first, on two streams)
+    // The overlapped passes need a multiprocessor for prepare beside the state blocks, which
+    // wait on it: with more state blocks than multiprocessors (each may hold one alone), prepare
+    // would get none and the waits would trap (bench-gpu's 8 x 16 heads did), so they run one
+    // after the other then.
+    const int state_blocks = N * nslices * s.nseg;
     const int overlap = !profile && (fused ? tc_env("MIXSCOPE_DELTA_FUSED_OVERLAP", 0) != 0
-                                           : tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0);
-    const size_t pb = prep_smem<DK, DV>::bytes, ob = out_smem<DK, DV>::bytes;
+                                           : tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0 &&
+                                                 state_blocks < gpu_sm_count());
+    const size_t pb = fused ? prep_smem<DK, DV, true>::bytes : prep_smem<DK, DV>::bytes;
+    const size_t ob = out_smem<DK, DV>::bytes;
     auto prep_kernel = [&]() {
         if (fused)
             return kacz ? delta_tc_prep<DK, DV, true, true> : delta_tc_prep<DK, DV, false, true>;
@@ -950,6 +962,7 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         CUDA_TRY(cudaStreamSynchronize(st), "gpu delta prefill: trace");
         unsigned long long t0 = t[0] < t[2] ? t[0] : t[2];
         t0 = t[4] < t0 ? t[4] : t0;
+        if (fused) t[4] = t[5] = t0; // no output pass: the state blocks write the output
         auto ms = [&](int i) { return (double)(t[i] - t0) * 1e-6; };
         fprintf(stderr,
                 "delta_tc trace T=%d: prepare %.3f-%.3f, state %.3f-%.3f, output %.3f-%.3f ms "
