@@ -113,7 +113,7 @@ __device__ __forceinline__ void tf32_rows16(float (*d)[4], const float *A, int l
 // timed it the same as 3 with a place of its own), AW, AU [C][C+8], then fp32 G, beta, kc and the
 // tokens' norm terms [C].
 // FUSED: no Q or V, so M alone in Q's place; A (fp32) in K's place, dead once K K^T is in
-// registers (dk = 128): 36 KB, six blocks a multiprocessor.
+// registers (dk = 128): 36 KB, so that registers, not shared memory, bound the blocks.
 template <int DK, int DV, bool FUSED = false> struct prep_smem {
     static constexpr int LK = DK + 8, LV = DV + 8, LA = TC_C + 8, LM = TC_C + 4, LT = TC_C + 4;
     static constexpr size_t QK = (size_t)TC_C * LK * 2, QMM = (size_t)TC_C * LM * 4,
@@ -126,10 +126,10 @@ template <int DK, int DV, bool FUSED = false> struct prep_smem {
 };
 
 // FUSED (the fused form, tc_scratch): only what the state block cannot form itself, AU and GC,
-// beside GK and lb; no Q, V, P, W or U. Blocks a multiprocessor: 4 (128 registers at most), 6 when
-// FUSED (80).
+// beside GK and lb; no Q, V, P, W or U. Blocks a multiprocessor: 4 (128 registers at most), 5 when
+// FUSED (96, no spills; 6 at 80 spilled 8 bytes for gdn and timed no better: gpu-results.md).
 template <int DK, int DV, bool KACZ, bool FUSED>
-__global__ void __launch_bounds__(128, FUSED ? 6 : 4)
+__global__ void __launch_bounds__(128, FUSED ? 5 : 4)
     delta_tc_prep(int T, int H, int nchunks, float eps, const bf16_t *q, const bf16_t *k,
                   const bf16_t *v, const float *g, const float *beta, tc_scratch sc) {
     typedef prep_smem<DK, DV, FUSED> L;

@@ -317,6 +317,17 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     test_mixer_opts(m, NULL, T, H, dk, dv, chunk);
 }
 
+/* The delta family's state in 3 segments of time (MIXSCOPE_DELTA_CP=3): 39 chunks, and 5 with
+ * correlated keys (warm-ups reaching chunk 0). */
+static void test_delta_3_segments(const mixer_ops *m) {
+    setenv("MIXSCOPE_DELTA_CP", "3", 1);
+    test_mixer(m, 2500, 3, 128, 128, 64);
+    correlated_keys = 1;
+    test_mixer(m, 300, 2, 128, 128, 64);
+    correlated_keys = 0;
+    unsetenv("MIXSCOPE_DELTA_CP");
+}
+
 /* cuBLAS dense layer against a double-precision product. */
 /* Attention prefill (bf16, the tensor-core forward) after a cache already holding T0 tokens and
  * with a sliding window: queries and keys of different lengths, tiles cut by the window. */
@@ -1256,12 +1267,7 @@ int main(void) {
          * kaczmarz's segments start from a warm-up, deltanet's (no decay) walk from the first
          * chunk; 39 chunks in 3 segments, and 5 in 3 (warm-ups reaching chunk 0) */
         printf("%s with the state pass in 3 segments (MIXSCOPE_DELTA_CP=3):\n", delta[i]);
-        setenv("MIXSCOPE_DELTA_CP", "3", 1);
-        test_mixer(m, 2500, 3, 128, 128, 64);
-        correlated_keys = 1;
-        test_mixer(m, 300, 2, 128, 128, 64);
-        correlated_keys = 0;
-        unsetenv("MIXSCOPE_DELTA_CP");
+        test_delta_3_segments(m);
         /* the fused form (delta_state_wgmma.cu: prepare writes AU alone, the state block forms
          * W S, U and the output itself): as many segments as fill the machine, one, and 3 (39
          * chunks; deltanet's walk from the first chunk), dv = 64 (one slice), correlated keys */
@@ -1282,12 +1288,7 @@ int main(void) {
         printf("%s with the overlapped passes (MIXSCOPE_DELTA_FUSED=0):\n", delta[i]);
         setenv("MIXSCOPE_DELTA_FUSED", "0", 1);
         test_mixer(m, 2500, 3, 128, 128, 64);
-        setenv("MIXSCOPE_DELTA_CP", "3", 1);
-        test_mixer(m, 2500, 3, 128, 128, 64);
-        correlated_keys = 1;
-        test_mixer(m, 300, 2, 128, 128, 64);
-        correlated_keys = 0;
-        unsetenv("MIXSCOPE_DELTA_CP");
+        test_delta_3_segments(m);
         unsetenv("MIXSCOPE_DELTA_FUSED");
     }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
