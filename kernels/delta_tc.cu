@@ -216,19 +216,7 @@ __global__ void __launch_bounds__(128, FUSED ? 5 : 4)
     }
     cp_async_wait<0>();
     __syncthreads();
-    if (KACZ) { // kc_i = (|k_i|^2 + eps)^-1/2 from the bf16 key, as gpu_kaczmarz_rescale
-        for (int r = warp * 16; r < warp * 16 + 16; r++) {
-            float s = 0.0f;
-            for (int d = lane; d < DK; d += 32) {
-                const float x = __bfloat162float(Ks[r * L::LK + d]);
-                s += x * x;
-            }
-            s = warp_sumf(s);
-            if (lane == 0) Cs[r] = rsqrtf(s + eps);
-        }
-    } else if (tid < TC_C) {
-        Cs[tid] = 1.0f;
-    }
+    if (!KACZ && tid < TC_C) Cs[tid] = 1.0f; // Kaczmarz's kc: from K K^T's diagonal, below
 
     // K K^T and Q K^T for the warp's 16 rows (8 column blocks of 8 tokens each)
     float kk[8][4], qk[8][4];
@@ -250,6 +238,15 @@ __global__ void __launch_bounds__(128, FUSED ? 5 : 4)
             mma_sweep<DK / 16, 4, false>(
                 qk, [&](int kb) { return (const uint32_t *)aq[kb]; }, bk);
     }
+    if (KACZ) // kc_i = (|k_i|^2 + eps)^-1/2 from the bf16 key, as gpu_kaczmarz_rescale: |k_i|^2 is
+              // K K^T's diagonal (16 rows a warp, each a warp reduction before: 1 us a block)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int i = warp * 16 + gid + (e >> 1) * 8, jj = j * 8 + 2 * tig + (e & 1);
+                if (i == jj) Cs[i] = rsqrtf(kk[j][e] + eps);
+            }
     __syncthreads(); // every warp is done with Q (and Cs is written): M overwrites it
 
     // M and P. The 16 key columns jj = 8 j + 2 tig + e of this thread: their G and kc once, in
