@@ -432,6 +432,71 @@ static void test_attn_batch(int plx, int B, int Tq, int Tk, int H, int d, int po
     free(hq), free(hr), free(hk), free(hv), free(o), free(ref), free(w), free(u);
 }
 
+/* gpu_delta_prefill on raw bf16 tensors with B sequences against the same sequences one call
+ * each (the B = 1 calls are the ones checked against the CPU above): the batch's indexing of
+ * every pass, in the fused form and in the overlapped passes (fused: "0" or "1"; the segment
+ * counts differ between the calls, so the two agree to the warm-up's 2^-24, not bit for bit).
+ * q, k [B, T, H, 128], v [B, T, H, 128], g, beta [B, T, H], state [B, H, 128, 128]. */
+static void test_delta_batch(int B, int T, int H, const char *fused) {
+    const int d = 128;
+    const size_t nk = (size_t)B * T * H * d, nh = (size_t)B * T * H, ns = (size_t)B * H * d * d;
+    uint16_t *hq = malloc(nk * 2), *hk = malloc(nk * 2), *hv = malloc(nk * 2);
+    float *hg = malloc(nh * 4), *hb = malloc(nh * 4), *hs = malloc(ns * 4);
+    float *o = malloc(nk * 4), *o1 = malloc(nk * 4), *s = malloc(ns * 4), *s1 = malloc(ns * 4);
+    for (size_t i = 0; i < nk; i++)
+        hq[i] = f32_to_bf16(0.1f * (float)nrand()), hk[i] = f32_to_bf16(0.1f * (float)nrand()),
+        hv[i] = f32_to_bf16((float)nrand());
+    for (size_t i = 0; i < nh; i++)
+        hg[i] = -0.5f * (float)urand(), hb[i] = 0.05f + 0.9f * (float)urand();
+    for (size_t i = 0; i < ns; i++) hs[i] = 0.1f * (float)nrand();
+    setenv("MIXSCOPE_DELTA_FUSED", fused, 1);
+    err e = {{0}};
+    const size_t sb = gpu_delta_scratch_bytes(B, T, H, d, d, 64);
+    void *dq = gpu_malloc(nk * 2, &e), *dk = gpu_malloc(nk * 2, &e), *dv = gpu_malloc(nk * 2, &e);
+    float *dg = gpu_malloc(nh * 4, &e), *db = gpu_malloc(nh * 4, &e), *ds = gpu_malloc(ns * 4, &e);
+    float *dout = gpu_malloc(nk * 4, &e);
+    void *scr = gpu_malloc(sb, &e);
+    const float scale = 1.0f / sqrtf((float)d);
+    int bad = !dq || !dk || !dv || !dg || !db || !ds || !dout || !scr ||
+              gpu_copy_to_device(dq, hq, nk * 2, &e) || gpu_copy_to_device(dk, hk, nk * 2, &e) ||
+              gpu_copy_to_device(dv, hv, nk * 2, &e) || gpu_copy_to_device(dg, hg, nh * 4, &e) ||
+              gpu_copy_to_device(db, hb, nh * 4, &e) || gpu_copy_to_device(ds, hs, ns * 4, &e) ||
+              gpu_delta_prefill(B, T, H, d, d, 64, scale, 1, dq, dk, dv, dg, db, ds, dout, scr,
+                                NULL, &e) ||
+              gpu_sync(&e) || gpu_copy_to_host(o, dout, nk * 4, &e) ||
+              gpu_copy_to_host(s, ds, ns * 4, &e);
+    /* then each sequence alone, from the front of the same buffers */
+    const size_t ok = (size_t)T * H * d, oh = (size_t)T * H, os = (size_t)H * d * d;
+    for (int b = 0; b < B && !bad; b++)
+        bad = gpu_copy_to_device(dq, hq + b * ok, ok * 2, &e) ||
+              gpu_copy_to_device(dk, hk + b * ok, ok * 2, &e) ||
+              gpu_copy_to_device(dv, hv + b * ok, ok * 2, &e) ||
+              gpu_copy_to_device(dg, hg + b * oh, oh * 4, &e) ||
+              gpu_copy_to_device(db, hb + b * oh, oh * 4, &e) ||
+              gpu_copy_to_device(ds, hs + b * os, os * 4, &e) ||
+              gpu_delta_prefill(1, T, H, d, d, 64, scale, 1, dq, dk, dv, dg, db, ds, dout, scr,
+                                NULL, &e) ||
+              gpu_sync(&e) || gpu_copy_to_host(o1 + b * ok, dout, ok * 4, &e) ||
+              gpu_copy_to_host(s1 + b * os, ds, os * 4, &e);
+    unsetenv("MIXSCOPE_DELTA_FUSED");
+    char what[128];
+    snprintf(what, sizeof what, "gdn prefill bf16 B=%d T=%d H=%d, fused=%s: output", B, T, H,
+             fused);
+    if (bad) {
+        printf("%-44s %s  FAIL\n", what, e.msg);
+        failed++;
+    } else {
+        report(what, rel(o, o1, nk), 1e-4);
+        snprintf(what, sizeof what, "gdn prefill bf16 B=%d T=%d H=%d, fused=%s: state", B, T, H,
+                 fused);
+        report(what, rel(s, s1, ns), 1e-4);
+    }
+    gpu_free(dq), gpu_free(dk), gpu_free(dv), gpu_free(dg), gpu_free(db), gpu_free(ds);
+    gpu_free(dout), gpu_free(scr);
+    free(hq), free(hk), free(hv), free(hg), free(hb), free(hs), free(o), free(o1), free(s),
+        free(s1);
+}
+
 static void test_linear(int T, int out, int in) {
     float *x = malloc((size_t)T * in * 4), *W = malloc((size_t)out * in * 4), *b = malloc(out * 4);
     float *y = malloc((size_t)T * out * 4), *ref = malloc((size_t)T * out * 4);
@@ -1291,6 +1356,14 @@ int main(void) {
         test_delta_3_segments(m);
         unsetenv("MIXSCOPE_DELTA_FUSED");
     }
+    /* batches: segments in both calls (2 x 3 heads), and more state blocks than multiprocessors
+     * (8 x 16 heads: the fused form's 256 blocks in two waves, the overlapped passes one after
+     * the other) */
+    if (wanted("gdn"))
+        for (int f = 0; f < 2; f++) {
+            test_delta_batch(2, 2500, 3, f ? "1" : "0");
+            test_delta_batch(8, 600, 16, f ? "1" : "0");
+        }
     /* attention's tensor-core forward (d = 128: the wgmma kernel on sm_90): one row, partial
      * blocks and tiles, many blocks; a pre-filled cache and sliding windows */
     const char *attn[] = {"softmax", "parallax"};
