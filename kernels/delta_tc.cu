@@ -828,12 +828,15 @@ static int tc_side(cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join, err
 // Three kernels, by default at the same time: the state pass (one block per head and value slice,
 // on st) goes chunk by chunk as fast as the prepare kernel (on a side stream, all chunks) hands
 // chunks over, and the output pass (on the side stream after prepare) follows the state pass.
-// Why this cannot deadlock: prep blocks wait on nothing, so prep finishes; the state pass is
-// launched first and its blocks get their multiprocessors while prep runs at the latest; output
-// blocks, which wait on state blocks, start only after prep has finished. (With the output pass on
-// a stream of its own, the H200 gave its blocks the multiprocessors the state pass needed and the
-// trap fired.) MIXSCOPE_DELTA_OVERLAP=0 or MIXSCOPE_DELTA_PROFILE runs the three one after the
-// other (MIXSCOPE_DELTA_PROFILE=1 then prints the time of each on stderr).
+// Why this cannot deadlock: prep blocks wait on nothing, so prep finishes once it has a
+// multiprocessor, which the state blocks leave it (they overlap only while there are fewer of them
+// than multiprocessors); the state pass is launched first and its blocks get their
+// multiprocessors while prep runs at the latest; output blocks, which wait on state blocks, start
+// only after prep has finished. (With the output pass on a stream of its own, the H200 gave its
+// blocks the multiprocessors the state pass needed and the trap fired.) MIXSCOPE_DELTA_OVERLAP=0
+// or MIXSCOPE_DELTA_PROFILE runs the three one after the other (MIXSCOPE_DELTA_PROFILE=1 then
+// prints the time of each on stderr). The fused form (gdn's and kaczmarz's default on sm_90a) is
+// two kernels on st, prepare and then the fused state blocks, which write the output themselves.
 template <int DK, int DV>
 static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, const bf16_t *q,
                      const bf16_t *k, const bf16_t *v, const float *g, const float *beta,
