@@ -441,9 +441,9 @@ __global__ void __launch_bounds__(128 * NWG, 1)
         }
         wgmma_wait<0>();
         wgmma_fence_regs<32>(d);
+        // Delta^T into d: U^T - D, or (fused) X^T AU^T with X^T = V^T - D diag(gamma) as the A
+        // fragments (B: AU [C][C], K-major)
         if constexpr (FUSED) {
-            // X^T = V^T - D diag(gamma) as the A fragments of Delta^T = X^T AU^T (B: AU [C][C],
-            // K-major), which then takes D's place
             uint32_t ax[TC_C / 16][4];
 #pragma unroll
             for (int j = 0; j < TC_C / 8; j++) {
@@ -462,20 +462,21 @@ __global__ void __launch_bounds__(128 * NWG, 1)
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_regs<32>(d);
+        } else {
+#pragma unroll
+            for (int j = 0; j < TC_C / 8; j++) {
+                const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
+                d[4 * j] = __uint_as_float(ulo << 16) - d[4 * j];
+                d[4 * j + 1] = __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
+                d[4 * j + 2] = __uint_as_float(uhi << 16) - d[4 * j + 2];
+                d[4 * j + 3] = __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
+            }
         }
-
-        // Delta^T = U^T - D (fused: the product just run) into the staging; scaled by ks, the A
-        // fragments of the update
+        // Delta^T into the staging; scaled by ks, the A fragments of the update
         uint32_t ad[TC_C / 16][4], dq[TC_C / 16][4];
 #pragma unroll
         for (int j = 0; j < TC_C / 8; j++) {
-            const uint32_t ulo = uf[j >> 1][(j & 1) * 2], uhi = uf[j >> 1][(j & 1) * 2 + 1];
-            const float x0 = FUSED ? d[4 * j] : __uint_as_float(ulo << 16) - d[4 * j];
-            const float x1 =
-                FUSED ? d[4 * j + 1] : __uint_as_float(ulo & 0xffff0000u) - d[4 * j + 1];
-            const float x2 = FUSED ? d[4 * j + 2] : __uint_as_float(uhi << 16) - d[4 * j + 2];
-            const float x3 =
-                FUSED ? d[4 * j + 3] : __uint_as_float(uhi & 0xffff0000u) - d[4 * j + 3];
+            const float x0 = d[4 * j], x1 = d[4 * j + 1], x2 = d[4 * j + 2], x3 = d[4 * j + 3];
             dq[j >> 1][(j & 1) * 2] = pack_bf16(x0, x1);
             dq[j >> 1][(j & 1) * 2 + 1] = pack_bf16(x2, x3);
             ad[j >> 1][(j & 1) * 2] = pack_bf16(x0 * kk[j].x, x1 * kk[j].y);

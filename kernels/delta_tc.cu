@@ -884,12 +884,12 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
     }
     const int oslots = s.nseg > 1 ? s.nseg * s.seglen : nchunks;
     static const int profile = getenv("MIXSCOPE_DELTA_PROFILE") != NULL;
-    // the fused form runs prepare first: its blocks fill the machine and would leave prepare none
-    // (MIXSCOPE_DELTA_FUSED_OVERLAP=1 launches both at once, prepare first, on two streams)
-    // The overlapped passes need a multiprocessor for prepare beside the state blocks, which
-    // wait on it: with more state blocks than multiprocessors (each may hold one alone), prepare
-    // would get none and the waits would trap (bench-gpu's 8 x 16 heads did), so they run one
-    // after the other then.
+    // The fused form runs prepare first: its blocks fill the machine and would leave prepare none
+    // (MIXSCOPE_DELTA_FUSED_OVERLAP=1 launches both at once, prepare first, on two streams). The
+    // overlapped passes need a multiprocessor for prepare beside the state blocks, which wait on
+    // it: with more state blocks than multiprocessors (each may hold one alone), prepare would get
+    // none and the waits would trap (bench-gpu's 8 x 16 heads did), so they run one after the
+    // other then.
     const int state_blocks = N * nslices * s.nseg;
     const int overlap = !profile && (fused ? tc_env("MIXSCOPE_DELTA_FUSED_OVERLAP", 0) != 0
                                            : tc_env("MIXSCOPE_DELTA_OVERLAP", 1) != 0 &&
@@ -902,7 +902,8 @@ static int launch_tc(int B, int T, int H, float scale, int kacz, float eps, cons
         return kacz ? delta_tc_prep<DK, DV, true, false> : delta_tc_prep<DK, DV, false, false>;
     };
     if (tc_smem(prep_kernel(), pb, "gpu delta prefill: shared memory (prepare)", e) ||
-        tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e))
+        (!fused &&
+         tc_smem(delta_tc_out<DK, DV>, ob, "gpu delta prefill: shared memory (output pass)", e)))
         return -1;
     CUDA_TRY(cudaMemsetAsync(s.ready, 0,
                              ((size_t)N * nchunks + (size_t)N * nslices * s.nseg) * sizeof(int),
