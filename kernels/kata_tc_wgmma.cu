@@ -143,6 +143,268 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 #endif
 }
 
+// ---------------------------------------------------------------- the state pass, overlapped
+
+// kt_state_ov<TW>: block (2 TW tiles, head), a warpgroup TW tiles (TW m64n128 accumulators). A
+// step's products run while the warpgroup builds the next step's psi: the step's wgmma are
+// committed, the copies two steps ahead issued, the next psi built into the other buffer, and
+// only then the wait. What a step costs beside the products is kept small (ncu of kt_state_wgmma
+// at 4K: ~600 warp instructions a step, 7 cycles apart, against 1024 cycles of products):
+//   - psi by packed bf16 products (fma.rn.bf16x2 with -0: the exact product rounded once, the
+//     bf16 value the fp32 product gave before), four a row of 8 features;
+//   - z_int (psi's column sums, fp32) on the tensor cores as K_I^T K_J over the step's tokens:
+//     warp w4 of the warpgroup takes tokens 16 w4 .. + 16, one m16n8k16 a tile (rows 8..15 of A
+//     zero) from one ldmatrix.x4.trans of its key columns; bf16 x bf16 products are exact in
+//     fp32, so z is summed from the same products as before, in another order;
+//   - the copies' addresses one wide multiply each.
+// Each warpgroup copies and reads its own key columns (a named barrier between them); V and the
+// products' hand-offs take the block's barrier, one a step. TW = 2 reads each V step once for
+// four tiles (one block a multiprocessor), TW = 1 for two (two blocks a multiprocessor).
+// Shared: V ring [3][64 tokens][128] (sw128, 16 KB a stage), psi [2 buffers][2 TW tiles]
+// [64 tokens][64 features] (sw128, 8 KB a tile), key columns [3][2 warpgroups][KT_S][KT_LK]
+// (tile l's I columns at 16 l, its J columns at 16 l + 8), z's sums [2][4][TW][KT_F] (fp32); 1 KB
+// of slack for the alignment.
+#define KT4_STAGES 3
+template <int TW> struct kt_ov {
+    static constexpr int TILES = 2 * TW;
+    static constexpr size_t SMEM =
+        1024 +
+        (KT4_STAGES * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KT4_STAGES * 2 * KT_S * KT_LK) * 2 +
+        2 * 4 * TW * KT_F * sizeof(float);
+};
+
+// {x, x} . {y0, y1}: each product exact, rounded once to bf16
+__device__ __forceinline__ uint32_t kt_bmul2(uint32_t xx, uint32_t y) {
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(xx), "r"(y), "r"(0x80008000u));
+    return r;
+}
+
+// z of a warpgroup's TW tiles from its 4 warps' m16n8 fragments (rows g: features 8 g + 2 tg, +1
+// in zc[l][0], zc[l][1]): thread t < 64 TW returns feature t % 64 of local tile t / 64. Two named
+// barriers: call it from every thread of the warpgroup.
+template <int TW>
+__device__ __forceinline__ float kt_ov_z_sum(const float (&zc)[TW][4], float *red, int tid) {
+    const int wg = tid >> 7, t = tid & 127, lane = tid & 31, w4 = (tid >> 5) & 3;
+    float *rw = red + wg * 4 * TW * KT_F;
+#pragma unroll
+    for (int l = 0; l < TW; l++)
+        *reinterpret_cast<float2 *>(rw + (w4 * TW + l) * KT_F + 2 * lane) =
+            make_float2(zc[l][0], zc[l][1]);
+    bar_sync(1 + wg, 128);
+    float z = 0.0f;
+    if (t < TW * KT_F)
+#pragma unroll
+        for (int y = 0; y < 4; y++) z += rw[y * TW * KT_F + t];
+    bar_sync(1 + wg, 128); // rw is free again
+    return z;
+}
+
+template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_args a) {
+#ifdef KTW_HAVE_WGMMA
+    constexpr int TILES = 2 * TW;
+    extern __shared__ __align__(16) unsigned char ktw_sm[];
+    unsigned char *base = ktw_align(ktw_sm);
+    bf16_t *sV = (bf16_t *)base;                // [3][64][128] sw128
+    bf16_t *sP = sV + KT4_STAGES * 64 * KTW_DV; // [2][TILES][64][64] sw128
+    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;    // [3][2][KT_S][KT_LK]
+    float *sRed = (float *)(sK + KT4_STAGES * 2 * KT_S * KT_LK);
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+    const int wg = tid >> 7, t = tid & 127, w4 = (tid >> 5) & 3, fr0 = w4 * 16;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
+    const int tile0 = TILES * blockIdx.x + TW * wg; // this warpgroup's tiles: tile0 .. + TW
+    bool valid[TW];
+    kt_tile ti[TW];
+#pragma unroll
+    for (int l = 0; l < TW; l++) {
+        // a tile past the last multiplies a valid tile's psi into an accumulator never stored
+        valid[l] = tile0 + l < a.ntile;
+        ti[l] = kt_tile_of(valid[l] ? tile0 + l : a.ntile - 1, a.nb);
+    }
+    float acc[TW][64], zc[TW][4];
+#pragma unroll
+    for (int l = 0; l < TW; l++) {
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[l][4 * j + e] = kt_s_in<KTW_DV>(a, n, ti[l], fr0 + g + (e >> 1) * 8,
+                                                    8 * j + 2 * tg + (e & 1), valid[l]);
+                // the state's z rides in warp 0's fragments: features 8 g + 2 tg, + 1
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float wgt;
+            const int r =
+                kt_packed(ti[l].m, 8 * ti[l].I + g, 8 * ti[l].J + 2 * tg + (e & 1), a.E, a.s, &wgt);
+            zc[l][e] = a.S && valid[l] && w4 == 0 && e < 2 ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
+        }
+    }
+    // copies: key chunk c = t % (4 TW) (tile c / 4's I or J by c % 2... see below) of tokens
+    // t / (4 TW) + 128 / (4 TW) u; V chunk tid % 16 of tokens tid / 16 + 16 u
+    constexpr int KC = 2 * TILES / 2, KR = 128 / KC; // chunks a token row (2 a tile), rows a pass
+    const int kc = t % KC, kl = kc >> 1;
+    const kt_tile kt = kl == 0 ? ti[0] : ti[TW - 1]; // constant indices: no local memory
+    const bf16_t *kg = a.k + ((size_t)b * a.T * a.H + h) * a.dk + kt.m * a.E +
+                       8 * ((kc & 1) ? kt.J : kt.I) + (size_t)(t / KC) * a.H * a.dk;
+    const bf16_t *vg = a.v + ((size_t)b * a.T * a.H + h) * KTW_DV + (tid & 15) * 8 +
+                       (size_t)(tid >> 4) * a.H * KTW_DV;
+    const unsigned kstride = (unsigned)(a.H * a.dk), vstride = (unsigned)(a.H * KTW_DV);
+    // this thread's pieces' places in a stage
+    uint32_t kdst[KT_S / KR], vdst[4];
+#pragma unroll
+    for (int u = 0; u < KT_S / KR; u++)
+        kdst[u] = ((wg * KT_S + t / KC + KR * u) * KT_LK + kc * 8) * 2;
+#pragma unroll
+    for (int u = 0; u < 4; u++) vdst[u] = sw128_chunk(64, (tid >> 4) + 16 * u, tid & 15);
+    const uint32_t sKa = smem_u32(sK), sVa = smem_u32(sV);
+    auto issue = [&](int step, int st) {
+        const int t0 = step * KT_S;
+        const uint32_t kb = sKa + st * 2 * KT_S * KT_LK * 2, vb = sVa + st * 64 * KTW_DV * 2;
+        if (t0 + KT_S <= a.T) { // every token of the step exists
+            const bf16_t *kp = kg + (size_t)(unsigned)t0 * kstride;
+            const bf16_t *vp = vg + (size_t)(unsigned)t0 * vstride;
+#pragma unroll
+            for (int u = 0; u < KT_S / KR; u++)
+                cp_async16_s(kb + kdst[u], kp + (size_t)(KR * u) * kstride);
+#pragma unroll
+            for (int u = 0; u < 4; u++) cp_async16_s(vb + vdst[u], vp + (size_t)(16 * u) * vstride);
+        } else { // the last step: tokens past T read as zeros
+#pragma unroll
+            for (int u = 0; u < KT_S / KR; u++) {
+                const int tt = t0 + t / KC + KR * u;
+                const bool ok = tt < a.T;
+                cp_async16_zfill(sK + (kdst[u] + st * 2 * KT_S * KT_LK * 2) / 2,
+                                 ok ? kg + (size_t)(unsigned)(t0 + KR * u) * kstride : a.k, ok);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int tt = t0 + (tid >> 4) + 16 * u;
+                const bool ok = tt < a.T;
+                cp_async16_zfill(base + st * 64 * KTW_DV * 2 + vdst[u],
+                                 ok ? vg + (size_t)(unsigned)(t0 + 16 * u) * vstride : a.v, ok);
+            }
+        }
+        cp_async_commit();
+    };
+    // psi_tile(K) of a step into buffer pb (items: local tile l, token t / 8 + 16 j, a = t % 8:
+    // chunk a of row token of the tile's M-major sw128 tile), and z's share: warp w4's tokens
+    // 16 w4 .. + 16, matrices (tokens 0-7, I), (8-15, I), (0-7, J), (8-15, J) by lanes 8 apart
+    const unsigned zaddr = smem_u32(
+        sK + (wg * KT_S + 16 * w4 + ((lane >> 3) & 1) * 8 + (lane & 7)) * KT_LK + (lane >> 4) * 8);
+    auto build = [&](int st, int pb) {
+        const bf16_t *ks = sK + (st * 2 + wg) * KT_S * KT_LK + (t >> 3) * KT_LK + (t & 7);
+        unsigned char *pp = (unsigned char *)(sP + (pb * TILES + TW * wg) * 64 * KT_F);
+#pragma unroll
+        for (int l = 0; l < TW; l++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int tok = (t >> 3) + 16 * j;
+                const bf16_t *row = ks + 16 * j * KT_LK + 16 * l;
+                const uint4 y = *reinterpret_cast<const uint4 *>(row + 8 - (t & 7));
+                const uint32_t x = *reinterpret_cast<const unsigned short *>(row);
+                const uint32_t xx = x | (x << 16);
+                uint4 r;
+                r.x = kt_bmul2(xx, y.x), r.y = kt_bmul2(xx, y.y);
+                r.z = kt_bmul2(xx, y.z), r.w = kt_bmul2(xx, y.w);
+                *reinterpret_cast<uint4 *>(pp + l * 64 * KT_F * 2 + sw128_chunk(64, tok, t & 7)) =
+                    r;
+            }
+            uint32_t f[4];
+            ldsm_x4_trans(f, zaddr + (st * 2 * KT_S * KT_LK + 16 * l) * 2);
+            const uint32_t af[4] = {f[0], 0u, f[1], 0u};
+            mma_bf16(zc[l], af, f[2], f[3]);
+        }
+    };
+    // z's exclusive prefix of the chunk starting at step (zc holds the steps before it)
+    auto z_prefix = [&](int chunk) {
+        const size_t c = (size_t)chunk * N + n;
+        const float z = kt_ov_z_sum<TW>(zc, sRed, tid);
+        if (t < TW * KT_F && (t < KT_F ? valid[0] : valid[TW - 1]))
+            a.Zc[(c * a.ntile + tile0) * KT_F + t] = z;
+    };
+    const int nsteps = (a.T + KT_S - 1) / KT_S;
+    const uint64_t dA = wgmma_desc(smem_u32(sP + TW * wg * 64 * KT_F), 64 * 128, 1024);
+    const uint64_t dV = wgmma_desc(smem_u32(sV), 64 * 128, 1024);
+    const int spc = a.CL / KT_S; // steps a chunk
+    issue(0, 0);
+    if (nsteps > 1)
+        issue(1, 1);
+    else
+        cp_async_commit();
+    cp_async_wait<1>();
+    bar_sync(1 + wg, 128); // this warpgroup's key columns of step 0 landed
+    z_prefix(0);
+    build(0, 0);
+    fence_proxy_async();
+    __syncthreads(); // step 0's psi and V visible to the products
+    // st: the ring stage of this step (st1, st2 the next two); cs: the step's place in its chunk
+    for (int step = 0, st = 0, cs = 0, chunk = 0; step < nsteps; step++) {
+        const int pb = step & 1, st1 = st == 2 ? 0 : st + 1, st2 = st1 == 2 ? 0 : st1 + 1;
+        if (cs == 0) { // S_int's exclusive prefix of chunk `chunk`
+            const size_t c = (size_t)chunk * N + n;
+#pragma unroll
+            for (int l = 0; l < TW; l++) {
+                if (!valid[l]) continue;
+                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + l) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    *reinterpret_cast<uint32_t *>(Sc + 8 * j) =
+                        pack_bf16(acc[l][4 * j], acc[l][4 * j + 1]);
+                    *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
+                        pack_bf16(acc[l][4 * j + 2], acc[l][4 * j + 3]);
+                }
+            }
+        }
+        wgmma_fence();
+        const uint64_t dB = dV + ((st * 64 * KTW_DV * 2) >> 4);
+        const uint64_t dP = dA + ((pb * TILES * 64 * KT_F * 2) >> 4);
+#pragma unroll
+        for (int l = 0; l < TW; l++)
+#pragma unroll
+            for (int kk = 0; kk < KT_S / 16; kk++)
+                wgmma_ss_n128_t<1, 1>(acc[l], dP + ((l * 64 * KT_F * 2 + kk * 2048) >> 4),
+                                      dB + ((kk * 2048) >> 4));
+        wgmma_commit();
+        // the stage of step + 2 is step - 1's, whose products every warpgroup waited for
+        if (step + 2 < nsteps)
+            issue(step + 2, st2);
+        else
+            cp_async_commit();
+        cs = cs + 1 == spc ? 0 : cs + 1;
+        chunk += cs == 0;
+        if (step + 1 < nsteps) {
+            cp_async_wait<1>();
+            bar_sync(1 + wg, 128); // this warpgroup's key columns of step + 1 landed
+            if (cs == 0) z_prefix(chunk);
+            build(st1, pb ^ 1);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int l = 0; l < TW; l++) wgmma_fence_regs<64>(acc[l]);
+        fence_proxy_async();
+        __syncthreads(); // the next psi and V visible; this step's psi and stage free
+        st = st1;
+    }
+    const float z = kt_ov_z_sum<TW>(zc, sRed, tid);
+    if (t < TW * KT_F && (t < KT_F ? valid[0] : valid[TW - 1]))
+        kt_z_out(a, n, tile0, TW == 2, t, z);
+    if (!a.S) return;
+#pragma unroll
+    for (int l = 0; l < TW; l++) {
+        if (!valid[l]) continue;
+        const kt_tile mo = kt_tile_of(tile0 + l, a.nb);
+#pragma unroll
+        for (int j = 0; j < 16; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                kt_s_out<KTW_DV>(a, n, mo, fr0 + g + (e >> 1) * 8, 8 * j + 2 * tg + (e & 1),
+                                 acc[l][4 * j + e]);
+    }
+#else
+    __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
+#endif
+}
+
 // ---------------------------------------------------------------- the read pass
 
 // Shared: Sc tiles of two stages [2][64 features][128] (sw128, N-major B), psi_w(Q) of the two
@@ -235,6 +497,185 @@ template <int DK> __global__ void __launch_bounds__(256, 2) kt_read_wgmma(kt_arg
 #endif
 }
 
+// ---------------------------------------------------------------- the read pass, overlapped
+
+// kt_read_ov: block (256 tokens, head), a warpgroup 128 tokens (two m64n136 accumulators), so that
+// each Sc tile copied from L2 feeds 256 tokens; as in kt_state_ov the products of a tile run while
+// the warpgroup builds the next tile's psi(Q) into the other buffer, with what a tile costs beside
+// the products kept small (ncu of kt_read_wgmma at 128K: ~300 warp instructions a tile, 6 cycles
+// apart, against 1024 cycles of products):
+//   - psi unweighted but for a block below the diagonal's 2 (exact in bf16), by packed bf16
+//     products; s^2 multiplies o and den at the end (in fp32);
+//   - den in the same products: the Sc tile's B gains columns 128 and 129, z_hi and z_lo (Zc's
+//     fp32 split into two bf16: 16 bits of it kept; columns 130..135 zero), so den = acc's column
+//     128 + column 129. The 16 threads that copy a tile's Zc convert it into the stage once their
+//     own copies have landed (no barrier of its own);
+//   - the ring's stages by counters, and one wide multiply a copy address.
+// Sc and the hand-offs take the block's barrier, one a tile.
+// Shared: Sc ring [3][64 features][192] (sw128, N-major B: regions of columns 0-63, 64-127, and
+// 128-191 of which only 128..135 are read), psi(Q) [2 buffers][2 warpgroups][2 halves][64 tokens]
+// [64 features] (sw128, K-major A), Q [256][DK + 8], Zc [3][KT_F] (fp32); 1 KB of slack for the
+// alignment.
+#define KT2_R     256
+#define KT2_STAGE (3 * 64 * 128) // bytes of a ring stage: three sw128 regions of 64 rows
+template <int DK> struct kt_rov {
+    static constexpr size_t SMEM = 1024 + KT4_STAGES * KT2_STAGE +
+                                   (2 * 2 * 2 * 64 * KT_F + KT2_R * (DK + 8)) * 2 +
+                                   KT4_STAGES * KT_F * sizeof(float);
+};
+
+template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a) {
+#ifdef KTW_HAVE_WGMMA
+    constexpr int ldq = DK + 8;
+    extern __shared__ __align__(16) unsigned char ktw_sm[];
+    unsigned char *base = ktw_align(ktw_sm);
+    unsigned char *sS = base;                               // [3] stages, KT2_STAGE each
+    bf16_t *sP = (bf16_t *)(base + KT4_STAGES * KT2_STAGE); // [2][2][2][64][64] sw128
+    bf16_t *sQ = sP + 2 * 2 * 2 * 64 * KT_F;                // [KT2_R][ldq]
+    float *sZ = (float *)(sQ + KT2_R * ldq);                // [3][KT_F]
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+    const int wg = tid >> 7, t = tid & 127, r0 = ((tid >> 5) & 3) * 16;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H, t0 = blockIdx.x * KT2_R;
+    const size_t cn = (size_t)(t0 / a.CL) * N + n;
+    const bf16_t *Sc = a.Sc + cn * a.ntile * KT_F * KTW_DV + (size_t)(tid >> 4) * KTW_DV +
+                       (tid & 15) * 8; // this thread's first piece of tile 0
+    const float *Zc = a.Zc + cn * a.ntile * KT_F + 4 * tid;
+    {
+        const unsigned tokq = (unsigned)(a.H * DK);
+        const bf16_t *qb = a.q + ((size_t)b * a.T * a.H + h) * DK;
+        for (int x = tid; x < KT2_R * (DK / 8); x += 256) {
+            const int tok = x / (DK / 8), c8 = x % (DK / 8), tt = t0 + tok;
+            const bool ok = tt < a.T;
+            cp_async16_zfill(sQ + tok * ldq + c8 * 8,
+                             qb + (size_t)(unsigned)(ok ? tt : t0) * tokq + c8 * 8, ok);
+        }
+        // columns 128..135 of every stage's third region: zero but for z's two (written per tile)
+        if (tid < KT4_STAGES * 64) {
+            const int st = tid / 64, row = tid % 64;
+            *reinterpret_cast<uint4 *>(sS + st * KT2_STAGE + sw128_chunk(64, row, 16)) =
+                make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    // this thread's pieces of a stage: Sc rows tid / 16 + 16 u, chunk tid % 16; Zc's floats
+    // 4 tid .. + 4 (tid < 16)
+    uint32_t sdst[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) sdst[u] = sw128_chunk(64, (tid >> 4) + 16 * u, tid & 15);
+    auto issue = [&](int tile, int st) {
+        const bf16_t *src = Sc + (size_t)tile * KT_F * KTW_DV;
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            cp_async16(sS + st * KT2_STAGE + sdst[u], src + (size_t)16 * u * KTW_DV);
+        if (tid < KT_F / 4) cp_async16(sZ + st * KT_F + 4 * tid, Zc + (size_t)tile * KT_F);
+        cp_async_commit();
+    };
+    // z's two columns of stage st from this thread's own (landed) copy of Zc
+    auto z_cols = [&](int st) {
+        if (tid >= KT_F / 4) return;
+        const float4 z = *reinterpret_cast<const float4 *>(sZ + st * KT_F + 4 * tid);
+        const float zz[4] = {z.x, z.y, z.z, z.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const bf16_t hi = __float2bfloat16_rn(zz[i]);
+            const bf16_t lo = __float2bfloat16_rn(zz[i] - __bfloat162float(hi));
+            __nv_bfloat162 p;
+            p.x = hi, p.y = lo;
+            *reinterpret_cast<__nv_bfloat162 *>(sS + st * KT2_STAGE +
+                                                sw128_chunk(64, 4 * tid + i, 16)) = p;
+        }
+    };
+    float acc0[68], acc1[68];
+#pragma unroll
+    for (int i = 0; i < 68; i++) acc0[i] = acc1[i] = 0.0f;
+    kt_tile tb = kt_tile_of(0, a.nb); // the tile the next build is of
+    // items (half u / 4, row t / 8 + 16 (u % 4) of it, chunk a = t % 8)
+    const bf16_t *qp = sQ + (128 * wg + (t >> 3)) * ldq;
+    const unsigned pbase = smem_u32(sP + wg * 2 * 64 * KT_F);
+    uint32_t pdst[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) pdst[u] = sw128_chunk(64, (t >> 3) + 16 * u, t & 7);
+    auto build = [&](int pb) {
+        const int ci = tb.m * a.E + 8 * tb.I + (t & 7), cj = tb.m * a.E + 8 * tb.J;
+        const uint32_t two = tb.I == tb.J ? 0x3f803f80u : 0x40004000u; // {1, 1} or {2, 2}
+        const unsigned pp = pbase + pb * 2 * 2 * 64 * KT_F * 2;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const bf16_t *row = qp + 16 * u * ldq;
+            const uint4 y = *reinterpret_cast<const uint4 *>(row + cj);
+            const uint32_t x = *reinterpret_cast<const unsigned short *>(row + ci);
+            const uint32_t xx = kt_bmul2(x | (x << 16), two);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(
+                             pp + (u >> 2) * 64 * KT_F * 2 + pdst[u & 3]),
+                         "r"(kt_bmul2(xx, y.x)), "r"(kt_bmul2(xx, y.y)), "r"(kt_bmul2(xx, y.z)),
+                         "r"(kt_bmul2(xx, y.w))
+                         : "memory");
+        }
+        kt_tile_next(tb, a.nb);
+    };
+    const uint64_t dA = wgmma_desc(pbase, 16, 1024);
+    const uint64_t dS = wgmma_desc(smem_u32(sS), 64 * 128, 1024);
+    issue(0, 0); // with Q
+    if (a.ntile > 1)
+        issue(1, 1);
+    else
+        cp_async_commit();
+    cp_async_wait<1>();
+    z_cols(0);
+    __syncthreads(); // Q landed, every thread's copies
+    build(0);
+    fence_proxy_async();
+    __syncthreads(); // tile 0's psi, Sc and z visible to the products
+    int st = 0;      // the stage of this tile; st1, st2 those of the next two
+    for (int tile = 0; tile < a.ntile; tile++) {
+        const int pb = tile & 1, st1 = st == 2 ? 0 : st + 1, st2 = st1 == 2 ? 0 : st1 + 1;
+        wgmma_fence();
+        const uint64_t dB = dS + ((st * KT2_STAGE) >> 4);
+        const uint64_t dP = dA + ((pb * 2 * 2 * 64 * KT_F * 2) >> 4);
+#pragma unroll
+        for (int kk = 0; kk < KT_F / 16; kk++)
+            wgmma_ss_n136_t<0, 1>(acc0, dP + ((kk * 32) >> 4), dB + ((kk * 2048) >> 4));
+#pragma unroll
+        for (int kk = 0; kk < KT_F / 16; kk++)
+            wgmma_ss_n136_t<0, 1>(acc1, dP + ((64 * KT_F * 2 + kk * 32) >> 4),
+                                  dB + ((kk * 2048) >> 4));
+        wgmma_commit();
+        if (tile + 2 < a.ntile) // into tile - 1's stage, whose products every warpgroup waited for
+            issue(tile + 2, st2);
+        else
+            cp_async_commit();
+        if (tile + 1 < a.ntile) {
+            cp_async_wait<1>(); // this thread's copies of tile + 1 landed
+            z_cols(st1);
+            build(pb ^ 1);
+        }
+        wgmma_wait<0>();
+        wgmma_fence_regs<68>(acc0);
+        wgmma_fence_regs<68>(acc1);
+        fence_proxy_async();
+        __syncthreads(); // the next psi, Sc and z visible; this tile's psi and stage free
+        st = st1;
+    }
+    const float s2 = a.s * a.s;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int tt = t0 + 128 * wg + 64 * hf + r0 + g + 8 * half;
+            if (tt >= a.T) continue;
+            const size_t row = ((size_t)b * a.T + tt) * a.H + h;
+            const float *acc = hf ? acc1 : acc0;
+            if (tg == 0) a.den[row] = s2 * (acc[64 + 2 * half] + acc[65 + 2 * half]);
+            float *o = a.o + row * KTW_DV + 2 * tg;
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                *reinterpret_cast<float2 *>(o + 8 * j) =
+                    make_float2(s2 * acc[4 * j + 2 * half], s2 * acc[4 * j + 2 * half + 1]);
+        }
+#else
+    __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
+#endif
+}
+
 // ---------------------------------------------------------------- host side
 
 int kata_tc_wgmma_usable(void) {
@@ -242,7 +683,40 @@ int kata_tc_wgmma_usable(void) {
     return usable;
 }
 
+// MIXSCOPE_KATA_STATE (a benchmark knob): 0 the two-tile pass without the overlap
+// (kt_state_wgmma), 4 kt_state_ov's four tiles a block; default 2 (two tiles a block).
+static int ktw_state_form(void) {
+    static int form = -1;
+    if (form < 0) {
+        const char *s = getenv("MIXSCOPE_KATA_STATE");
+        form = s && (!strcmp(s, "0") || !strcmp(s, "4")) ? atoi(s) : 2;
+    }
+    return form;
+}
+
+template <int TW> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
+    CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)kt_ov<TW>::SMEM),
+             "gpu kata tc (wgmma): shared memory");
+    kt_state_ov<TW>
+        <<<dim3((a.ntile + 2 * TW - 1) / (2 * TW), a.B * a.H), 256, kt_ov<TW>::SMEM, st>>>(a);
+    CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
+    return 0;
+}
+
+// MIXSCOPE_KATA_READ=128 keeps the 128-token read pass (a benchmark knob); 256 otherwise.
+static int ktw_read_tokens(void) {
+    static int tokens = 0;
+    if (!tokens) {
+        const char *s = getenv("MIXSCOPE_KATA_READ");
+        tokens = s && !strcmp(s, "128") ? KT_R : KT2_R;
+    }
+    return tokens;
+}
+
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
+    if (ktw_state_form() == 4) return ktw_state_ov<2>(a, st, e);
+    if (ktw_state_form() == 2) return ktw_state_ov<1>(a, st, e);
     const size_t sm = 1024 + (2 * 64 * KTW_DV + 2 * 64 * KT_F + 2 * KT_S * KT_LK) * 2 +
                       8 * 2 * KT_F * sizeof(float);
     CUDA_TRY(
@@ -254,6 +728,15 @@ int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
 }
 
 template <int DK> static int ktw_read(const kt_args &a, cudaStream_t st, err *e) {
+    if (ktw_read_tokens() == KT2_R && a.CL % KT2_R == 0) { // a block inside one chunk
+        CUDA_TRY(cudaFuncSetAttribute(kt_read_ov<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)kt_rov<DK>::SMEM),
+                 "gpu kata tc (wgmma): shared memory");
+        kt_read_ov<DK>
+            <<<dim3((a.T + KT2_R - 1) / KT2_R, a.B * a.H), 256, kt_rov<DK>::SMEM, st>>>(a);
+        CUDA_LAUNCHED("gpu kata tc (wgmma): read pass");
+        return 0;
+    }
     const size_t sm =
         1024 + (2 * 64 * KTW_DV + 2 * 64 * KT_F + KT_R * (DK + 8)) * 2 + 2 * KT_F * sizeof(float);
     CUDA_TRY(cudaFuncSetAttribute(kt_read_wgmma<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -1296,8 +1296,11 @@ int main(void) {
         test_mixer_opts(kata, "variant=lorentz", 200, 2, 16, 24, 32);
         /* the tensor-core chunked form (bf16, kata_tc.cu; chunks of 1024 tokens): many chunks
          * with a partial last one at dk 64 (m1, and mg of two 32-wide groups), two at dk 128
-         * (m1, and mg of two 64-wide groups), values 64 and 128 wide */
+         * (m1, and mg of two 64-wide groups), values 64 and 128 wide; m1 at dk 64, dv 128 over
+         * five chunks (the wgmma passes: 36 tiles, the read's blocks of 256 tokens, a partial
+         * last one) */
         test_mixer_opts(kata, "variant=m1", 4200, 2, 64, 64, 64);
+        test_mixer_opts(kata, "variant=m1", 4200, 2, 64, 128, 64);
         test_mixer_opts(kata, "variant=mg groups=2", 2100, 2, 64, 128, 64);
         test_mixer_opts(kata, "variant=m1", 2200, 1, 128, 128, 64);
         test_mixer_opts(kata, "variant=mg groups=2", 2100, 1, 128, 64, 32);
