@@ -1,16 +1,26 @@
 // kata_tc_wgmma.cu: kata_tc.cu's state and read passes on Hopper's warpgroup products (sm_90a
 // only; the Makefile builds *_wgmma.cu for compute_90a), dv = 128. The algorithm, the tiles, the
-// scratch and the rounding are kata_tc.cu's: only who multiplies changes. A warpgroup's product
-// reads both operands from shared memory, once for the whole warpgroup, where mma.sync had each
-// warp load its own fragments (the state pass spent 0.39 fragment loads a product, and more
-// instructions on addresses than on products).
+// scratch and the rounding are kata_tc.cu's: only who multiplies changes (z and den are summed
+// from the same exact products in another order). A warpgroup's product reads its operands from
+// shared memory, once for the whole warpgroup, where mma.sync had each warp load its own
+// fragments.
 //
-//   kt_state_wgmma  block (two tiles, head), a warpgroup a tile: S_int [64 features, 128] an
+// The passes that run (each described above its kernel):
+//   kt_state_ov<1>  block (two tiles, head), a warpgroup a tile: S_int [64 features, 128] an
 //                   m64n128 accumulator; a step of 64 tokens is four m64n128k16 with A =
-//                   psi_tile(K)^T (M-major: psi is built token by token) and B = V (N-major).
-//   kt_read_wgmma   block (128 tokens, head), a warpgroup 64 tokens: o an m64n128 accumulator; a
-//                   tile is four m64n128k16 with A = psi_w(Q) (K-major) and B = the Sc tile
-//                   (N-major).
+//                   psi_tile(K)^T (M-major) and B = V (N-major), run while the warpgroup builds
+//                   the next step's psi; z by mma.sync beside.
+//   kt_read_ov      block (256 tokens, head), a warpgroup 128 tokens: o and den two m64n136
+//                   accumulators; a tile is eight m64n136k16 with A = psi(Q) (K-major) and B = the
+//                   Sc tile with z_hi, z_lo as two more columns (N-major), run while the
+//                   warpgroup builds the next tile's psi. Chunks of CL % 256 != 0 take
+//                   kt_read_wgmma.
+// Kept as the baselines they were measured against (MIXSCOPE_KATA_STATE=0, MIXSCOPE_KATA_READ=128;
+// MIXSCOPE_KATA_STATE=4 times kt_state_ov<2>, four tiles a block, one block a multiprocessor,
+// which lost: docs/gpu-results.md):
+//   kt_state_wgmma  the state pass with psi built in fp32, z on the CUDA cores, each step's
+//                   products waited for before the next psi is built.
+//   kt_read_wgmma   block (128 tokens, head), the same in the read.
 // Shared tiles are sw128 (wgmma.cuh): 64 rows of 128 bytes a region, 16-byte chunks swizzled.
 // On other GPUs kata_tc_wgmma_usable() says no and kata_tc.cu keeps its mma.sync passes.
 #include <cuda_bf16.h>
