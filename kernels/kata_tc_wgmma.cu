@@ -44,6 +44,39 @@ __device__ __forceinline__ unsigned char *ktw_align(unsigned char *p) {
     return p + ((1024 - (a & 1023)) & 1023);
 }
 
+// A warpgroup's S_int accumulator (m64n128: the warp's features fr0 + g, + 8, columns 8 j + 2 tg,
+// + 1) for tile t: in from the packed state (0 unless live), out as chunk slot c's bf16 prefix
+// (Sc), and back to the packed state at the end.
+__device__ __forceinline__ void ktw_acc_in(const kt_args &a, int n, const kt_tile &t, bool live,
+                                           int fr0, int g, int tg, float *acc) {
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[4 * j + e] =
+                kt_s_in<KTW_DV>(a, n, t, fr0 + g + (e >> 1) * 8, 8 * j + 2 * tg + (e & 1), live);
+}
+__device__ __forceinline__ void ktw_acc_prefix(const kt_args &a, size_t c, int tile, int fr0, int g,
+                                               int tg, const float *acc) {
+    bf16_t *Sc = a.Sc + ((c * a.ntile + tile) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        *reinterpret_cast<uint32_t *>(Sc + 8 * j) = pack_bf16(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
+            pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+}
+__device__ __forceinline__ void ktw_acc_out(const kt_args &a, int n, int tile, int fr0, int g,
+                                            int tg, const float *acc) {
+    const kt_tile mo = kt_tile_of(tile, a.nb);
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            kt_s_out<KTW_DV>(a, n, mo, fr0 + g + (e >> 1) * 8, 8 * j + 2 * tg + (e & 1),
+                             acc[4 * j + e]);
+}
+
 // ---------------------------------------------------------------- the state pass
 
 // Shared: V of two stages [2][64 tokens][128] (16 KB each, two sw128 regions), psi_tile(K) of the
@@ -65,13 +98,7 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
     const kt_tile ti0 = kt_tile_of(tile0, a.nb), ti1 = kt_tile_of(valid1 ? tile0 + 1 : tile0, a.nb);
     float acc[64], zp[2][8];
     {
-        const kt_tile my = tl ? ti1 : ti0;
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[4 * j + e] = kt_s_in<KTW_DV>(a, n, my, fr0 + g + (e >> 1) * 8,
-                                                 8 * j + 2 * tg + (e & 1), mine);
+        ktw_acc_in(a, n, tl ? ti1 : ti0, mine, fr0, g, tg, acc);
         kt_z_in(a, n, ti0, ti1, valid1, tid, zp);
     }
     const size_t koff = kt_key_off(a, b, h, tid, ti0, ti1);
@@ -102,16 +129,7 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
         if (t0 % a.CL == 0) { // the exclusive prefix of chunk t0 / CL (every thread: kt_z_sum)
             const size_t c = (size_t)(t0 / a.CL) * N + n;
             kt_z_prefix(a, c, tile0, valid1, tid, kt_z_sum(zp, sRed, tid));
-            if (mine) {
-                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + tl) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
-#pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * j) =
-                        pack_bf16(acc[4 * j], acc[4 * j + 1]);
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
-                        pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
-                }
-            }
+            if (mine) ktw_acc_prefix(a, c, tile0 + tl, fr0, g, tg, acc);
         }
         // psi_tile(K): items (local tile u / 2, token tid / 8 + 32 (u % 2), a = tid % 8), chunk a
         // of row token of the tile's M-major sw128 tile
@@ -140,14 +158,7 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
         wgmma_fence_regs<64>(acc); // of the multiprocessor runs meanwhile)
     }
     kt_z_out(a, n, tile0, valid1, tid, kt_z_sum(zp, sRed, tid));
-    if (!a.S || !mine) return;
-    const kt_tile mo = kt_tile_of(tile0 + tl, a.nb);
-#pragma unroll
-    for (int j = 0; j < 16; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            kt_s_out<KTW_DV>(a, n, mo, fr0 + g + (e >> 1) * 8, 8 * j + 2 * tg + (e & 1),
-                             acc[4 * j + e]);
+    if (a.S && mine) ktw_acc_out(a, n, tile0 + tl, fr0, g, tg, acc);
 #else
     __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
 #endif
@@ -234,13 +245,8 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
     float acc[TW][64], zc[TW][4];
 #pragma unroll
     for (int l = 0; l < TW; l++) {
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[l][4 * j + e] = kt_s_in<KTW_DV>(a, n, ti[l], fr0 + g + (e >> 1) * 8,
-                                                    8 * j + 2 * tg + (e & 1), valid[l]);
-                // the state's z rides in warp 0's fragments: features 8 g + 2 tg, + 1
+        ktw_acc_in(a, n, ti[l], valid[l], fr0, g, tg, acc[l]);
+        // the state's z rides in warp 0's fragments: features 8 g + 2 tg, + 1
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             float wgt;
@@ -353,17 +359,8 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
         if (cs == 0) { // S_int's exclusive prefix of chunk `chunk`
             const size_t c = (size_t)chunk * N + n;
 #pragma unroll
-            for (int l = 0; l < TW; l++) {
-                if (!valid[l]) continue;
-                bf16_t *Sc = a.Sc + ((c * a.ntile + tile0 + l) * KT_F + fr0 + g) * KTW_DV + 2 * tg;
-#pragma unroll
-                for (int j = 0; j < 16; j++) {
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * j) =
-                        pack_bf16(acc[l][4 * j], acc[l][4 * j + 1]);
-                    *reinterpret_cast<uint32_t *>(Sc + 8 * KTW_DV + 8 * j) =
-                        pack_bf16(acc[l][4 * j + 2], acc[l][4 * j + 3]);
-                }
-            }
+            for (int l = 0; l < TW; l++)
+                if (valid[l]) ktw_acc_prefix(a, c, tile0 + l, fr0, g, tg, acc[l]);
         }
         wgmma_fence();
         const uint64_t dB = dV + ((st * 64 * KTW_DV * 2) >> 4);
@@ -400,16 +397,8 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
         kt_z_out(a, n, tile0, TW == 2, t, z);
     if (!a.S) return;
 #pragma unroll
-    for (int l = 0; l < TW; l++) {
-        if (!valid[l]) continue;
-        const kt_tile mo = kt_tile_of(tile0 + l, a.nb);
-#pragma unroll
-        for (int j = 0; j < 16; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                kt_s_out<KTW_DV>(a, n, mo, fr0 + g + (e >> 1) * 8, 8 * j + 2 * tg + (e & 1),
-                                 acc[l][4 * j + e]);
-    }
+    for (int l = 0; l < TW; l++)
+        if (valid[l]) ktw_acc_out(a, n, tile0 + l, fr0, g, tg, acc[l]);
 #else
     __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
 #endif
