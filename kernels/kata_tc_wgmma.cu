@@ -169,15 +169,18 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 // kt_state_ov<TW>: block (2 TW tiles, head), a warpgroup TW tiles (TW m64n128 accumulators). A
 // step's products run while the warpgroup builds the next step's psi: the step's wgmma are
 // committed, the copies two steps ahead issued, the next psi built into the other buffer, and
-// only then the wait. What a step costs beside the products is kept small (ncu of kt_state_wgmma
-// at 4K: ~600 warp instructions a step, 7 cycles apart, against 1024 cycles of products):
+// only then the wait. The pass is latency bound (ncu at 128K: a warp issues once every ~12
+// cycles, four warps a scheduler), so what a step costs beside the products is kept small; a
+// first form spent ~225 warp instructions a step, ~50 of them on two integer modulos by CL and
+// ~60 on 64-bit copy addresses:
 //   - psi by packed bf16 products (fma.rn.bf16x2 with -0: the exact product rounded once, the
 //     bf16 value the fp32 product gave before), four a row of 8 features;
 //   - z_int (psi's column sums, fp32) on the tensor cores as K_I^T K_J over the step's tokens:
 //     warp w4 of the warpgroup takes tokens 16 w4 .. + 16, one m16n8k16 a tile (rows 8..15 of A
 //     zero) from one ldmatrix.x4.trans of its key columns; bf16 x bf16 products are exact in
 //     fp32, so z is summed from the same products as before, in another order;
-//   - the copies' addresses one wide multiply each.
+//   - the ring's stages and the chunk boundaries by counters, the copies' addresses by one wide
+//     multiply (zero-filling only in the last step).
 // Each warpgroup copies and reads its own key columns (a named barrier between them); V and the
 // products' hand-offs take the block's barrier, one a step. TW = 2 reads each V step once for
 // four tiles (one block a multiprocessor), TW = 1 for two (two blocks a multiprocessor).
@@ -185,12 +188,11 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 // [64 tokens][64 features] (sw128, 8 KB a tile), key columns [3][2 warpgroups][KT_S][KT_LK]
 // (tile l's I columns at 16 l, its J columns at 16 l + 8), z's sums [2][4][TW][KT_F] (fp32); 1 KB
 // of slack for the alignment.
-#define KT4_STAGES 3
-template <int TW> struct kt_ov {
+#define KTW_RING 3 // stages of the overlapped passes' copy rings
+template <int TW> struct kt_state_ov_smem {
     static constexpr int TILES = 2 * TW;
     static constexpr size_t SMEM =
-        1024 +
-        (KT4_STAGES * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KT4_STAGES * 2 * KT_S * KT_LK) * 2 +
+        1024 + (KTW_RING * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KTW_RING * 2 * KT_S * KT_LK) * 2 +
         2 * 4 * TW * KT_F * sizeof(float);
 };
 
@@ -226,10 +228,10 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
     constexpr int TILES = 2 * TW;
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
-    bf16_t *sV = (bf16_t *)base;                // [3][64][128] sw128
-    bf16_t *sP = sV + KT4_STAGES * 64 * KTW_DV; // [2][TILES][64][64] sw128
-    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;    // [3][2][KT_S][KT_LK]
-    float *sRed = (float *)(sK + KT4_STAGES * 2 * KT_S * KT_LK);
+    bf16_t *sV = (bf16_t *)base;              // [3][64][128] sw128
+    bf16_t *sP = sV + KTW_RING * 64 * KTW_DV; // [2][TILES][64][64] sw128
+    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;  // [3][2][KT_S][KT_LK]
+    float *sRed = (float *)(sK + KTW_RING * 2 * KT_S * KT_LK);
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
     const int wg = tid >> 7, t = tid & 127, w4 = (tid >> 5) & 3, fr0 = w4 * 16;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
@@ -501,8 +503,9 @@ template <int DK> __global__ void __launch_bounds__(256, 2) kt_read_wgmma(kt_arg
 // kt_read_ov: block (256 tokens, head), a warpgroup 128 tokens (two m64n136 accumulators), so that
 // each Sc tile copied from L2 feeds 256 tokens; as in kt_state_ov the products of a tile run while
 // the warpgroup builds the next tile's psi(Q) into the other buffer, with what a tile costs beside
-// the products kept small (ncu of kt_read_wgmma at 128K: ~300 warp instructions a tile, 6 cycles
-// apart, against 1024 cycles of products):
+// the products kept small (the pass is latency bound: ncu at 128K of a first form, den by
+// mma.sync beside, counted ~300 warp instructions a tile, a warp issuing every 6.3 cycles at two
+// warps a scheduler, against 1024 cycles of products):
 //   - psi unweighted but for a block below the diagonal's 2 (exact in bf16), by packed bf16
 //     products; s^2 multiplies o and den at the end (in fp32);
 //   - den in the same products: the Sc tile's B gains columns 128 and 129, z_hi and z_lo (Zc's
@@ -517,10 +520,10 @@ template <int DK> __global__ void __launch_bounds__(256, 2) kt_read_wgmma(kt_arg
 // alignment.
 #define KT2_R     256
 #define KT2_STAGE (3 * 64 * 128) // bytes of a ring stage: three sw128 regions of 64 rows
-template <int DK> struct kt_rov {
-    static constexpr size_t SMEM = 1024 + KT4_STAGES * KT2_STAGE +
+template <int DK> struct kt_read_ov_smem {
+    static constexpr size_t SMEM = 1024 + KTW_RING * KT2_STAGE +
                                    (2 * 2 * 2 * 64 * KT_F + KT2_R * (DK + 8)) * 2 +
-                                   KT4_STAGES * KT_F * sizeof(float);
+                                   KTW_RING * KT_F * sizeof(float);
 };
 
 template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a) {
@@ -528,10 +531,10 @@ template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a
     constexpr int ldq = DK + 8;
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
-    unsigned char *sS = base;                               // [3] stages, KT2_STAGE each
-    bf16_t *sP = (bf16_t *)(base + KT4_STAGES * KT2_STAGE); // [2][2][2][64][64] sw128
-    bf16_t *sQ = sP + 2 * 2 * 2 * 64 * KT_F;                // [KT2_R][ldq]
-    float *sZ = (float *)(sQ + KT2_R * ldq);                // [3][KT_F]
+    unsigned char *sS = base;                             // [3] stages, KT2_STAGE each
+    bf16_t *sP = (bf16_t *)(base + KTW_RING * KT2_STAGE); // [2][2][2][64][64] sw128
+    bf16_t *sQ = sP + 2 * 2 * 2 * 64 * KT_F;              // [KT2_R][ldq]
+    float *sZ = (float *)(sQ + KT2_R * ldq);              // [3][KT_F]
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
     const int wg = tid >> 7, t = tid & 127, r0 = ((tid >> 5) & 3) * 16;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H, t0 = blockIdx.x * KT2_R;
@@ -549,7 +552,7 @@ template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a
                              qb + (size_t)(unsigned)(ok ? tt : t0) * tokq + c8 * 8, ok);
         }
         // columns 128..135 of every stage's third region: zero but for z's two (written per tile)
-        if (tid < KT4_STAGES * 64) {
+        if (tid < KTW_RING * 64) {
             const int st = tid / 64, row = tid % 64;
             *reinterpret_cast<uint4 *>(sS + st * KT2_STAGE + sw128_chunk(64, row, 16)) =
                 make_uint4(0u, 0u, 0u, 0u);
@@ -695,10 +698,10 @@ static int ktw_state_form(void) {
 
 template <int TW> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
     CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)kt_ov<TW>::SMEM),
+                                  (int)kt_state_ov_smem<TW>::SMEM),
              "gpu kata tc (wgmma): shared memory");
-    kt_state_ov<TW>
-        <<<dim3((a.ntile + 2 * TW - 1) / (2 * TW), a.B * a.H), 256, kt_ov<TW>::SMEM, st>>>(a);
+    kt_state_ov<TW><<<dim3((a.ntile + 2 * TW - 1) / (2 * TW), a.B * a.H), 256,
+                      kt_state_ov_smem<TW>::SMEM, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
     return 0;
 }
@@ -729,10 +732,10 @@ int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
 template <int DK> static int ktw_read(const kt_args &a, cudaStream_t st, err *e) {
     if (ktw_read_tokens() == KT2_R && a.CL % KT2_R == 0) { // a block inside one chunk
         CUDA_TRY(cudaFuncSetAttribute(kt_read_ov<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      (int)kt_rov<DK>::SMEM),
+                                      (int)kt_read_ov_smem<DK>::SMEM),
                  "gpu kata tc (wgmma): shared memory");
         kt_read_ov<DK>
-            <<<dim3((a.T + KT2_R - 1) / KT2_R, a.B * a.H), 256, kt_rov<DK>::SMEM, st>>>(a);
+            <<<dim3((a.T + KT2_R - 1) / KT2_R, a.B * a.H), 256, kt_read_ov_smem<DK>::SMEM, st>>>(a);
         CUDA_LAUNCHED("gpu kata tc (wgmma): read pass");
         return 0;
     }
