@@ -23,8 +23,9 @@
  * the fp32 state pass's shared-memory caps, DeltaKATA at 4K over chunk lengths), kalman, step.
  * With MIXSCOPE_KATA_PROFILE / MIXSCOPE_KATA_DELTA_PROFILE the KATA passes print their times;
  * MIXSCOPE_KATA_CL sets the tensor-core path's chunk, MIXSCOPE_KATA_TC=0 and
- * MIXSCOPE_KATA_WGMMA=0 time its fallbacks (fp32 kernels, mma.sync passes), MIXSCOPE_DECODE a
- * decode kernel. */
+ * MIXSCOPE_KATA_WGMMA=0 time its fallbacks (fp32 kernels, mma.sync passes), MIXSCOPE_KATA_STATE=0
+ * or 4 and MIXSCOPE_KATA_READ=128 the wgmma passes the overlapped ones replaced
+ * (scripts/gpu-kata-check.sh), MIXSCOPE_DECODE a decode kernel. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
