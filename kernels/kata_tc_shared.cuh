@@ -170,14 +170,14 @@ __device__ __forceinline__ void kt_key_issue(const kt_args &a, bf16_t *sK, size_
                      a.k + koff + (size_t)(ok ? t : 0) * a.H * a.dk, ok);
 }
 
-// A read block's queries: KT_R tokens of sequence b, head h from t0 into shared rows of DK + 8
+// A read block's queries: R tokens of sequence b, head h from t0 into shared rows of DK + 8
 // (zero past T), by cp.async from 256 threads (committed with the caller's next group).
-template <int DK>
+template <int DK, int R = KT_R>
 __device__ __forceinline__ void kt_load_q(const kt_args &a, bf16_t *sQ, int b, int h, int t0,
                                           int tid) {
     const size_t tokq = (size_t)a.H * DK;
     const bf16_t *qb = a.q + (size_t)b * a.T * tokq + (size_t)h * DK;
-    for (int x = tid; x < KT_R * (DK / 8); x += 256) {
+    for (int x = tid; x < R * (DK / 8); x += 256) {
         const int tok = x / (DK / 8), c8 = x % (DK / 8), t = t0 + tok;
         const bool ok = t < a.T;
         cp_async16_zfill(sQ + tok * (DK + 8) + c8 * 8, qb + (size_t)(ok ? t : t0) * tokq + c8 * 8,

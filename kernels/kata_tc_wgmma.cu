@@ -189,6 +189,9 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 // (tile l's I columns at 16 l, its J columns at 16 l + 8), z's sums [2][4][TW][KT_F] (fp32); 1 KB
 // of slack for the alignment.
 #define KTW_RING 3 // stages of the overlapped passes' copy rings
+__device__ __forceinline__ int ktw_ring_next(int st) {
+    return st == KTW_RING - 1 ? 0 : st + 1;
+}
 template <int TW> struct kt_state_ov_smem {
     static constexpr int TILES = 2 * TW;
     static constexpr size_t SMEM =
@@ -257,9 +260,9 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
             zc[l][e] = a.S && valid[l] && w4 == 0 && e < 2 ? a.z[(size_t)n * a.D + r] / wgt : 0.0f;
         }
     }
-    // copies: key chunk c = t % (4 TW) (tile c / 4's I or J by c % 2... see below) of tokens
-    // t / (4 TW) + 128 / (4 TW) u; V chunk tid % 16 of tokens tid / 16 + 16 u
-    constexpr int KC = 2 * TILES / 2, KR = 128 / KC; // chunks a token row (2 a tile), rows a pass
+    // copies: key chunk kc = t % KC of tokens t / KC + KR u, the I (kc even) or J columns of
+    // local tile kc / 2; V chunk tid % 16 of tokens tid / 16 + 16 u
+    constexpr int KC = 2 * TW, KR = 128 / KC; // key chunks a token row (two a tile), rows a pass
     const int kc = t % KC, kl = kc >> 1;
     const kt_tile kt = kl == 0 ? ti[0] : ti[TW - 1]; // constant indices: no local memory
     const bf16_t *kg = a.k + ((size_t)b * a.T * a.H + h) * a.dk + kt.m * a.E +
@@ -357,7 +360,7 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
     __syncthreads(); // step 0's psi and V visible to the products
     // st: the ring stage of this step (st1, st2 the next two); cs: the step's place in its chunk
     for (int step = 0, st = 0, cs = 0, chunk = 0; step < nsteps; step++) {
-        const int pb = step & 1, st1 = st == 2 ? 0 : st + 1, st2 = st1 == 2 ? 0 : st1 + 1;
+        const int pb = step & 1, st1 = ktw_ring_next(st), st2 = ktw_ring_next(st1);
         if (cs == 0) { // S_int's exclusive prefix of chunk `chunk`
             const size_t c = (size_t)chunk * N + n;
 #pragma unroll
@@ -542,22 +545,11 @@ template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a
     const bf16_t *Sc = a.Sc + cn * a.ntile * KT_F * KTW_DV + (size_t)(tid >> 4) * KTW_DV +
                        (tid & 15) * 8; // this thread's first piece of tile 0
     const float *Zc = a.Zc + cn * a.ntile * KT_F + 4 * tid;
-    {
-        const unsigned tokq = (unsigned)(a.H * DK);
-        const bf16_t *qb = a.q + ((size_t)b * a.T * a.H + h) * DK;
-        for (int x = tid; x < KT2_R * (DK / 8); x += 256) {
-            const int tok = x / (DK / 8), c8 = x % (DK / 8), tt = t0 + tok;
-            const bool ok = tt < a.T;
-            cp_async16_zfill(sQ + tok * ldq + c8 * 8,
-                             qb + (size_t)(unsigned)(ok ? tt : t0) * tokq + c8 * 8, ok);
-        }
-        // columns 128..135 of every stage's third region: zero but for z's two (written per tile)
-        if (tid < KTW_RING * 64) {
-            const int st = tid / 64, row = tid % 64;
-            *reinterpret_cast<uint4 *>(sS + st * KT2_STAGE + sw128_chunk(64, row, 16)) =
-                make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
+    kt_load_q<DK, KT2_R>(a, sQ, b, h, t0, tid);
+    // columns 128..135 of every stage's third region: zero but for z's two (written per tile)
+    if (tid < KTW_RING * 64)
+        *reinterpret_cast<uint4 *>(sS + tid / 64 * KT2_STAGE + sw128_chunk(64, tid % 64, 16)) =
+            make_uint4(0u, 0u, 0u, 0u);
     // this thread's pieces of a stage: Sc rows tid / 16 + 16 u, chunk tid % 16; Zc's floats
     // 4 tid .. + 4 (tid < 16)
     uint32_t sdst[4];
@@ -629,7 +621,7 @@ template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a
     __syncthreads(); // tile 0's psi, Sc and z visible to the products
     int st = 0;      // the stage of this tile; st1, st2 those of the next two
     for (int tile = 0; tile < a.ntile; tile++) {
-        const int pb = tile & 1, st1 = st == 2 ? 0 : st + 1, st2 = st1 == 2 ? 0 : st1 + 1;
+        const int pb = tile & 1, st1 = ktw_ring_next(st), st2 = ktw_ring_next(st1);
         wgmma_fence();
         const uint64_t dB = dS + ((st * KT2_STAGE) >> 4);
         const uint64_t dP = dA + ((pb * 2 * 2 * 64 * KT_F * 2) >> 4);
