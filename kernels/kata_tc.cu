@@ -25,7 +25,8 @@
 //             every tile (psi_w: the tile's read weight folded in), both written.
 //   kt_local  block (64 queries, head): the keys of the query's own chunk up to itself, as a
 //             flash pass without a maximum: kappa = sum_m (s Q_m K_m^T)^2 (masked), den += its
-//             row sums, O += kappa V; then o = (o + O) / max(den + row sums, eps).
+//             row sums, O += kappa V; then o = (o + O) / max(den + row sums, eps). On sm_90
+//             with dv = 128, MIXSCOPE_KATA_LOCAL=1 or 2 takes kata_tc_wgmma.cu's kt_local_wgmma.
 // The chunked algebra is spec kata-parallax.md §A.7 with chunk CL: exclusive prefixes built
 // directly (never inclusive minus own), chunk-local terms exact in the products' rounding.
 #include <cuda_bf16.h>
@@ -488,8 +489,12 @@ template <int DK, int DV> static int kt_launch(const kt_args &a, cudaStream_t st
         CUDA_LAUNCHED("gpu kata tc: read pass");
     }
     timer.mark(2);
-    kt_local_kernel<DK, DV><<<dim3((a.T + KT_L - 1) / KT_L, N), 128, sm3, st>>>(a);
-    CUDA_LAUNCHED("gpu kata tc: local pass");
+    if (wg && kata_tc_wgmma_local_form()) {
+        if (kata_tc_wgmma_local(a, st, e)) return -1;
+    } else {
+        kt_local_kernel<DK, DV><<<dim3((a.T + KT_L - 1) / KT_L, N), 128, sm3, st>>>(a);
+        CUDA_LAUNCHED("gpu kata tc: local pass");
+    }
     if (profile) {
         float ms[3] = {0, 0, 0};
         timer.mark(3);

@@ -206,3 +206,7 @@ __device__ __forceinline__ void kt_den_out(const kt_args &a, const float (&dp)[4
 int kata_tc_wgmma_usable(void);
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e);
 int kata_tc_wgmma_read(const kt_args &a, cudaStream_t st, err *e);
+// The wgmma local pass (same grid and arguments as kt_local_kernel), taken when
+// kata_tc_wgmma_local_form() is not 0 (MIXSCOPE_KATA_LOCAL=1 or 2, while it is new).
+int kata_tc_wgmma_local_form(void);
+int kata_tc_wgmma_local(const kt_args &a, cudaStream_t st, err *e);

@@ -15,6 +15,11 @@
 //                   Sc tile with z_hi, z_lo as two more columns (N-major), run while the
 //                   warpgroup builds the next tile's psi. Chunks of CL % 256 != 0 take
 //                   kt_read_wgmma.
+// New, not yet the default (MIXSCOPE_KATA_LOCAL=1 or 2 while it waits for its first device run):
+//   kt_local_wgmma  kata_tc.cu's local pass, block (64 queries, head), one warpgroup: S =
+//                   Q K^T m64n64k16 from shared memory, kappa = (s S)^2 squared in registers, O +=
+//                   P V m64n128k16 with P in registers; =2 overlaps tile j + 1's scores with tile
+//                   j's values (m1).
 // Kept as the baselines they were measured against (MIXSCOPE_KATA_STATE=0, MIXSCOPE_KATA_READ=128;
 // MIXSCOPE_KATA_STATE=4 times kt_state_ov<2>, four tiles a block, one block a multiprocessor,
 // which lost: docs/gpu-results.md):
@@ -27,6 +32,8 @@
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "gpu.h"
 #include "gpu_common.cuh"
@@ -166,13 +173,14 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 
 // ---------------------------------------------------------------- the state pass, overlapped
 
-// kt_state_ov<TW>: block (2 TW tiles, head), a warpgroup TW tiles (TW m64n128 accumulators). A
-// step's products run while the warpgroup builds the next step's psi: the step's wgmma are
-// committed, the copies two steps ahead issued, the next psi built into the other buffer, and
-// only then the wait. The pass is latency bound (ncu at 128K: a warp issues once every ~12
-// cycles, four warps a scheduler), so what a step costs beside the products is kept small; a
-// first form spent ~225 warp instructions a step, ~50 of them on two integer modulos by CL and
-// ~60 on 64-bit copy addresses:
+// kt_state_ov<TW, NWG>: block (NWG TW tiles, head), a warpgroup TW tiles (TW m64n128
+// accumulators; NWG = 2 but for MIXSCOPE_KATA_STATE=3, new and not yet run: three warpgroups of one
+// tile, V copied by the first two). A step's products run while the warpgroup builds the next
+// step's psi: the step's wgmma are committed, the copies two steps ahead issued, the next psi built
+// into the other buffer, and only then the wait. The pass is latency bound (ncu at 128K: a warp
+// issues once every ~12 cycles, four warps a scheduler), so what a step costs beside the products
+// is kept small; a first form spent ~225 warp instructions a step, ~50 of them on two integer
+// modulos by CL and ~60 on 64-bit copy addresses:
 //   - psi by packed bf16 products (fma.rn.bf16x2 with -0: the exact product rounded once, the
 //     bf16 value the fp32 product gave before), four a row of 8 features;
 //   - z_int (psi's column sums, fp32) on the tensor cores as K_I^T K_J over the step's tokens:
@@ -184,19 +192,20 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 // Each warpgroup copies and reads its own key columns (a named barrier between them); V and the
 // products' hand-offs take the block's barrier, one a step. TW = 2 reads each V step once for
 // four tiles (one block a multiprocessor), TW = 1 for two (two blocks a multiprocessor).
-// Shared: V ring [3][64 tokens][128] (sw128, 16 KB a stage), psi [2 buffers][2 TW tiles]
-// [64 tokens][64 features] (sw128, 8 KB a tile), key columns [3][2 warpgroups][KT_S][KT_LK]
-// (tile l's I columns at 16 l, its J columns at 16 l + 8), z's sums [2][4][TW][KT_F] (fp32); 1 KB
-// of slack for the alignment.
+// Shared: V ring [3][64 tokens][128] (sw128, 16 KB a stage), psi [2 buffers][NWG TW tiles]
+// [64 tokens][64 features] (sw128, 8 KB a tile), key columns [3][NWG warpgroups][KT_S][KT_LK]
+// (tile l's I columns at 16 l, its J columns at 16 l + 8), z's sums [NWG][4][TW][KT_F] (fp32);
+// 1 KB of slack for the alignment.
 #define KTW_RING 3 // stages of the overlapped passes' copy rings
 __device__ __forceinline__ int ktw_ring_next(int st) {
     return st == KTW_RING - 1 ? 0 : st + 1;
 }
-template <int TW> struct kt_state_ov_smem {
-    static constexpr int TILES = 2 * TW;
+template <int TW, int NWG = 2> struct kt_state_ov_smem {
+    static constexpr int TILES = NWG * TW;
     static constexpr size_t SMEM =
-        1024 + (KTW_RING * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KTW_RING * 2 * KT_S * KT_LK) * 2 +
-        2 * 4 * TW * KT_F * sizeof(float);
+        1024 +
+        (KTW_RING * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KTW_RING * NWG * KT_S * KT_LK) * 2 +
+        NWG * 4 * TW * KT_F * sizeof(float);
 };
 
 // {x, x} . {y0, y1}: each product exact, rounded once to bf16
@@ -226,15 +235,17 @@ __device__ __forceinline__ float kt_ov_z_sum(const float (&zc)[TW][4], float *re
     return z;
 }
 
-template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_args a) {
+template <int TW, int NWG = 2>
+__global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(kt_args a) {
 #ifdef KTW_HAVE_WGMMA
-    constexpr int TILES = 2 * TW;
+    constexpr int TILES = NWG * TW;
+    constexpr bool VALL = NWG == 2; // every thread copies V (else the first 256)
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
     bf16_t *sV = (bf16_t *)base;              // [3][64][128] sw128
     bf16_t *sP = sV + KTW_RING * 64 * KTW_DV; // [2][TILES][64][64] sw128
-    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;  // [3][2][KT_S][KT_LK]
-    float *sRed = (float *)(sK + KTW_RING * 2 * KT_S * KT_LK);
+    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;  // [3][NWG][KT_S][KT_LK]
+    float *sRed = (float *)(sK + KTW_RING * NWG * KT_S * KT_LK);
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
     const int wg = tid >> 7, t = tid & 127, w4 = (tid >> 5) & 3, fr0 = w4 * 16;
     const int n = blockIdx.y, b = n / a.H, h = n % a.H, N = a.B * a.H;
@@ -280,30 +291,33 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
     const uint32_t sKa = smem_u32(sK), sVa = smem_u32(sV);
     auto issue = [&](int step, int st) {
         const int t0 = step * KT_S;
-        const uint32_t kb = sKa + st * 2 * KT_S * KT_LK * 2, vb = sVa + st * 64 * KTW_DV * 2;
+        const uint32_t kb = sKa + st * NWG * KT_S * KT_LK * 2, vb = sVa + st * 64 * KTW_DV * 2;
         if (t0 + KT_S <= a.T) { // every token of the step exists
             const bf16_t *kp = kg + (size_t)(unsigned)t0 * kstride;
             const bf16_t *vp = vg + (size_t)(unsigned)t0 * vstride;
 #pragma unroll
             for (int u = 0; u < KT_S / KR; u++)
                 cp_async16_s(kb + kdst[u], kp + (size_t)(KR * u) * kstride);
+            if (VALL || tid < 256)
 #pragma unroll
-            for (int u = 0; u < 4; u++) cp_async16_s(vb + vdst[u], vp + (size_t)(16 * u) * vstride);
+                for (int u = 0; u < 4; u++)
+                    cp_async16_s(vb + vdst[u], vp + (size_t)(16 * u) * vstride);
         } else { // the last step: tokens past T read as zeros
 #pragma unroll
             for (int u = 0; u < KT_S / KR; u++) {
                 const int tt = t0 + t / KC + KR * u;
                 const bool ok = tt < a.T;
-                cp_async16_zfill(sK + (kdst[u] + st * 2 * KT_S * KT_LK * 2) / 2,
+                cp_async16_zfill(sK + (kdst[u] + st * NWG * KT_S * KT_LK * 2) / 2,
                                  ok ? kg + (size_t)(unsigned)(t0 + KR * u) * kstride : a.k, ok);
             }
+            if (VALL || tid < 256)
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int tt = t0 + (tid >> 4) + 16 * u;
-                const bool ok = tt < a.T;
-                cp_async16_zfill(base + st * 64 * KTW_DV * 2 + vdst[u],
-                                 ok ? vg + (size_t)(unsigned)(t0 + 16 * u) * vstride : a.v, ok);
-            }
+                for (int u = 0; u < 4; u++) {
+                    const int tt = t0 + (tid >> 4) + 16 * u;
+                    const bool ok = tt < a.T;
+                    cp_async16_zfill(base + st * 64 * KTW_DV * 2 + vdst[u],
+                                     ok ? vg + (size_t)(unsigned)(t0 + 16 * u) * vstride : a.v, ok);
+                }
         }
         cp_async_commit();
     };
@@ -313,7 +327,7 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
     const unsigned zaddr = smem_u32(
         sK + (wg * KT_S + 16 * w4 + ((lane >> 3) & 1) * 8 + (lane & 7)) * KT_LK + (lane >> 4) * 8);
     auto build = [&](int st, int pb) {
-        const bf16_t *ks = sK + (st * 2 + wg) * KT_S * KT_LK + (t >> 3) * KT_LK + (t & 7);
+        const bf16_t *ks = sK + (st * NWG + wg) * KT_S * KT_LK + (t >> 3) * KT_LK + (t & 7);
         unsigned char *pp = (unsigned char *)(sP + (pb * TILES + TW * wg) * 64 * KT_F);
 #pragma unroll
         for (int l = 0; l < TW; l++) {
@@ -331,7 +345,7 @@ template <int TW> __global__ void __launch_bounds__(256, 2 / TW) kt_state_ov(kt_
                     r;
             }
             uint32_t f[4];
-            ldsm_x4_trans(f, zaddr + (st * 2 * KT_S * KT_LK + 16 * l) * 2);
+            ldsm_x4_trans(f, zaddr + (st * NWG * KT_S * KT_LK + 16 * l) * 2);
             const uint32_t af[4] = {f[0], 0u, f[1], 0u};
             mma_bf16(zc[l], af, f[2], f[3]);
         }
@@ -670,6 +684,222 @@ template <int DK> __global__ void __launch_bounds__(256, 1) kt_read_ov(kt_args a
 #endif
 }
 
+// ---------------------------------------------------------------- the local pass
+
+// kt_local_wgmma<DK, KPG, PIPE>: kt_local_kernel's pass (kata_tc.cu) on warpgroup products. Block
+// (64 queries, head), one warpgroup (warp w: queries 16 w .. + 16); the keys of the block's chunk
+// from its first token to the block's last, 64 a tile, through a ring of LST cp.async stages (K
+// sw128 K-major, V sw128 N-major), Q sw128 K-major for the whole pass. Per tile
+//   S_m = Q_m K_m^T   wgmma m64n64k16 over group m's KPG = E / 16 k steps (both from shared
+//                     memory),
+//   kappa = sum_m (s S_m)^2 in fp32 (keys after the query zero on the diagonal tile), its row sums
+//                     into den, P = kappa rounded to bf16 (the A fragments: wgmma.cuh's layout),
+//   O += P V          wgmma m64n128k16, A = P in registers, B = V (N-major).
+// PIPE (one group, m1): tile j + 1's scores run on the tensor cores beside tile j's O += P V, and
+// its kappa is formed while O's products run (attention_wgmma.cu's pipelined loop without the
+// maximum); the ring holds tiles j, j + 1 and j + 2's copy. The last tile is peeled off the loop
+// so that no wgmma sits on a branch (ptxas serializes the products then). Without PIPE each
+// tile's products are waited for in turn (two blocks a multiprocessor overlap each other). The
+// mma.sync pass spent ~3.2 ms at 128K on 0.57 TFLOP (178 TFLOP/s).
+// Shared: Q [64][DK] (sw128), then LST stages of K [64][DK] and V [64][128] (sw128); 1 KB of
+// slack for the alignment.
+template <int DK, int LST> struct kt_local_smem {
+    static constexpr int QB = 64 * DK * 2, KB = 64 * DK * 2, VB = 64 * KTW_DV * 2;
+    static constexpr int STAGE = KB + VB;
+    static constexpr size_t SMEM = 1024 + QB + (size_t)LST * STAGE;
+};
+
+template <int DK, int KPG, bool PIPE>
+__global__ void __launch_bounds__(128, 2) kt_local_wgmma(kt_args a) {
+#ifdef KTW_HAVE_WGMMA
+    static_assert(!PIPE || KPG == DK / 16, "the pipelined loop: one group");
+    constexpr int LST = PIPE ? 3 : 2;
+    constexpr int CPR = DK / 8, RPP = 128 / CPR; // Q and K: 16-byte chunks a row, rows a pass
+    using SM = kt_local_smem<DK, LST>;
+    extern __shared__ __align__(16) unsigned char ktw_sm[];
+    unsigned char *sQ = ktw_align(ktw_sm), *sKV = sQ + SM::QB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+    const int n = blockIdx.y, b = n / a.H, h = n % a.H;
+    const int q0 = (gridDim.x - 1 - blockIdx.x) * KT_L; // the chunks' longest rows first
+    const size_t tokk = (size_t)a.H * DK, tokv = (size_t)a.H * KTW_DV;
+    const bf16_t *qb = a.q + (size_t)b * a.T * tokk + (size_t)h * DK;
+    const bf16_t *kb = a.k + (size_t)b * a.T * tokk + (size_t)h * DK;
+    const bf16_t *vb = a.v + (size_t)b * a.T * tokv + (size_t)h * KTW_DV;
+    // copies: Q and K chunk tid % CPR of rows tid / CPR + RPP i, V chunk tid % 16 of rows
+    // tid / 16 + 8 i; rows past T zero (row q0 or k0, which exists, is the address read)
+    const int qc = tid % CPR, qr = tid / CPR, vc = tid & 15, vr = tid >> 4;
+#pragma unroll
+    for (int i = 0; i < 64 / RPP; i++) {
+        const int r = qr + RPP * i, t = q0 + r;
+        const bool ok = t < a.T;
+        cp_async16_zfill(sQ + sw128_chunk(64, r, qc), qb + (size_t)(ok ? t : q0) * tokk + qc * 8,
+                         ok);
+    }
+    auto issue = [&](int k0, int s) {
+        unsigned char *dK = sKV + s * SM::STAGE, *dV = dK + SM::KB;
+#pragma unroll
+        for (int i = 0; i < 64 / RPP; i++) {
+            const int r = qr + RPP * i, t = k0 + r;
+            const bool ok = t < a.T;
+            cp_async16_zfill(dK + sw128_chunk(64, r, qc),
+                             kb + (size_t)(ok ? t : k0) * tokk + qc * 8, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int r = vr + 8 * i, t = k0 + r;
+            const bool ok = t < a.T;
+            cp_async16_zfill(dV + sw128_chunk(64, r, vc),
+                             vb + (size_t)(ok ? t : k0) * tokv + vc * 8, ok);
+        }
+    };
+    const int kfirst = q0 / a.CL * a.CL, ntiles = (q0 - kfirst) / 64 + 1;
+    // the first LST - 1 tiles (Q rides in tile 0's group; a group each, empty past the last)
+#pragma unroll
+    for (int s = 0; s < LST - 1; s++) {
+        if (s < ntiles) issue(kfirst + 64 * s, s);
+        cp_async_commit();
+    }
+    // tile j's stage (and tiles up to j + LST - 2) landed for everyone, the stage of tile j - 1
+    // free: tile j + LST - 1's copy goes to it
+    auto arrive = [&](int j) {
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();
+        if (j + LST - 1 < ntiles) issue(kfirst + 64 * (j + LST - 1), (j + LST - 1) % LST);
+        cp_async_commit();
+    };
+    const uint32_t aQ = smem_u32(sQ), aKV = smem_u32(sKV);
+    const uint64_t dQ = wgmma_desc(aQ, 16, 1024), dK0 = wgmma_desc(aKV, 16, 1024),
+                   dV0 = wgmma_desc(aKV + SM::KB, 64 * 128, 1024);
+    auto stage_desc = [&](uint64_t d0, int j) {
+        return d0 + (uint64_t)((j % LST) * SM::STAGE >> 4);
+    };
+    // S = Q_m K_m^T of group m for the tile whose K is at descriptor dK (issued, not committed)
+    auto scores = [&](float *S, uint64_t dK, int m) {
+#pragma unroll
+        for (int u = 0; u < KPG; u++) {
+            const int ks = m * KPG + u;
+            const uint32_t step = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4; // Q and K alike
+            wgmma_ss_n64(S, dQ + step, dK + step, u > 0);
+        }
+    };
+    auto square = [&](const float *S, float *kap, int m) {
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const float c = a.s * S[i];
+            kap[i] = m ? fmaf(c, c, kap[i]) : c * c;
+        }
+    };
+    float O[64], ds[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < 64; i++) O[i] = 0.0f;
+    // kappa of the tile at key k0: the diagonal tile's keys after the query zeroed, the row sums
+    // into ds; pack: the weights into P (n8 blocks 2 kk and 2 kk + 1: the A fragment of keys
+    // 16 kk .. + 15)
+    auto weigh = [&](float *kap, int k0) {
+        if (k0 == q0)
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                if (8 * (i >> 2) + 2 * tg + (i & 1) > warp * 16 + g + ((i >> 1) & 1) * 8)
+                    kap[i] = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            ds[0] += kap[4 * t] + kap[4 * t + 1];
+            ds[1] += kap[4 * t + 2] + kap[4 * t + 3];
+        }
+    };
+    uint32_t P[4][4];
+    auto pack = [&](const float *kap) {
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            P[t / 2][(t & 1) * 2 + 0] = pack_bf16(kap[4 * t], kap[4 * t + 1]);
+            P[t / 2][(t & 1) * 2 + 1] = pack_bf16(kap[4 * t + 2], kap[4 * t + 3]);
+        }
+    };
+    // tile j's kappa, group by group, each group's products waited for; its weights into P
+    auto kappa = [&](int j) {
+        float S[32], kap[32];
+        for (int m = 0; m < a.M; m++) {
+            wgmma_fence();
+            scores(S, stage_desc(dK0, j), m);
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_regs<32>(S);
+            square(S, kap, m);
+        }
+        weigh(kap, kfirst + 64 * j);
+        pack(kap);
+    };
+    // O += P V of tile j; with NEXT tile j + 1's scores beside, squared while O's products run
+    // and packed into P once they are done (P stays untouched while a product reads it)
+    auto values = [&](int j, auto next) {
+        constexpr bool NEXT = decltype(next)::value;
+        const uint64_t dV = stage_desc(dV0, j);
+        float S[32];
+        wgmma_fence();
+        if constexpr (NEXT) {
+            scores(S, stage_desc(dK0, j + 1), 0);
+            wgmma_commit();
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) wgmma_rs_n128_tb(O, P[kk], dV + (kk * 2048 >> 4));
+        wgmma_commit();
+        if constexpr (NEXT) {
+            float kap[32];
+            wgmma_wait<1>();
+            wgmma_fence_regs<32>(S);
+            square(S, kap, 0);
+            weigh(kap, kfirst + 64 * (j + 1));
+            wgmma_wait<0>(); // the tile's stage and P are free
+            wgmma_fence_regs<64>(O);
+            pack(kap);
+        } else {
+            wgmma_wait<0>();
+            wgmma_fence_regs<64>(O);
+        }
+    };
+    using yes = std::integral_constant<bool, true>;
+    using no = std::integral_constant<bool, false>;
+    if constexpr (PIPE) {
+        arrive(0);
+        kappa(0);
+        for (int j = 0; j < ntiles - 1; j++) {
+            if (j > 0) arrive(j);
+            values(j, yes());
+        }
+        if (ntiles > 1) arrive(ntiles - 1);
+        values(ntiles - 1, no());
+    } else {
+        for (int j = 0; j < ntiles; j++) {
+            arrive(j);
+            kappa(j);
+            values(j, no());
+        }
+    }
+    // o = (o + O) / max(den + row sums, eps): the read pass's terms and these
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float d = ds[half];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        const int t = q0 + warp * 16 + g + 8 * half;
+        if (t >= a.T) continue;
+        const size_t row = ((size_t)b * a.T + t) * a.H + h;
+        const float inv = 1.0f / fmaxf(a.den[row] + d, a.eps);
+        float *o = a.o + row * KTW_DV + 2 * tg;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            float2 *p = reinterpret_cast<float2 *>(o + 8 * j);
+            const float2 x = *p;
+            *p = make_float2((x.x + O[4 * j + 2 * half]) * inv,
+                             (x.y + O[4 * j + 2 * half + 1]) * inv);
+        }
+    }
+#else
+    __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
+#endif
+}
+
 // ---------------------------------------------------------------- host side
 
 int kata_tc_wgmma_usable(void) {
@@ -678,22 +908,26 @@ int kata_tc_wgmma_usable(void) {
 }
 
 // MIXSCOPE_KATA_STATE (a benchmark knob): 0 the two-tile pass without the overlap
-// (kt_state_wgmma), 4 kt_state_ov's four tiles a block; default 2 (two tiles a block).
+// (kt_state_wgmma), 4 kt_state_ov's four tiles a block, 3 three warpgroups of a tile (one block
+// a multiprocessor: at B H = 16, d = 128 the 2176 tile-sequences fill 5.5 waves of 396 warpgroups
+// against 4.1 of 528 at two, whose fifth runs 32 blocks); default 2 (two tiles a block).
 static int ktw_state_form(void) {
     static int form = -1;
     if (form < 0) {
         const char *s = getenv("MIXSCOPE_KATA_STATE");
-        form = s && (!strcmp(s, "0") || !strcmp(s, "4")) ? atoi(s) : 2;
+        form = s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4")) ? atoi(s) : 2;
     }
     return form;
 }
 
-template <int TW> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
-    CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)kt_state_ov_smem<TW>::SMEM),
+template <int TW, int NWG = 2> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
+    constexpr int TILES = NWG * TW;
+    constexpr size_t SMEM = kt_state_ov_smem<TW, NWG>::SMEM;
+    CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)SMEM),
              "gpu kata tc (wgmma): shared memory");
-    kt_state_ov<TW><<<dim3((a.ntile + 2 * TW - 1) / (2 * TW), a.B * a.H), 256,
-                      kt_state_ov_smem<TW>::SMEM, st>>>(a);
+    kt_state_ov<TW, NWG>
+        <<<dim3((a.ntile + TILES - 1) / TILES, a.B * a.H), 128 * NWG, SMEM, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
     return 0;
 }
@@ -710,6 +944,7 @@ static int ktw_read_tokens(void) {
 
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
     if (ktw_state_form() == 4) return ktw_state_ov<2>(a, st, e);
+    if (ktw_state_form() == 3) return ktw_state_ov<1, 3>(a, st, e);
     if (ktw_state_form() == 2) return ktw_state_ov<1>(a, st, e);
     const size_t sm = 1024 + (2 * 64 * KTW_DV + 2 * 64 * KT_F + 2 * KT_S * KT_LK) * 2 +
                       8 * 2 * KT_F * sizeof(float);
@@ -743,4 +978,47 @@ template <int DK> static int ktw_read(const kt_args &a, cudaStream_t st, err *e)
 
 int kata_tc_wgmma_read(const kt_args &a, cudaStream_t st, err *e) {
     return a.dk == 64 ? ktw_read<64>(a, st, e) : ktw_read<128>(a, st, e);
+}
+
+// MIXSCOPE_KATA_LOCAL (a benchmark knob while the wgmma local pass is new): 1 kt_local_wgmma, 2
+// its pipelined form (m1 only; other maps take 1); 0 or unset kata_tc.cu's mma.sync pass.
+int kata_tc_wgmma_local_form(void) {
+    static int form = -1;
+    if (form < 0) {
+        const char *s = getenv("MIXSCOPE_KATA_LOCAL");
+        form = s && (!strcmp(s, "1") || !strcmp(s, "2")) ? atoi(s) : 0;
+    }
+    return form;
+}
+
+template <int DK, int KPG, bool PIPE>
+static int ktw_local(const kt_args &a, cudaStream_t st, err *e) {
+    constexpr size_t SMEM = kt_local_smem < DK, PIPE ? 3 : 2 > ::SMEM;
+    CUDA_TRY(cudaFuncSetAttribute(kt_local_wgmma<DK, KPG, PIPE>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM),
+             "gpu kata tc (wgmma): shared memory");
+    kt_local_wgmma<DK, KPG, PIPE><<<dim3((a.T + KT_L - 1) / KT_L, a.B * a.H), 128, SMEM, st>>>(a);
+    CUDA_LAUNCHED("gpu kata tc (wgmma): local pass");
+    return 0;
+}
+
+// The group width E (a multiple of 16, kata_tc_supported) picks the k steps a group.
+template <int DK> static int ktw_local_dk(const kt_args &a, cudaStream_t st, err *e) {
+    if (a.M == 1)
+        return kata_tc_wgmma_local_form() == 2 ? ktw_local<DK, DK / 16, true>(a, st, e)
+                                               : ktw_local<DK, DK / 16, false>(a, st, e);
+    switch (a.E / 16) { // M > 1: E <= dk / 2
+    case 1:
+        return ktw_local<DK, 1, false>(a, st, e);
+    case 2:
+        return ktw_local<DK, 2, false>(a, st, e);
+    case 4:
+        return ktw_local<DK, 4, false>(a, st, e);
+    default:
+        return err_set(e, "gpu kata tc (wgmma): local pass: groups of %d", a.E);
+    }
+}
+
+int kata_tc_wgmma_local(const kt_args &a, cudaStream_t st, err *e) {
+    return a.dk == 64 ? ktw_local_dk<64>(a, st, e) : ktw_local_dk<128>(a, st, e);
 }

@@ -1304,6 +1304,10 @@ int main(void) {
         test_mixer_opts(kata, "variant=mg groups=2", 2100, 2, 64, 128, 64);
         test_mixer_opts(kata, "variant=m1", 2200, 1, 128, 128, 64);
         test_mixer_opts(kata, "variant=mg groups=2", 2100, 1, 128, 64, 32);
+        /* groups at dk 128, dv 128 (the wgmma passes): 64-wide and 16-wide groups, the local
+         * pass's 4 and 1 k steps a group */
+        test_mixer_opts(kata, "variant=mg groups=2", 1100, 1, 128, 128, 32);
+        test_mixer_opts(kata, "variant=mg groups=8", 1100, 1, 128, 128, 32);
     }
     /* Kalman's scan with channel groups cut by M (20 channels in groups of 8 at S = 16, 6 in
      * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async;
