@@ -30,6 +30,7 @@
 // On other GPUs kata_tc_wgmma_usable() says no and kata_tc.cu keeps its mma.sync passes.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -902,6 +903,26 @@ __global__ void __launch_bounds__(128, 2) kt_local_wgmma(kt_args a) {
 
 // ---------------------------------------------------------------- host side
 
+// MIXSCOPE_KATA_PROFILE: the blocks a multiprocessor holds of each pass launched (what its shared
+// memory and registers let fit), once a kernel and process.
+static void ktw_report(const void *kernel, const char *name, int threads, size_t smem) {
+    static const bool on = getenv("MIXSCOPE_KATA_PROFILE") != NULL;
+    static const void *seen[32];
+    static int nseen = 0;
+    if (!on || nseen == 32) return;
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == kernel) return;
+    seen[nseen++] = kernel;
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, threads, smem) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    fprintf(stderr,
+            "kata tc (wgmma): %s: %d blocks a multiprocessor (%d threads, %zu bytes shared)\n",
+            name, nb, threads, smem);
+}
+
 int kata_tc_wgmma_usable(void) {
     static const int usable = gpu_sm90a_usable("MIXSCOPE_KATA_WGMMA", (const void *)kt_state_wgmma);
     return usable;
@@ -926,9 +947,15 @@ template <int TW, int NWG = 2> static int ktw_state_ov(const kt_args &a, cudaStr
     CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   (int)SMEM),
              "gpu kata tc (wgmma): shared memory");
+    static_assert(SMEM <= 227 * 1024, "a block's shared memory");
     kt_state_ov<TW, NWG>
         <<<dim3((a.ntile + TILES - 1) / TILES, a.B * a.H), 128 * NWG, SMEM, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
+    ktw_report((const void *)kt_state_ov<TW, NWG>,
+               NWG == 3  ? "state, 3 warpgroups"
+               : TW == 2 ? "state, 4 tiles"
+                         : "state",
+               128 * NWG, SMEM);
     return 0;
 }
 
@@ -964,6 +991,7 @@ template <int DK> static int ktw_read(const kt_args &a, cudaStream_t st, err *e)
         kt_read_ov<DK>
             <<<dim3((a.T + KT2_R - 1) / KT2_R, a.B * a.H), 256, kt_read_ov_smem<DK>::SMEM, st>>>(a);
         CUDA_LAUNCHED("gpu kata tc (wgmma): read pass");
+        ktw_report((const void *)kt_read_ov<DK>, "read", 256, kt_read_ov_smem<DK>::SMEM);
         return 0;
     }
     const size_t sm =
@@ -997,8 +1025,11 @@ static int ktw_local(const kt_args &a, cudaStream_t st, err *e) {
     CUDA_TRY(cudaFuncSetAttribute(kt_local_wgmma<DK, KPG, PIPE>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM),
              "gpu kata tc (wgmma): shared memory");
+    static_assert(SMEM <= 227 * 1024, "a block's shared memory");
     kt_local_wgmma<DK, KPG, PIPE><<<dim3((a.T + KT_L - 1) / KT_L, a.B * a.H), 128, SMEM, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): local pass");
+    ktw_report((const void *)kt_local_wgmma<DK, KPG, PIPE>, PIPE ? "local, pipelined" : "local",
+               128, SMEM);
     return 0;
 }
 
