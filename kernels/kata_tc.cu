@@ -390,23 +390,7 @@ template <int DK, int DV> __global__ void __launch_bounds__(128) kt_local_kernel
             }
         }
     }
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        float d = dsum[half];
-        d += __shfl_xor_sync(0xffffffffu, d, 1);
-        d += __shfl_xor_sync(0xffffffffu, d, 2);
-        const int t = q0 + w * 16 + g + 8 * half;
-        if (t >= a.T) continue;
-        const size_t row = ((size_t)b * a.T + t) * a.H + h;
-        const float inv = 1.0f / fmaxf(a.den[row] + d, a.eps);
-#pragma unroll
-        for (int nt = 0; nt < NO; nt++) {
-            float2 *p = reinterpret_cast<float2 *>(a.o + row * DV + nt * 8 + 2 * tg);
-            const float2 x = *p;
-            *p =
-                make_float2((x.x + accO[nt][2 * half]) * inv, (x.y + accO[nt][2 * half + 1]) * inv);
-        }
-    }
+    kt_local_out<DV>(a, b, h, q0 + w * 16 + g, tg, dsum, &accO[0][0]);
 }
 
 // ---------------------------------------------------------------- host side

@@ -200,6 +200,32 @@ __device__ __forceinline__ void kt_den_out(const kt_args &a, const float (&dp)[4
     }
 }
 
+// A local pass's rows out (kt_local_kernel's and kt_local_wgmma's): the thread's rows r0 and r0 + 8
+// of the block at q0, their row sums ds (over the quad's 4 lanes) and accumulators acc[4 j + 2 half
+// + e] (row r0 + 8 half, value column 8 j + 2 tg + e: the m16n8 C layout, j < DV / 8) added to the
+// read pass's o and den: o = (o + acc) / max(den + row sums, eps).
+template <int DV>
+__device__ __forceinline__ void kt_local_out(const kt_args &a, int b, int h, int r0, int tg,
+                                             const float (&ds)[2], const float *acc) {
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        float d = ds[half];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        const int t = r0 + 8 * half;
+        if (t >= a.T) continue;
+        const size_t row = ((size_t)b * a.T + t) * a.H + h;
+        const float inv = 1.0f / fmaxf(a.den[row] + d, a.eps);
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++) {
+            float2 *p = reinterpret_cast<float2 *>(a.o + row * DV + j * 8 + 2 * tg);
+            const float2 x = *p;
+            *p = make_float2((x.x + acc[4 * j + 2 * half]) * inv,
+                             (x.y + acc[4 * j + 2 * half + 1]) * inv);
+        }
+    }
+}
+
 // The sm_90a passes (kata_tc_wgmma.cu) for dv = 128: 1 when they can run here (an sm_90 GPU, a
 // build with their image, MIXSCOPE_KATA_WGMMA not 0), asked once per process; the launches take
 // kt_state_kernel's and kt_read_kernel's grids and arguments.

@@ -878,24 +878,7 @@ __global__ void __launch_bounds__(128, 2) kt_local_wgmma(kt_args a) {
         }
     }
     // o = (o + O) / max(den + row sums, eps): the read pass's terms and these
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        float d = ds[half];
-        d += __shfl_xor_sync(0xffffffffu, d, 1);
-        d += __shfl_xor_sync(0xffffffffu, d, 2);
-        const int t = q0 + warp * 16 + g + 8 * half;
-        if (t >= a.T) continue;
-        const size_t row = ((size_t)b * a.T + t) * a.H + h;
-        const float inv = 1.0f / fmaxf(a.den[row] + d, a.eps);
-        float *o = a.o + row * KTW_DV + 2 * tg;
-#pragma unroll
-        for (int j = 0; j < 16; j++) {
-            float2 *p = reinterpret_cast<float2 *>(o + 8 * j);
-            const float2 x = *p;
-            *p = make_float2((x.x + O[4 * j + 2 * half]) * inv,
-                             (x.y + O[4 * j + 2 * half + 1]) * inv);
-        }
-    }
+    kt_local_out<KTW_DV>(a, b, h, q0 + warp * 16 + g, tg, ds, O);
 #else
     __trap(); // no wgmma in this image: kata_tc_wgmma_usable() keeps launches away
 #endif
