@@ -915,13 +915,11 @@ int kata_tc_wgmma_usable(void) {
 // (kt_state_wgmma), 4 kt_state_ov's four tiles a block, 3 three warpgroups of a tile (one block
 // a multiprocessor: at B H = 16, d = 128 the 2176 tile-sequences fill 5.5 waves of 396 warpgroups
 // against 4.1 of 528 at two, whose fifth runs 32 blocks); default 2 (two tiles a block).
+// Read at each call (a getenv beside a pass of tens of microseconds at least), so that test_gpu can
+// run the new forms beside the default in one process.
 static int ktw_state_form(void) {
-    static int form = -1;
-    if (form < 0) {
-        const char *s = getenv("MIXSCOPE_KATA_STATE");
-        form = s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4")) ? atoi(s) : 2;
-    }
-    return form;
+    const char *s = getenv("MIXSCOPE_KATA_STATE");
+    return s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4")) ? atoi(s) : 2;
 }
 
 template <int TW, int NWG = 2> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
@@ -993,13 +991,10 @@ int kata_tc_wgmma_read(const kt_args &a, cudaStream_t st, err *e) {
 
 // MIXSCOPE_KATA_LOCAL (a benchmark knob while the wgmma local pass is new): 1 kt_local_wgmma, 2
 // its pipelined form (m1 only; other maps take 1); 0 or unset kata_tc.cu's mma.sync pass.
+// Read at each call, as MIXSCOPE_KATA_STATE.
 int kata_tc_wgmma_local_form(void) {
-    static int form = -1;
-    if (form < 0) {
-        const char *s = getenv("MIXSCOPE_KATA_LOCAL");
-        form = s && (!strcmp(s, "1") || !strcmp(s, "2")) ? atoi(s) : 0;
-    }
-    return form;
+    const char *s = getenv("MIXSCOPE_KATA_LOCAL");
+    return s && (!strcmp(s, "1") || !strcmp(s, "2")) ? atoi(s) : 0;
 }
 
 template <int DK, int KPG, bool PIPE>

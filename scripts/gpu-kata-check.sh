@@ -11,10 +11,10 @@
 #   ROUNDS times (default 2).
 # Output: stdout and $OUT/kata-*.txt.
 # The sitting 7b52a0a's new forms wait for (the wgmma local pass, simple and pipelined, and the
-# state pass at three warpgroups a block; none has run yet):
-#   TEST_ENVS="- MIXSCOPE_KATA_LOCAL=1 MIXSCOPE_KATA_LOCAL=2 MIXSCOPE_KATA_STATE=3 \
-#     MIXSCOPE_KATA_LOCAL=2,MIXSCOPE_KATA_CL=384" ENVS="- MIXSCOPE_KATA_LOCAL=1 \
-#     MIXSCOPE_KATA_LOCAL=2 MIXSCOPE_KATA_STATE=3" sh scripts/gpu-kata-check.sh
+# state pass at three warpgroups a block; none has run yet; test_gpu's kata list runs them beside
+# the default, test_kata_forms):
+#   TEST_ENVS="- MIXSCOPE_KATA_CL=384" ENVS="- MIXSCOPE_KATA_LOCAL=1 MIXSCOPE_KATA_LOCAL=2 \
+#     MIXSCOPE_KATA_STATE=3 MIXSCOPE_KATA_LOCAL=2,MIXSCOPE_KATA_CL=2048" sh scripts/gpu-kata-check.sh
 . scripts/gpu-unpack.sh
 . scripts/gpu-case-lists.sh
 if [ "${TEST:-1}" = 1 ]; then

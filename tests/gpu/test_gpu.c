@@ -317,6 +317,36 @@ static void test_mixer(const mixer_ops *m, int T, int H, int dk, int dv, int chu
     test_mixer_opts(m, NULL, T, H, dk, dv, chunk);
 }
 
+/* KATA's dv = 128 cases under MIXSCOPE_KATA_LOCAL=local and MIXSCOPE_KATA_STATE=state (NULL: the
+ * default), both restored after. */
+static void test_kata_forms(const mixer_ops *kata, const char *local, const char *state) {
+    const char *names[2] = {"MIXSCOPE_KATA_LOCAL", "MIXSCOPE_KATA_STATE"},
+               *want[2] = {local, state};
+    char *saved[2];
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        if (want[i])
+            setenv(names[i], want[i], 1);
+        else
+            unsetenv(names[i]);
+    }
+    printf("kata with MIXSCOPE_KATA_LOCAL=%s MIXSCOPE_KATA_STATE=%s:\n", local ? local : "-",
+           state ? state : "-");
+    test_mixer_opts(kata, "variant=m1", 4200, 2, 64, 128, 64);
+    test_mixer_opts(kata, "variant=mg groups=2", 2100, 2, 64, 128, 64);
+    test_mixer_opts(kata, "variant=m1", 2200, 1, 128, 128, 64);
+    test_mixer_opts(kata, "variant=mg groups=2", 1100, 1, 128, 128, 32);
+    test_mixer_opts(kata, "variant=mg groups=8", 1100, 1, 128, 128, 32);
+    for (int i = 0; i < 2; i++) {
+        if (saved[i])
+            setenv(names[i], saved[i], 1);
+        else
+            unsetenv(names[i]);
+        free(saved[i]);
+    }
+}
+
 /* The delta family's state in 3 segments of time (MIXSCOPE_DELTA_CP=3): 39 chunks, and 5 with
  * correlated keys (warm-ups reaching chunk 0). */
 static void test_delta_3_segments(const mixer_ops *m) {
@@ -1308,6 +1338,11 @@ int main(void) {
          * pass's 4 and 1 k steps a group */
         test_mixer_opts(kata, "variant=mg groups=2", 1100, 1, 128, 128, 32);
         test_mixer_opts(kata, "variant=mg groups=8", 1100, 1, 128, 128, 32);
+        /* the forms that wait for their first timing (kata_tc_wgmma.cu): the local pass on
+         * warpgroup products with the state pass at three warpgroups a block, then the local
+         * pass's pipelined form (m1; mg takes the simple one) */
+        test_kata_forms(kata, "1", "3");
+        test_kata_forms(kata, "2", NULL);
     }
     /* Kalman's scan with channel groups cut by M (20 channels in groups of 8 at S = 16, 6 in
      * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async;
