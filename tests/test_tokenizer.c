@@ -92,6 +92,33 @@ static void test_llama3(void **st) {
     check_one("llama3");
 }
 
+/* Text that is not UTF-8 (a stray 0xFF, a cut-short sequence, a lone continuation byte) encodes as
+ * its lossy form, each maximal invalid sequence one U+FFFD, as Rust's from_utf8_lossy gives the
+ * library a str. The fuzzer found GPT-2's pre-tokenizer regex crashing PCRE2 on 0xFF bytes. */
+static void test_not_utf8(void **st) {
+    (void)st;
+    static const char *const names[] = {"llama", "gpt2", "llama3"};
+    static const char raw[] = "Hello \xff\xff world \xe2\x82 end \x80!";
+    static const char lossy[] =
+        "Hello \xef\xbf\xbd\xef\xbf\xbd world \xef\xbf\xbd end \xef\xbf\xbd!";
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/tokenizers/%s.json", names[i]);
+        hf_tok *t = NULL;
+        err e = {{0}};
+        if (hf_load(&t, path, &e)) fail_msg("%s", e.msg);
+        int32_t *a = NULL, *b = NULL;
+        int na = 0, nb = 0;
+        if (hf_encode(t, raw, sizeof raw - 1, 1, &a, &na, &e)) fail_msg("%s", e.msg);
+        if (hf_encode(t, lossy, sizeof lossy - 1, 1, &b, &nb, &e)) fail_msg("%s", e.msg);
+        assert_true(nb > 0);
+        assert_int_equal(na, nb);
+        assert_memory_equal(a, b, (size_t)na * sizeof *a);
+        free(a), free(b);
+        hf_free(t);
+    }
+}
+
 static void refused(const char *json, const char *want) {
     char *d = test_tmpdir(), p[512];
     snprintf(p, sizeof p, "%s/tokenizer.json", d);
@@ -212,9 +239,9 @@ static void test_session(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama),   cmocka_unit_test(test_gpt2),
-        cmocka_unit_test(test_llama3),  cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_session),
+        cmocka_unit_test(test_llama),    cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_llama3),   cmocka_unit_test(test_not_utf8),
+        cmocka_unit_test(test_refusals), cmocka_unit_test(test_session),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

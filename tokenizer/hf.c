@@ -1117,8 +1117,35 @@ static int encode_piece(const hf_tok *t, const char *s, size_t n, int first, ive
     return rc;
 }
 
+/* 1 when s[0..n) is valid UTF-8 throughout. */
+static int u8_all_valid(const char *s, size_t n) {
+    for (size_t i = 0, bad, v; i < n; i += v)
+        if (!(v = u8_valid((const unsigned char *)s + i, n - i, &bad))) return 0;
+    return 1;
+}
+
+static int encode_valid(const hf_tok *t, const char *text, size_t n, int special, int32_t **ids,
+                        int *nids, err *e);
+
+/* A text that is not valid UTF-8 is encoded as Rust's String::from_utf8_lossy would give it to
+ * the tokenizers library (whose input is a str): each maximal invalid sequence one U+FFFD. The
+ * pre-tokenizers' regexes match with PCRE2_NO_UTF_CHECK, which wants valid UTF-8 (a fuzzed text
+ * of 0xFF bytes crashed PCRE2's JIT before). */
 int hf_encode(const hf_tok *t, const char *text, size_t n, int special, int32_t **ids, int *nids,
               err *e) {
+    if (u8_all_valid(text, n)) return encode_valid(t, text, n, special, ids, nids, e);
+    sbuf fixed = {0};
+    if (lossy_append(&fixed, (const unsigned char *)text, n) || !fixed.p) {
+        free(fixed.p);
+        return err_set(e, "tokenize: out of memory");
+    }
+    const int rc = encode_valid(t, fixed.p, fixed.n, special, ids, nids, e);
+    free(fixed.p);
+    return rc;
+}
+
+static int encode_valid(const hf_tok *t, const char *text, size_t n, int special, int32_t **ids,
+                        int *nids, err *e) {
     ivec body = {0}, all = {0};
     int rc = 0;
     size_t start = 0, i = 0;

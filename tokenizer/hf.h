@@ -40,7 +40,8 @@ void hf_free(hf_tok *t);
 int hf_vocab_size(const hf_tok *t);
 /* Where it was read from. */
 const char *hf_path(const hf_tok *t);
-/* text[0..n) into *ids (malloc'd, *nids of them); special: add the post-processor's tokens. */
+/* text[0..n) into *ids (malloc'd, *nids of them); special: add the post-processor's tokens. Text
+ * that is not valid UTF-8 is taken in its lossy form (each maximal invalid sequence one U+FFFD). */
 int hf_encode(const hf_tok *t, const char *text, size_t n, int special, int32_t **ids, int *nids,
               err *e);
 /* ids back to text (malloc'd, NUL-terminated), as the library's decode with special tokens kept. */
