@@ -832,11 +832,12 @@ __global__ void __launch_bounds__(kx<S, P>::NT, kx<S, P>::APPLY_BLOCKS)
                         float term = 0.0f;
 #pragma unroll
                         for (int l = 0; l < P; l++) {
-                            const float k2 = kk[l][u] * kk[l][u], phi = LV ? ll[u] * k2 : k2;
-                            const float r = vl[u] * kk[l][u];
+                            // phi D' = (lambda_v k) kd and r D' = v kd with kd = k D': one
+                            // product where k^2 and v k took two
                             Dn[l] = fmaf(L[l].a2, Dn[l], L[l].p * N[l]);
-                            N[l] = fmaf(phi, Dn[l], N[l]);
-                            E[l] = fmaf(r, Dn[l], L[l].a * E[l]);
+                            const float kd = kk[l][u] * Dn[l];
+                            N[l] = fmaf(LV ? ll[u] * kk[l][u] : kk[l][u], kd, N[l]);
+                            E[l] = fmaf(vl[u], kd, L[l].a * E[l]);
                             const float rn = kx_rcp(N[l]), mu = E[l] * rn;
                             const float x = PRIOR ? L[l].a * mu : mu;
                             term = l == 0 ? qq[l][u] * x : fmaf(qq[l][u], x, term);
