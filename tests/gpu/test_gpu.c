@@ -1352,6 +1352,7 @@ int main(void) {
          * pass's pipelined form (m1; mg takes the simple one) */
         test_kata_forms(kata, "1", "3");
         test_kata_forms(kata, "2", NULL);
+        test_kata_forms(kata, NULL, "5"); /* the state pass with psi in registers */
     }
     /* Kalman's scan with channel groups cut by M (20 channels in groups of 8 at S = 16, 6 in
      * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async;
