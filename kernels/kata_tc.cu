@@ -26,7 +26,8 @@
 //   kt_local  block (64 queries, head): the keys of the query's own chunk up to itself, as a
 //             flash pass without a maximum: kappa = sum_m (s Q_m K_m^T)^2 (masked), den += its
 //             row sums, O += kappa V; then o = (o + O) / max(den + row sums, eps). On sm_90
-//             with dv = 128, MIXSCOPE_KATA_LOCAL=1 or 2 takes kata_tc_wgmma.cu's kt_local_wgmma.
+//             with dv = 128 kata_tc_wgmma.cu's kt_local_wgmma runs instead (MIXSCOPE_KATA_LOCAL=0
+//             keeps this one).
 // The chunked algebra is spec kata-parallax.md §A.7 with chunk CL: exclusive prefixes built
 // directly (never inclusive minus own), chunk-local terms exact in the products' rounding.
 #include <cuda_bf16.h>

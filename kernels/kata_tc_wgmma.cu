@@ -15,11 +15,12 @@
 //                   Sc tile with z_hi, z_lo as two more columns (N-major), run while the
 //                   warpgroup builds the next tile's psi. Chunks of CL % 256 != 0 take
 //                   kt_read_wgmma.
-// New, not yet the default (MIXSCOPE_KATA_LOCAL=1 or 2 while it waits for its first device run):
 //   kt_local_wgmma  kata_tc.cu's local pass, block (64 queries, head), one warpgroup: S =
 //                   Q K^T m64n64k16 from shared memory, kappa = (s S)^2 squared in registers, O +=
-//                   P V m64n128k16 with P in registers; =2 overlaps tile j + 1's scores with tile
-//                   j's values (m1).
+//                   P V m64n128k16 with P in registers; for m1 pipelined (tile j + 1's scores
+//                   run beside tile j's values), other maps the simple form. 1.92-1.95 ms at 128K
+//                   against 3.14-3.34 for kata_tc.cu's mma.sync pass (H100, same runs;
+//                   MIXSCOPE_KATA_LOCAL=0 keeps that, =1 the simple form for m1 too).
 // New, not yet run (MIXSCOPE_KATA_STATE=5):
 //   kt_state_ov<1, 2, true>  the state pass with psi_tile(K)^T built straight into the products'
 //                   A fragments (wgmma's register form: ldmatrix.x4.trans of the key columns,
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 __device__ __forceinline__ int ktw_ring_next(int st) {
     return st == KTW_RING - 1 ? 0 : st + 1;
 }
-template <int TW, int NWG = 2, bool RF = false> struct kt_state_ov_smem {
+template <int TW, int NWG = 2, int RF = 0> struct kt_state_ov_smem {
     static constexpr int TILES = NWG * TW;
     static constexpr int PSI = RF ? 0 : 2 * TILES * 64 * KT_F; // psi's buffers (bf16)
     static constexpr size_t SMEM =
@@ -243,7 +244,7 @@ __device__ __forceinline__ float kt_ov_z_sum(const float (&zc)[TW][4], float *re
     return z;
 }
 
-template <int TW, int NWG = 2, bool RF = false>
+template <int TW, int NWG = 2, int RF = 0>
 __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(kt_args a) {
 #ifdef KTW_HAVE_WGMMA
     constexpr int TILES = NWG * TW;
@@ -443,6 +444,7 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(
                     wgmma_ss_n128_t<1, 1>(acc[l], dP + ((l * 64 * KT_F * 2 + kk * 2048) >> 4),
                                           dB + ((kk * 2048) >> 4));
         wgmma_commit();
+        if constexpr (RF == 2) wgmma_wait<0>(); // a probe: the products done before gen
         // the stage of step + 2 is step - 1's, whose products every warpgroup waited for
         if (step + 2 < nsteps)
             issue(step + 2, st2);
@@ -982,11 +984,13 @@ int kata_tc_wgmma_usable(void) {
 // run the new forms beside the default in one process.
 static int ktw_state_form(void) {
     const char *s = getenv("MIXSCOPE_KATA_STATE");
-    return s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4") || !strcmp(s, "5")) ? atoi(s)
-                                                                                           : 2;
+    return s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4") || !strcmp(s, "5") ||
+                 !strcmp(s, "6"))
+               ? atoi(s)
+               : 2;
 }
 
-template <int TW, int NWG = 2, bool RF = false>
+template <int TW, int NWG = 2, int RF = 0>
 static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
     constexpr int TILES = NWG * TW;
     constexpr size_t SMEM = kt_state_ov_smem<TW, NWG, RF>::SMEM;
@@ -1017,7 +1021,8 @@ static int ktw_read_tokens(void) {
 }
 
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
-    if (ktw_state_form() == 5) return ktw_state_ov<1, 2, true>(a, st, e);
+    if (ktw_state_form() == 5) return ktw_state_ov<1, 2, 1>(a, st, e);
+    if (ktw_state_form() == 6) return ktw_state_ov<1, 2, 2>(a, st, e);
     if (ktw_state_form() == 4) return ktw_state_ov<2>(a, st, e);
     if (ktw_state_form() == 3) return ktw_state_ov<1, 3>(a, st, e);
     if (ktw_state_form() == 2) return ktw_state_ov<1>(a, st, e);
@@ -1056,12 +1061,12 @@ int kata_tc_wgmma_read(const kt_args &a, cudaStream_t st, err *e) {
     return a.dk == 64 ? ktw_read<64>(a, st, e) : ktw_read<128>(a, st, e);
 }
 
-// MIXSCOPE_KATA_LOCAL (a benchmark knob while the wgmma local pass is new): 1 kt_local_wgmma, 2
-// its pipelined form (m1 only; other maps take 1); 0 or unset kata_tc.cu's mma.sync pass.
+// MIXSCOPE_KATA_LOCAL (a benchmark knob): 0 kata_tc.cu's mma.sync pass (the baseline), 1
+// kt_local_wgmma's simple form; 2 or unset its pipelined form (m1 only; other maps take 1).
 // Read at each call, as MIXSCOPE_KATA_STATE.
 int kata_tc_wgmma_local_form(void) {
     const char *s = getenv("MIXSCOPE_KATA_LOCAL");
-    return s && (!strcmp(s, "1") || !strcmp(s, "2")) ? atoi(s) : 0;
+    return s && (!strcmp(s, "0") || !strcmp(s, "1")) ? atoi(s) : 2;
 }
 
 template <int DK, int KPG, bool PIPE>

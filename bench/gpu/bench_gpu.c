@@ -25,7 +25,8 @@
  * MIXSCOPE_KATA_CL sets the tensor-core path's chunk, MIXSCOPE_KATA_TC=0 and
  * MIXSCOPE_KATA_WGMMA=0 time its fallbacks (fp32 kernels, mma.sync passes), MIXSCOPE_KATA_STATE=0
  * or 4 and MIXSCOPE_KATA_READ=128 the wgmma passes the overlapped ones replaced, and
- * MIXSCOPE_KATA_LOCAL=1 or 2 the local pass on wgmma (simple, pipelined) instead of mma.sync
+ * MIXSCOPE_KATA_LOCAL=0 or 1 the local pass on mma.sync or wgmma's simple form instead of the
+ * pipelined wgmma form
  * (scripts/gpu-kata-check.sh), MIXSCOPE_DECODE a decode kernel. */
 #include <math.h>
 #include <stdint.h>
