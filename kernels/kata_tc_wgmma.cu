@@ -21,13 +21,10 @@
 //                   run beside tile j's values), other maps the simple form. 1.92-1.95 ms at 128K
 //                   against 3.14-3.34 for kata_tc.cu's mma.sync pass (H100, same runs;
 //                   MIXSCOPE_KATA_LOCAL=0 keeps that, =1 the simple form for m1 too).
-// New, not yet run (MIXSCOPE_KATA_STATE=5):
-//   kt_state_ov<1, 2, true>  the state pass with psi_tile(K)^T built straight into the products'
-//                   A fragments (wgmma's register form: ldmatrix.x4.trans of the key columns,
-//                   shuffles, packed products), so psi never goes through shared memory: per
-//                   step and warpgroup 16 KB less shared traffic (8 KB stored, 8 KB read by the
-//                   products) where the products' V reads are 16 KB; no psi buffers (81 KB a
-//                   block against 113).
+// Tried, on branch kata-state-rf: the state pass with psi_tile(K)^T built straight into wgmma's A
+// fragments (ldmatrix.x4.trans of the key columns, shuffles, packed products; no psi in shared
+// memory) passed 29 of its 30 test_gpu lines and failed m1 at dk = 128, T = 2200 (0.13 against
+// 1e-2, H100); the cause was not found before the device time ran out.
 // Kept as the baselines they were measured against (MIXSCOPE_KATA_STATE=0, MIXSCOPE_KATA_READ=128;
 // MIXSCOPE_KATA_STATE=4 times kt_state_ov<2>, four tiles a block, one block a multiprocessor,
 // which lost: docs/gpu-results.md):
@@ -209,11 +206,11 @@ __global__ void __launch_bounds__(256, 2) kt_state_wgmma(kt_args a) {
 __device__ __forceinline__ int ktw_ring_next(int st) {
     return st == KTW_RING - 1 ? 0 : st + 1;
 }
-template <int TW, int NWG = 2, int RF = 0> struct kt_state_ov_smem {
+template <int TW, int NWG = 2> struct kt_state_ov_smem {
     static constexpr int TILES = NWG * TW;
-    static constexpr int PSI = RF ? 0 : 2 * TILES * 64 * KT_F; // psi's buffers (bf16)
     static constexpr size_t SMEM =
-        1024 + (KTW_RING * 64 * KTW_DV + PSI + KTW_RING * NWG * KT_S * KT_LK) * 2 +
+        1024 +
+        (KTW_RING * 64 * KTW_DV + 2 * TILES * 64 * KT_F + KTW_RING * NWG * KT_S * KT_LK) * 2 +
         NWG * 4 * TW * KT_F * sizeof(float);
 };
 
@@ -244,16 +241,16 @@ __device__ __forceinline__ float kt_ov_z_sum(const float (&zc)[TW][4], float *re
     return z;
 }
 
-template <int TW, int NWG = 2, int RF = 0>
+template <int TW, int NWG = 2>
 __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(kt_args a) {
 #ifdef KTW_HAVE_WGMMA
     constexpr int TILES = NWG * TW;
     constexpr bool VALL = NWG == 2; // every thread copies V (else the first 256)
     extern __shared__ __align__(16) unsigned char ktw_sm[];
     unsigned char *base = ktw_align(ktw_sm);
-    bf16_t *sV = (bf16_t *)base;                          // [3][64][128] sw128
-    bf16_t *sP = sV + KTW_RING * 64 * KTW_DV;             // [2][TILES][64][64] sw128 (!RF)
-    bf16_t *sK = sP + kt_state_ov_smem<TW, NWG, RF>::PSI; // [3][NWG][KT_S][KT_LK]
+    bf16_t *sV = (bf16_t *)base;              // [3][64][128] sw128
+    bf16_t *sP = sV + KTW_RING * 64 * KTW_DV; // [2][TILES][64][64] sw128
+    bf16_t *sK = sP + 2 * TILES * 64 * KT_F;  // [3][NWG][KT_S][KT_LK]
     float *sRed = (float *)(sK + KTW_RING * NWG * KT_S * KT_LK);
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
     const int wg = tid >> 7, t = tid & 127, w4 = (tid >> 5) & 3, fr0 = w4 * 16;
@@ -359,44 +356,6 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(
             mma_bf16(zc[l], af, f[2], f[3]);
         }
     };
-    // RF: psi_tile(K)^T of a step as the A fragments of its four k16 products, in registers
-    // (fr[l][kk], tile l, tokens 16 kk .. + 16). Per k16 one ldmatrix.x4.trans of the key columns
-    // gives lane (g, tg) x_I[g] and x_J[g] at tokens 2 tg, + 1 (f[0], f[2]) and 2 tg + 8, + 9
-    // (f[1], f[3]); warp w4's rows are features 8 a + b with a = 2 w4 (rows g) and 2 w4 + 1 (rows
-    // g + 8), b = g, so x_I[a] comes by a shuffle from lane 4 a + tg, and each fragment register
-    // is two exact products rounded once (fma.rn.bf16x2 with -0): psi's values as build gives
-    // them. The k16 of tokens 16 w4 .. + 16 also feeds z's m16n8k16 (build's z share).
-    const unsigned raddr =
-        smem_u32(sK + (wg * KT_S + ((lane >> 3) & 1) * 8 + (lane & 7)) * KT_LK + (lane >> 4) * 8);
-    auto gen = [&](int st, uint32_t(*fr)[4][4]) {
-#pragma unroll
-        for (int l = 0; l < TW; l++)
-#pragma unroll
-            for (int kk = 0; kk < KT_S / 16; kk++) {
-                uint32_t f[4];
-                ldsm_x4_trans(f, raddr + (st * NWG * KT_S * KT_LK + 16 * kk * KT_LK + 16 * l) * 2);
-                const uint32_t i0l = __shfl_sync(0xffffffffu, f[0], 8 * w4 + (lane & 3));
-                const uint32_t i1l = __shfl_sync(0xffffffffu, f[0], 8 * w4 + 4 + (lane & 3));
-                const uint32_t i0h = __shfl_sync(0xffffffffu, f[1], 8 * w4 + (lane & 3));
-                const uint32_t i1h = __shfl_sync(0xffffffffu, f[1], 8 * w4 + 4 + (lane & 3));
-                fr[l][kk][0] = kt_bmul2(i0l, f[2]), fr[l][kk][1] = kt_bmul2(i1l, f[2]);
-                fr[l][kk][2] = kt_bmul2(i0h, f[3]), fr[l][kk][3] = kt_bmul2(i1h, f[3]);
-                if (kk == w4) { // warp-uniform
-                    const uint32_t af[4] = {f[0], 0u, f[1], 0u};
-                    mma_bf16(zc[l], af, f[2], f[3]);
-                }
-            }
-    };
-    // the fragments in flight stay live (and theirs alone) until the products are waited for
-    auto pin = [](uint32_t(*fr)[4][4]) {
-#pragma unroll
-        for (int l = 0; l < TW; l++)
-#pragma unroll
-            for (int kk = 0; kk < KT_S / 16; kk++)
-#pragma unroll
-                for (int x = 0; x < 4; x++) asm volatile("" : "+r"(fr[l][kk][x])::"memory");
-    };
-    uint32_t fa[TW][4][4], fb[TW][4][4]; // RF: this step's fragments, the next step's
     // z's exclusive prefix of the chunk starting at step (zc holds the steps before it)
     auto z_prefix = [&](int chunk) {
         const size_t c = (size_t)chunk * N + n;
@@ -416,10 +375,7 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(
     cp_async_wait<1>();
     bar_sync(1 + wg, 128); // this warpgroup's key columns of step 0 landed
     z_prefix(0);
-    if constexpr (RF)
-        gen(0, fa);
-    else
-        build(0, 0);
+    build(0, 0);
     fence_proxy_async();
     __syncthreads(); // step 0's psi and V visible to the products
     // st: the ring stage of this step (st1, st2 the next two); cs: the step's place in its chunk
@@ -438,13 +394,9 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(
         for (int l = 0; l < TW; l++)
 #pragma unroll
             for (int kk = 0; kk < KT_S / 16; kk++)
-                if constexpr (RF)
-                    wgmma_rs_n128_tb(acc[l], fa[l][kk], dB + ((kk * 2048) >> 4));
-                else
-                    wgmma_ss_n128_t<1, 1>(acc[l], dP + ((l * 64 * KT_F * 2 + kk * 2048) >> 4),
-                                          dB + ((kk * 2048) >> 4));
+                wgmma_ss_n128_t<1, 1>(acc[l], dP + ((l * 64 * KT_F * 2 + kk * 2048) >> 4),
+                                      dB + ((kk * 2048) >> 4));
         wgmma_commit();
-        if constexpr (RF == 2) wgmma_wait<0>(); // a probe: the products done before gen
         // the stage of step + 2 is step - 1's, whose products every warpgroup waited for
         if (step + 2 < nsteps)
             issue(step + 2, st2);
@@ -456,23 +408,11 @@ __global__ void __launch_bounds__(128 * NWG, NWG == 2 ? 2 / TW : 1) kt_state_ov(
             cp_async_wait<1>();
             bar_sync(1 + wg, 128); // this warpgroup's key columns of step + 1 landed
             if (cs == 0) z_prefix(chunk);
-            if constexpr (RF)
-                gen(st1, fb);
-            else
-                build(st1, pb ^ 1);
+            build(st1, pb ^ 1);
         }
         wgmma_wait<0>();
 #pragma unroll
         for (int l = 0; l < TW; l++) wgmma_fence_regs<64>(acc[l]);
-        if constexpr (RF) {
-            pin(fa);
-#pragma unroll
-            for (int l = 0; l < TW; l++)
-#pragma unroll
-                for (int kk = 0; kk < KT_S / 16; kk++)
-#pragma unroll
-                    for (int x = 0; x < 4; x++) fa[l][kk][x] = fb[l][kk][x];
-        }
         fence_proxy_async();
         __syncthreads(); // the next psi and V visible; this step's psi and stage free
         st = st1;
@@ -976,36 +916,31 @@ int kata_tc_wgmma_usable(void) {
     return usable;
 }
 
-// MIXSCOPE_KATA_STATE (a benchmark knob): 5 psi in registers (new), 0 the two-tile pass without the
-// overlap (kt_state_wgmma), 4 kt_state_ov's four tiles a block, 3 three warpgroups of a tile (one
-// block a multiprocessor: at B H = 16, d = 128 the 2176 tile-sequences fill 5.5 waves of 396
-// warpgroups against 4.1 of 528 at two, whose fifth runs 32 blocks); default 2 (two tiles a block).
+// MIXSCOPE_KATA_STATE (a benchmark knob): 0 the two-tile pass without the overlap
+// (kt_state_wgmma), 4 kt_state_ov's four tiles a block, 3 three warpgroups of a tile (one block
+// a multiprocessor: at B H = 16, d = 128 the 2176 tile-sequences fill 5.5 waves of 396 warpgroups
+// against 4.1 of 528 at two, whose fifth runs 32 blocks); default 2 (two tiles a block).
 // Read at each call (a getenv beside a pass of tens of microseconds at least), so that test_gpu can
 // run the new forms beside the default in one process.
 static int ktw_state_form(void) {
     const char *s = getenv("MIXSCOPE_KATA_STATE");
-    return s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4") || !strcmp(s, "5") ||
-                 !strcmp(s, "6"))
-               ? atoi(s)
-               : 2;
+    return s && (!strcmp(s, "0") || !strcmp(s, "3") || !strcmp(s, "4")) ? atoi(s) : 2;
 }
 
-template <int TW, int NWG = 2, int RF = 0>
-static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
+template <int TW, int NWG = 2> static int ktw_state_ov(const kt_args &a, cudaStream_t st, err *e) {
     constexpr int TILES = NWG * TW;
-    constexpr size_t SMEM = kt_state_ov_smem<TW, NWG, RF>::SMEM;
-    CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW, NWG, RF>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM),
+    constexpr size_t SMEM = kt_state_ov_smem<TW, NWG>::SMEM;
+    CUDA_TRY(cudaFuncSetAttribute(kt_state_ov<TW, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)SMEM),
              "gpu kata tc (wgmma): shared memory");
     static_assert(SMEM <= 227 * 1024, "a block's shared memory");
-    kt_state_ov<TW, NWG, RF>
+    kt_state_ov<TW, NWG>
         <<<dim3((a.ntile + TILES - 1) / TILES, a.B * a.H), 128 * NWG, SMEM, st>>>(a);
     CUDA_LAUNCHED("gpu kata tc (wgmma): state pass");
-    ktw_report((const void *)kt_state_ov<TW, NWG, RF>,
-               RF         ? "state, psi in registers"
-               : NWG == 3 ? "state, 3 warpgroups"
-               : TW == 2  ? "state, 4 tiles"
-                          : "state",
+    ktw_report((const void *)kt_state_ov<TW, NWG>,
+               NWG == 3  ? "state, 3 warpgroups"
+               : TW == 2 ? "state, 4 tiles"
+                         : "state",
                128 * NWG, SMEM);
     return 0;
 }
@@ -1021,8 +956,6 @@ static int ktw_read_tokens(void) {
 }
 
 int kata_tc_wgmma_state(const kt_args &a, cudaStream_t st, err *e) {
-    if (ktw_state_form() == 5) return ktw_state_ov<1, 2, 1>(a, st, e);
-    if (ktw_state_form() == 6) return ktw_state_ov<1, 2, 2>(a, st, e);
     if (ktw_state_form() == 4) return ktw_state_ov<2>(a, st, e);
     if (ktw_state_form() == 3) return ktw_state_ov<1, 3>(a, st, e);
     if (ktw_state_form() == 2) return ktw_state_ov<1>(a, st, e);

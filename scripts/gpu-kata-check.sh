@@ -10,11 +10,10 @@
 #   of each pass) from every gpubin/bench/gpu/bench_gpu* under every setting of ENVS, alternating
 #   ROUNDS times (default 2).
 # Output: stdout and $OUT/kata-*.txt.
-# The sitting 7b52a0a's new forms wait for (the wgmma local pass, simple and pipelined, and the
-# state pass at three warpgroups a block; none has run yet; test_gpu's kata list runs them beside
-# the default, test_kata_forms):
-#   TEST_ENVS="- MIXSCOPE_KATA_CL=384" ENVS="- MIXSCOPE_KATA_LOCAL=1 MIXSCOPE_KATA_LOCAL=2 \
-#     MIXSCOPE_KATA_STATE=3 MIXSCOPE_KATA_LOCAL=2,MIXSCOPE_KATA_CL=2048" sh scripts/gpu-kata-check.sh
+# The forms timed on 2026-12-07 (docs/gpu-runs/kata-forms-c1e9d87-h100.txt):
+#   TEST=0 ENVS="- MIXSCOPE_KATA_LOCAL=2 MIXSCOPE_KATA_STATE=3 MIXSCOPE_KATA_LOCAL=2,MIXSCOPE_KATA_STATE=3 \
+#     MIXSCOPE_KATA_LOCAL=1" sh scripts/gpu-kata-check.sh
+# (the wgmma local pass, MIXSCOPE_KATA_LOCAL=2, won and became the default; =0 keeps the mma.sync one).
 . scripts/gpu-unpack.sh
 . scripts/gpu-case-lists.sh
 if [ "${TEST:-1}" = 1 ]; then

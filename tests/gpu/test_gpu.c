@@ -1352,8 +1352,6 @@ int main(void) {
          * block, then kata_tc.cu's mma.sync local pass */
         test_kata_forms(kata, "1", "3");
         test_kata_forms(kata, "0", NULL);
-        test_kata_forms(kata, NULL, "5"); /* the state pass with psi in registers */
-        if (getenv("MIXSCOPE_KATA_PROBE")) test_kata_forms(kata, NULL, "6"); /* a probe of it */
     }
     /* Kalman's scan with channel groups cut by M (20 channels in groups of 8 at S = 16, 6 in
      * groups of 4 at S = 32): kx_ring loads those inputs element by element, not by cp.async;
