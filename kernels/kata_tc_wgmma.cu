@@ -21,10 +21,11 @@
 //                   run beside tile j's values), other maps the simple form. 1.92-1.95 ms at 128K
 //                   against 3.14-3.34 for kata_tc.cu's mma.sync pass (H100, same runs;
 //                   MIXSCOPE_KATA_LOCAL=0 keeps that, =1 the simple form for m1 too).
-// Tried, on branch kata-state-rf: the state pass with psi_tile(K)^T built straight into wgmma's A
-// fragments (ldmatrix.x4.trans of the key columns, shuffles, packed products; no psi in shared
-// memory) passed 29 of its 30 test_gpu lines and failed m1 at dk = 128, T = 2200 (0.13 against
-// 1e-2, H100); the cause was not found before the device time ran out.
+// Tried (commit e935d9e in main's history, branch kata-state-rf): the state pass with psi_tile(K)^T
+// built straight into wgmma's A fragments (ldmatrix.x4.trans of the key columns, shuffles, packed
+// products; no psi in shared memory) passed 29 of its 30 test_gpu lines and failed m1 at dk = 128,
+// T = 2200 (0.13 against 1e-2, H100); the cause was not found before the device time ran out.
+//
 // Kept as the baselines they were measured against (MIXSCOPE_KATA_STATE=0, MIXSCOPE_KATA_READ=128;
 // MIXSCOPE_KATA_STATE=4 times kt_state_ov<2>, four tiles a block, one block a multiprocessor,
 // which lost: docs/gpu-results.md):
