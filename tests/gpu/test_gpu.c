@@ -281,14 +281,14 @@ static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, 
                 kata ? mixer_probe_offset(m, &c, mixer_probe_index(m, "o_hat")) : (size_t)-1;
             size_t oden =
                 kata ? mixer_probe_offset(m, &c, mixer_probe_index(m, "den")) : (size_t)-1;
-            double worst_oh = 0;
+            double worst_sums = 0;
             for (size_t i = 0; i < (size_t)T * np; i++) {
                 double a = p_gpu[i], b = p_cpu[i], d;
                 size_t w = i % np;
                 if (kata && ((w >= ooh && w < ooh + (size_t)H * c.dv) ||
                              (w >= oden && w < oden + (size_t)H))) {
                     d = fabs(a - b) / (1 + fabs(b));
-                    if (!(d <= worst_oh)) worst_oh = d; /* NaN stays */
+                    if (!(d <= worst_sums)) worst_sums = d; /* NaN stays */
                     continue;
                 }
                 if (irc >= 0 && w >= orc && w < orc + (size_t)H) {
@@ -311,9 +311,9 @@ static void test_mixer_opts(const mixer_ops *m, const char *spec, int T, int H, 
             if (worst >= 1e-5) printf("  worst probe: %s\n", m->probes[probe].name);
             report(what, worst, 1e-5);
             if (kata) {
-                char oh[160];
-                snprintf(oh, sizeof oh, "  o_hat, den vs double (the cpu's %.2e)", cpu_sums);
-                report(oh, worst_oh, cpu_sums > 1e-5 ? cpu_sums : 1e-5);
+                char line[160];
+                snprintf(line, sizeof line, "  o_hat, den vs double (the cpu's %.2e)", cpu_sums);
+                report(line, worst_sums, cpu_sums > 1e-5 ? cpu_sums : 1e-5);
             }
         }
         free(p_cpu), free(p_gpu);
